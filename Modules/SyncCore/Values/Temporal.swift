@@ -1,0 +1,309 @@
+/// An instant with millisecond precision, as the table protocol carries `createdAt` and `updatedAt`.
+///
+/// The wire form is UTC with milliseconds and a `Z`: `2024-08-23T20:22:54.291Z`. Parsing also
+/// accepts `+00:00` and other offsets, a missing or longer fraction (truncated to milliseconds), and
+/// a lowercase `t`/`z`.
+///
+/// ```swift
+/// let t = try Timestamp(parsing: "2024-08-23T20:22:54.291+00:00")
+/// t.iso8601          // "2024-08-23T20:22:54.291Z"
+/// t.millisecondsSince1970  // 1724444574291
+/// ```
+public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
+    /// Milliseconds since 1970-01-01T00:00:00Z.
+    public var millisecondsSince1970: Int64
+
+    public init(millisecondsSince1970: Int64) {
+        self.millisecondsSince1970 = millisecondsSince1970
+    }
+
+    /// Parses an ISO 8601 date-time. See the type's documentation for the accepted forms.
+    public init(parsing text: some StringProtocol) throws(TemporalParseError) {
+        guard let value = Timestamp(iso8601: text) else { throw TemporalParseError(text: String(text), kind: "date-time") }
+        self = value
+    }
+
+    /// Parses an ISO 8601 date-time, or returns `nil`.
+    public init?(iso8601 text: some StringProtocol) {
+        var scanner = DigitScanner(Array(text.utf8))
+        guard let year = scanner.number(digits: 4), scanner.skip("-"),
+            let month = scanner.number(digits: 2), scanner.skip("-"),
+            let day = scanner.number(digits: 2), CalendarDate.isValid(year: year, month: month, day: day)
+        else { return nil }
+        guard scanner.skip("T") || scanner.skip("t") || scanner.skip(" ") else { return nil }
+        guard let hour = scanner.number(digits: 2), hour < 24, scanner.skip(":"),
+            let minute = scanner.number(digits: 2), minute < 60
+        else { return nil }
+        var second = 0
+        var millisecond = 0
+        if scanner.skip(":") {
+            guard let value = scanner.number(digits: 2), value < 60 else { return nil }
+            second = value
+            if scanner.skip(".") {
+                guard let fraction = scanner.fractionMilliseconds() else { return nil }
+                millisecond = fraction
+            }
+        }
+        var offsetMinutes = 0
+        if scanner.skip("Z") || scanner.skip("z") {
+            offsetMinutes = 0
+        } else if let sign = scanner.sign() {
+            guard let hours = scanner.number(digits: 2), hours < 24 else { return nil }
+            _ = scanner.skip(":")
+            guard let minutes = scanner.number(digits: 2), minutes < 60 else { return nil }
+            offsetMinutes = sign * (hours * 60 + minutes)
+        } else {
+            return nil
+        }
+        guard scanner.isAtEnd else { return nil }
+        let days = Int64(CalendarDate.daysSince1970(year: year, month: month, day: day))
+        let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
+        self.millisecondsSince1970 = seconds * 1000 + Int64(millisecond)
+    }
+
+    /// The wire form: `yyyy-MM-ddTHH:mm:ss.SSSZ` in UTC.
+    public var iso8601: String {
+        let (days, milliseconds) = millisecondsSince1970.floorDivided(by: 86_400_000)
+        let date = CalendarDate(daysSince1970: Int(days))
+        let time = TimeOfDay(millisecondsSinceMidnight: Int(milliseconds))
+        return "\(date.iso8601)T\(time.iso8601WithMilliseconds)Z"
+    }
+
+    public var description: String { iso8601 }
+
+    /// The UTC calendar date of this instant.
+    public var date: CalendarDate {
+        CalendarDate(daysSince1970: Int(millisecondsSince1970.floorDivided(by: 86_400_000).quotient))
+    }
+
+    /// The UTC time of day of this instant.
+    public var timeOfDay: TimeOfDay {
+        TimeOfDay(millisecondsSinceMidnight: Int(millisecondsSince1970.floorDivided(by: 86_400_000).remainder))
+    }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.millisecondsSince1970 < rhs.millisecondsSince1970
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let value = Timestamp(iso8601: text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text)' is not an ISO 8601 date-time.")
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(iso8601)
+    }
+}
+
+/// A calendar date without a time or a zone (OData `Edm.Date`), written `yyyy-MM-dd`.
+public struct CalendarDate: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public var year: Int
+    public var month: Int
+    public var day: Int
+
+    /// Creates a date; returns `nil` for a day that does not exist.
+    public init?(year: Int, month: Int, day: Int) {
+        guard CalendarDate.isValid(year: year, month: month, day: day) else { return nil }
+        self.year = year
+        self.month = month
+        self.day = day
+    }
+
+    /// Parses `yyyy-MM-dd`, or returns `nil`.
+    public init?(iso8601 text: some StringProtocol) {
+        var scanner = DigitScanner(Array(text.utf8))
+        guard let year = scanner.number(digits: 4), scanner.skip("-"), let month = scanner.number(digits: 2),
+            scanner.skip("-"), let day = scanner.number(digits: 2), scanner.isAtEnd
+        else { return nil }
+        self.init(year: year, month: month, day: day)
+    }
+
+    /// The date `days` after 1970-01-01.
+    public init(daysSince1970 days: Int) {
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        self.year = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        self.month = m
+        self.day = d
+    }
+
+    /// Days since 1970-01-01 (negative before).
+    public var daysSince1970: Int { CalendarDate.daysSince1970(year: year, month: month, day: day) }
+
+    /// Midnight UTC of this date.
+    public var midnightUTC: Timestamp { Timestamp(millisecondsSince1970: Int64(daysSince1970) * 86_400_000) }
+
+    /// `yyyy-MM-dd`.
+    public var iso8601: String { "\(year.padded(4))-\(month.padded(2))-\(day.padded(2))" }
+
+    public var description: String { iso8601 }
+
+    public static func < (lhs: CalendarDate, rhs: CalendarDate) -> Bool {
+        (lhs.year, lhs.month, lhs.day) < (rhs.year, rhs.month, rhs.day)
+    }
+
+    static func isValid(year: Int, month: Int, day: Int) -> Bool {
+        guard (1...12).contains(month), day >= 1 else { return false }
+        let isLeap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+        let lengths = [31, isLeap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        return day <= lengths[month - 1]
+    }
+
+    static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        // Howard Hinnant's days_from_civil.
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = month > 2 ? month - 3 : month + 9
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+}
+
+/// A time of day without a date or a zone (OData `Edm.TimeOfDay`), written `HH:mm:ss[.fff]`.
+public struct TimeOfDay: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// Milliseconds since midnight, `0..<86_400_000`.
+    public var millisecondsSinceMidnight: Int
+
+    public init(millisecondsSinceMidnight: Int) {
+        self.millisecondsSinceMidnight = millisecondsSinceMidnight
+    }
+
+    /// Creates a time; returns `nil` when a component is out of range.
+    public init?(hour: Int, minute: Int, second: Int = 0, millisecond: Int = 0) {
+        guard (0..<24).contains(hour), (0..<60).contains(minute), (0..<60).contains(second),
+            (0..<1000).contains(millisecond)
+        else { return nil }
+        self.millisecondsSinceMidnight = ((hour * 60 + minute) * 60 + second) * 1000 + millisecond
+    }
+
+    /// Parses `HH:mm[:ss[.fff…]]`, or returns `nil`.
+    public init?(iso8601 text: some StringProtocol) {
+        var scanner = DigitScanner(Array(text.utf8))
+        guard let hour = scanner.number(digits: 2), scanner.skip(":"), let minute = scanner.number(digits: 2)
+        else { return nil }
+        var second = 0
+        var millisecond = 0
+        if scanner.skip(":") {
+            guard let value = scanner.number(digits: 2) else { return nil }
+            second = value
+            if scanner.skip(".") {
+                guard let fraction = scanner.fractionMilliseconds() else { return nil }
+                millisecond = fraction
+            }
+        }
+        guard scanner.isAtEnd else { return nil }
+        self.init(hour: hour, minute: minute, second: second, millisecond: millisecond)
+    }
+
+    public var hour: Int { millisecondsSinceMidnight / 3_600_000 }
+    public var minute: Int { millisecondsSinceMidnight / 60_000 % 60 }
+    public var second: Int { millisecondsSinceMidnight / 1000 % 60 }
+    public var millisecond: Int { millisecondsSinceMidnight % 1000 }
+
+    /// `HH:mm:ss`, with `.fff` when the milliseconds are not zero.
+    public var iso8601: String {
+        millisecond == 0 ? "\(hour.padded(2)):\(minute.padded(2)):\(second.padded(2))" : iso8601WithMilliseconds
+    }
+
+    /// `HH:mm:ss.fff`.
+    public var iso8601WithMilliseconds: String {
+        "\(hour.padded(2)):\(minute.padded(2)):\(second.padded(2)).\(millisecond.padded(3))"
+    }
+
+    public var description: String { iso8601 }
+
+    public static func < (lhs: TimeOfDay, rhs: TimeOfDay) -> Bool {
+        lhs.millisecondsSinceMidnight < rhs.millisecondsSinceMidnight
+    }
+}
+
+/// A date or time text that could not be read.
+public struct TemporalParseError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The text that was given.
+    public var text: String
+    /// What was expected: "date-time", "date" or "time".
+    public var kind: String
+
+    public var description: String { "'\(text)' is not a valid ISO 8601 \(kind)" }
+}
+
+struct DigitScanner {
+    let bytes: [UInt8]
+    var index = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var isAtEnd: Bool { index == bytes.count }
+
+    mutating func number(digits count: Int) -> Int? {
+        guard bytes.count - index >= count else { return nil }
+        var value = 0
+        for offset in 0..<count {
+            let byte = bytes[index + offset]
+            guard byte >= 0x30, byte <= 0x39 else { return nil }
+            value = value * 10 + Int(byte - 0x30)
+        }
+        index += count
+        return value
+    }
+
+    mutating func skip(_ character: Unicode.Scalar) -> Bool {
+        guard index < bytes.count, bytes[index] == UInt8(ascii: character) else { return false }
+        index += 1
+        return true
+    }
+
+    mutating func sign() -> Int? {
+        if skip("+") { return 1 }
+        if skip("-") { return -1 }
+        return nil
+    }
+
+    /// Reads one or more fraction digits and returns them as whole milliseconds (truncated).
+    mutating func fractionMilliseconds() -> Int? {
+        var value = 0
+        var count = 0
+        while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 {
+            if count < 3 { value = value * 10 + Int(bytes[index] - 0x30) }
+            count += 1
+            index += 1
+        }
+        guard count > 0 else { return nil }
+        for _ in count..<max(count, 3) { value *= 10 }
+        return value
+    }
+}
+
+extension Int {
+    func padded(_ width: Int) -> String {
+        let text = String(Swift.abs(self))
+        let padding = String(repeating: "0", count: Swift.max(0, width - text.count))
+        return (self < 0 ? "-" : "") + padding + text
+    }
+}
+
+extension Int64 {
+    func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+        var quotient = self / divisor
+        var remainder = self % divisor
+        if remainder < 0 {
+            quotient -= 1
+            remainder += divisor
+        }
+        return (quotient, remainder)
+    }
+}

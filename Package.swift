@@ -1,0 +1,47 @@
+// swift-tools-version: 6.2
+//
+// The Ferry SDK package: what an app imports, and nothing heavier.
+// Pick a backend: `import SyncCore` plus exactly one of StoreSQLite, StoreLMDB or StoreMemory.
+// The server, CLI and REPL live in Apps/Package.swift so that an app never resolves them.
+import PackageDescription
+
+let package = Package(
+    name: "Ferry",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "SyncCore", targets: ["SyncCore"]),
+        .library(name: "StoreMemory", targets: ["StoreMemory"]),
+    ],
+    targets: [
+        .target(name: "SyncCore", path: "Modules/SyncCore"),
+        .target(name: "StoreMemory", dependencies: ["SyncCore"], path: "Modules/StoreMemory"),
+
+        // The shared store conformance suite: a regular library target kept under Tests/,
+        // run by every store's test target.
+        .target(name: "StoreConformance", dependencies: ["SyncCore"], path: "Tests/StoreConformance"),
+
+        .testTarget(name: "SyncCoreTests", dependencies: ["SyncCore"], path: "Tests/SyncCoreTests"),
+        .testTarget(
+            name: "StoreMemoryTests",
+            dependencies: ["StoreMemory", "StoreConformance", "SyncCore"],
+            path: "Tests/StoreMemoryTests"
+        ),
+    ]
+)
+
+// One place for language settings: Swift 6 mode (tools 6.2) plus the upcoming features the
+// server-side Swift packages use.
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings += [
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+        .enableUpcomingFeature("InternalImportsByDefault"),
+        .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+        .enableUpcomingFeature("InferIsolatedConformances"),
+    ]
+    if target.type == .regular {
+        settings.append(.treatWarning("ExplicitSendable", as: .error))
+    }
+    target.swiftSettings = settings
+}
