@@ -20,7 +20,11 @@ let package = Package(
         // run by every store's test target.
         .target(name: "StoreConformance", dependencies: ["SyncCore"], path: "Tests/StoreConformance"),
 
-        .testTarget(name: "SyncCoreTests", dependencies: ["SyncCore"], path: "Tests/SyncCoreTests"),
+        .testTarget(
+            name: "SyncCoreTests",
+            dependencies: ["SyncCore", "StoreConformance"],
+            path: "Tests/SyncCoreTests"
+        ),
         .testTarget(
             name: "StoreMemoryTests",
             dependencies: ["StoreMemory", "StoreConformance", "SyncCore"],

@@ -11,7 +11,7 @@ import Synchronization
 /// try ItemID.validate("a/b")             // throws ItemIDError(.forbiddenCharacter)
 /// let id = ItemID.generate()              // "0193f4a2-7c1e-7a3b-8c2d-5e6f7a8b9c0d": UUIDv7, sorts by time
 /// ```
-public enum ItemID {
+public enum ItemID: Sendable {
     /// The longest id, in UTF-16 code units (the legacy limit).
     public static let maximumLength = 255
 

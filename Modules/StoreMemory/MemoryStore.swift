@@ -1,0 +1,357 @@
+public import SyncCore
+
+/// A complete ``LocalStore`` in memory.
+///
+/// It keeps nothing across launches, so it suits tests, previews and caches; it is also the
+/// deterministic reference the other stores are compared with. Queries run on ``QueryEvaluator``.
+/// Transactions keep an undo log, so a failed one costs only what it changed.
+///
+/// ```swift
+/// import SyncCore
+/// import StoreMemory
+///
+/// let store = MemoryStore()
+/// try await store.upsert("todo", [["id": "1", "title": "Milk"]])
+/// let item = try await store.item("todo", id: "1")
+/// ```
+public actor MemoryStore: LocalStore {
+    private var state = MemoryState()
+    private var isClosed = false
+
+    public init() {}
+
+    public nonisolated var capabilities: StoreCapabilities { [] }
+
+    public func read<Result: Sendable>(_ body: @Sendable (any StoreReader) throws -> Result) async throws -> Result {
+        try checkOpen()
+        return try body(MemoryReader(state: state))
+    }
+
+    public func write<Result: Sendable>(
+        _ body: @Sendable (any StoreTransaction) throws -> Result
+    ) async throws -> Result {
+        try checkOpen()
+        let transaction = MemoryTransaction(state: state)
+        // Drop our reference so the transaction's copy is unique and mutates in place.
+        state = MemoryState()
+        defer { transaction.isFinished = true }
+        do {
+            let result = try body(transaction)
+            state = transaction.state
+            return result
+        } catch {
+            transaction.rollBack()
+            state = transaction.state
+            throw error
+        }
+    }
+
+    public func close() async throws {
+        isClosed = true
+        state = MemoryState()
+    }
+
+    private func checkOpen() throws(StoreError) {
+        if isClosed { throw StoreError(.closed, "the memory store is closed") }
+    }
+}
+
+extension LocalStore where Self == MemoryStore {
+    /// A new, empty in-memory store: `SyncContext(store: .memory, …)`.
+    public static var memory: MemoryStore { MemoryStore() }
+}
+
+struct MemoryState {
+    var tables: [String: [String: JSONObject]] = [:]
+    var definitions: [String: TableDefinition] = [:]
+    /// Sorted by id.
+    var operations: [PendingOperation] = []
+    var lastOperationID: Int64 = 0
+    /// Oldest first.
+    var errors: [OperationErrorRecord] = []
+    var tokens: [String: [String: String]] = [:]
+
+    func operationIndex(of id: Int64) -> Int? {
+        var low = 0
+        var high = operations.count
+        while low < high {
+            let middle = (low + high) / 2
+            if operations[middle].id < id { low = middle + 1 } else { high = middle }
+        }
+        return low < operations.count && operations[low].id == id ? low : nil
+    }
+}
+
+struct MemoryReader: StoreReader {
+    let state: MemoryState
+
+    func item(_ table: String, id: String) throws -> JSONObject? {
+        state.tables[table]?[id]
+    }
+
+    func query(_ table: String, _ query: TableQuery) throws -> QueryResult {
+        let schema = state.definitions[table]?.schema ?? .schemaless
+        try StoreValidation.validate(query, schema: schema)
+        do {
+            return try QueryEvaluator(schema: schema).evaluate(query, over: (state.tables[table] ?? [:]).values)
+        } catch {
+            throw StoreError(.invalidQuery, error.description, underlying: error)
+        }
+    }
+
+    func count(_ table: String) throws -> Int {
+        state.tables[table]?.count ?? 0
+    }
+
+    func tableNames() throws -> [String] {
+        Set(state.tables.filter { !$0.value.isEmpty }.keys).union(state.definitions.keys).sorted()
+    }
+
+    func definition(of table: String) throws -> TableDefinition? {
+        state.definitions[table]
+    }
+
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
+        var result: [PendingOperation] = []
+        for operation in state.operations {
+            if let afterID, operation.id <= afterID { continue }
+            if let table, operation.table != table { continue }
+            if let limit, result.count >= limit { break }
+            result.append(operation)
+        }
+        return result
+    }
+
+    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+        state.operations.filter { $0.table == table && $0.itemID == itemID }
+    }
+
+    func operation(id: Int64) throws -> PendingOperation? {
+        state.operationIndex(of: id).map { state.operations[$0] }
+    }
+
+    func operationCount(table: String?) throws -> Int {
+        guard let table else { return state.operations.count }
+        return state.operations.lazy.filter { $0.table == table }.count
+    }
+
+    func operationErrors(table: String?) throws -> [OperationErrorRecord] {
+        guard let table else { return state.errors }
+        return state.errors.filter { $0.table == table }
+    }
+
+    func operationError(id: String) throws -> OperationErrorRecord? {
+        state.errors.first { $0.id == id }
+    }
+
+    func deltaToken(table: String, queryID: String) throws -> String? {
+        state.tokens[table]?[queryID]
+    }
+
+    func deltaTokens(table: String) throws -> [String: String] {
+        state.tokens[table] ?? [:]
+    }
+}
+
+/// A write transaction over the store's state, with an undo log.
+final class MemoryTransaction: StoreTransaction {
+    var state: MemoryState
+    var isFinished = false
+    private var undo: [(inout MemoryState) -> Void] = []
+
+    init(state: MemoryState) {
+        self.state = state
+    }
+
+    func rollBack() {
+        for step in undo.reversed() { step(&state) }
+        undo.removeAll()
+    }
+
+    private func checkActive() throws(StoreError) {
+        if isFinished {
+            throw StoreError(.closed, "a transaction handle was used after its transaction ended")
+        }
+    }
+
+    private var reader: MemoryReader { MemoryReader(state: state) }
+
+    // MARK: Reads
+
+    func item(_ table: String, id: String) throws -> JSONObject? {
+        try checkActive()
+        return state.tables[table]?[id]
+    }
+
+    func query(_ table: String, _ query: TableQuery) throws -> QueryResult {
+        try checkActive()
+        return try reader.query(table, query)
+    }
+
+    func count(_ table: String) throws -> Int {
+        try checkActive()
+        return state.tables[table]?.count ?? 0
+    }
+
+    func tableNames() throws -> [String] {
+        try checkActive()
+        return try reader.tableNames()
+    }
+
+    func definition(of table: String) throws -> TableDefinition? {
+        try checkActive()
+        return state.definitions[table]
+    }
+
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
+        try checkActive()
+        return try reader.operations(after: afterID, table: table, limit: limit)
+    }
+
+    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+        try checkActive()
+        return try reader.operations(table: table, itemID: itemID)
+    }
+
+    func operation(id: Int64) throws -> PendingOperation? {
+        try checkActive()
+        return try reader.operation(id: id)
+    }
+
+    func operationCount(table: String?) throws -> Int {
+        try checkActive()
+        return try reader.operationCount(table: table)
+    }
+
+    func operationErrors(table: String?) throws -> [OperationErrorRecord] {
+        try checkActive()
+        return try reader.operationErrors(table: table)
+    }
+
+    func operationError(id: String) throws -> OperationErrorRecord? {
+        try checkActive()
+        return try reader.operationError(id: id)
+    }
+
+    func deltaToken(table: String, queryID: String) throws -> String? {
+        try checkActive()
+        return state.tokens[table]?[queryID]
+    }
+
+    func deltaTokens(table: String) throws -> [String: String] {
+        try checkActive()
+        return state.tokens[table] ?? [:]
+    }
+
+    // MARK: Writes
+
+    func define(_ definition: TableDefinition) throws {
+        try checkActive()
+        try StoreValidation.validateTableName(definition.name)
+        let previous = state.definitions[definition.name]
+        state.definitions[definition.name] = definition
+        undo.append { $0.definitions[definition.name] = previous }
+    }
+
+    func upsert(_ table: String, _ items: [JSONObject]) throws {
+        try checkActive()
+        try StoreValidation.validateTableName(table)
+        // Validate everything first so that a bad item leaves nothing half-written.
+        let ids = try items.map { item throws(StoreError) in try StoreValidation.validatedID(of: item, table: table) }
+        if state.tables[table] == nil {
+            state.tables[table] = [:]
+            undo.append { $0.tables[table] = nil }
+        }
+        for (id, item) in zip(ids, items) {
+            let previous = state.tables[table]![id]
+            state.tables[table]![id] = item
+            undo.append { $0.tables[table]?[id] = previous }
+        }
+    }
+
+    @discardableResult
+    func delete(_ table: String, ids: [String]) throws -> Int {
+        try checkActive()
+        var deleted = 0
+        for id in ids {
+            guard let previous = state.tables[table]?.removeValue(forKey: id) else { continue }
+            deleted += 1
+            undo.append { $0.tables[table]?[id] = previous }
+        }
+        return deleted
+    }
+
+    @discardableResult
+    func delete(_ table: String, matching query: TableQuery) throws -> Int {
+        try checkActive()
+        var selection = query
+        selection.select = nil
+        selection.includeTotalCount = false
+        let ids = try reader.query(table, selection).items.compactMap(\.id)
+        return try delete(table, ids: ids)
+    }
+
+    func appendOperation(_ draft: OperationDraft) throws -> PendingOperation {
+        try checkActive()
+        try StoreValidation.validateTableName(draft.table)
+        let previousLast = state.lastOperationID
+        state.lastOperationID += 1
+        let operation = PendingOperation(id: state.lastOperationID, draft: draft)
+        state.operations.append(operation)
+        undo.append { state in
+            state.lastOperationID = previousLast
+            if let index = state.operationIndex(of: operation.id) { state.operations.remove(at: index) }
+        }
+        return operation
+    }
+
+    func updateOperation(_ operation: PendingOperation) throws {
+        try checkActive()
+        guard let index = state.operationIndex(of: operation.id) else {
+            throw StoreError(.notFound, "no queued operation with id \(operation.id)")
+        }
+        let previous = state.operations[index]
+        state.operations[index] = operation
+        undo.append { state in
+            if let index = state.operationIndex(of: previous.id) { state.operations[index] = previous }
+        }
+    }
+
+    func deleteOperations(ids: [Int64]) throws {
+        try checkActive()
+        for id in ids {
+            guard let index = state.operationIndex(of: id) else { continue }
+            let previous = state.operations.remove(at: index)
+            undo.append { state in
+                let position = state.operations.firstIndex { $0.id > previous.id } ?? state.operations.endIndex
+                state.operations.insert(previous, at: position)
+            }
+        }
+    }
+
+    func saveOperationError(_ error: OperationErrorRecord) throws {
+        try checkActive()
+        let snapshot = state.errors
+        if let index = state.errors.firstIndex(where: { $0.id == error.id }) {
+            state.errors[index] = error
+        } else {
+            state.errors.append(error)
+        }
+        undo.append { $0.errors = snapshot }
+    }
+
+    func deleteOperationErrors(ids: [String]) throws {
+        try checkActive()
+        let remove = Set(ids)
+        let snapshot = state.errors
+        state.errors.removeAll { remove.contains($0.id) }
+        undo.append { $0.errors = snapshot }
+    }
+
+    func setDeltaToken(table: String, queryID: String, value: String?) throws {
+        try checkActive()
+        let previous = state.tokens[table]?[queryID]
+        state.tokens[table, default: [:]][queryID] = value
+        undo.append { $0.tokens[table, default: [:]][queryID] = previous }
+    }
+}

@@ -1,0 +1,193 @@
+/// A local store: where an app's items and Ferry's sync bookkeeping live on the device.
+///
+/// A store holds schemaless **tables of items** (JSON objects keyed by their string `id`) and, in the
+/// same store, three **sync system tables**: the queue of pending operations, the errors of
+/// operations that failed, and the delta tokens of incremental pulls. Because they share one store,
+/// a local edit and the operation that queues it commit in one transaction: together or not at all.
+///
+/// Ferry ships three implementations: `MemoryStore` (module StoreMemory), `SQLiteStore` and
+/// `LMDBStore`. Pick one:
+///
+/// ```swift
+/// import SyncCore
+/// import StoreMemory
+///
+/// let store = MemoryStore()
+/// try await store.write { tx in
+///     try tx.upsert("todo", [["id": "1", "title": "Milk", "done": false]])
+///     _ = try tx.appendOperation(OperationDraft(table: "todo", itemID: "1", kind: .insert))
+/// }
+/// let open = try await store.query("todo", TableQuery().filter(.field("done").eq(false)))
+/// ```
+///
+/// ## Implementing a store
+///
+/// A third-party store (an encrypted one, say) conforms to `LocalStore` and passes the shared
+/// conformance suite in `Tests/StoreConformance`. The contract:
+/// - ``read(_:)`` runs its body against a consistent snapshot; it may run beside a writer and must
+///   never see a transaction's partial effects.
+/// - ``write(_:)`` runs its body in one transaction, writers one at a time. If the body throws, every
+///   change it made is undone and the error is rethrown unchanged. The transaction handle must not
+///   be used after the body returns.
+/// - Queries return what ``QueryEvaluator`` returns for the same items and ``TableDefinition``
+///   (stores may compile queries to their own language, but results must be identical).
+/// - Items round-trip exactly as ``JSONValue`` (integers stay integers). `upsert` replaces the whole
+///   item. Ids are case-sensitive and must pass ``ItemID/validate(_:)``.
+/// - Operation ids increase strictly and are never reused while the store exists, even after the
+///   queue drains.
+/// - Errors are ``StoreError``s with a ``StoreError/Code`` (a native error goes in `underlying`).
+public protocol LocalStore: Sendable {
+    /// What this store supports beyond the required contract.
+    var capabilities: StoreCapabilities { get }
+
+    /// Runs `body` with read access to a consistent snapshot of the store.
+    func read<Result: Sendable>(_ body: @Sendable (any StoreReader) throws -> Result) async throws -> Result
+
+    /// Runs `body` in one write transaction: all of its changes commit, or none do.
+    func write<Result: Sendable>(_ body: @Sendable (any StoreTransaction) throws -> Result) async throws -> Result
+
+    /// Releases the store's resources. Later calls fail with ``StoreError/Code/closed``.
+    func close() async throws
+}
+
+/// Read access to a store, inside ``LocalStore/read(_:)`` or ``LocalStore/write(_:)``.
+public protocol StoreReader {
+    /// The item with `id` in `table`, or `nil`.
+    func item(_ table: String, id: String) throws -> JSONObject?
+
+    /// The items of `table` that a query selects, with the total count when asked for.
+    func query(_ table: String, _ query: TableQuery) throws -> QueryResult
+
+    /// The number of items in `table`.
+    func count(_ table: String) throws -> Int
+
+    /// The names of the tables that hold items or were defined, sorted.
+    func tableNames() throws -> [String]
+
+    /// The definition of `table`, if one was stored with ``StoreTransaction/define(_:)``.
+    func definition(of table: String) throws -> TableDefinition?
+
+    /// Pending operations in queue order: those with an id greater than `afterID` (all when `nil`),
+    /// optionally only for one table, at most `limit` of them.
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation]
+
+    /// The pending operations of one item, in queue order.
+    func operations(table: String, itemID: String) throws -> [PendingOperation]
+
+    /// The operation with `id`, or `nil`.
+    func operation(id: Int64) throws -> PendingOperation?
+
+    /// The number of pending operations, for one table or all.
+    func operationCount(table: String?) throws -> Int
+
+    /// Recorded operation errors, oldest first, optionally for one table.
+    func operationErrors(table: String?) throws -> [OperationErrorRecord]
+
+    /// The recorded error with `id`, or `nil`.
+    func operationError(id: String) throws -> OperationErrorRecord?
+
+    /// The delta token stored for a table and query id, or `nil`.
+    func deltaToken(table: String, queryID: String) throws -> String?
+
+    /// Every delta token of a table, by query id.
+    func deltaTokens(table: String) throws -> [String: String]
+}
+
+/// Read and write access inside ``LocalStore/write(_:)``.
+public protocol StoreTransaction: StoreReader {
+    /// Stores a table's definition (schema and indexes). Items already stored are kept.
+    func define(_ definition: TableDefinition) throws
+
+    /// Inserts or replaces items by `id`. Every item needs a valid string `id`.
+    func upsert(_ table: String, _ items: [JSONObject]) throws
+
+    /// Deletes items by id; ids that are absent are not an error. Returns how many were deleted.
+    @discardableResult
+    func delete(_ table: String, ids: [String]) throws -> Int
+
+    /// Deletes every item a query's filter selects (skip, top and order apply too). Returns how many.
+    @discardableResult
+    func delete(_ table: String, matching query: TableQuery) throws -> Int
+
+    /// Appends an operation to the queue with the next id, and returns it.
+    func appendOperation(_ draft: OperationDraft) throws -> PendingOperation
+
+    /// Replaces a queued operation (matched by id). Throws ``StoreError/Code/notFound`` if absent.
+    func updateOperation(_ operation: PendingOperation) throws
+
+    /// Removes operations by id; absent ids are not an error.
+    func deleteOperations(ids: [Int64]) throws
+
+    /// Records (or replaces, by id) an operation error.
+    func saveOperationError(_ error: OperationErrorRecord) throws
+
+    /// Removes recorded errors by id; absent ids are not an error.
+    func deleteOperationErrors(ids: [String]) throws
+
+    /// Stores a delta token, or removes it when `value` is `nil`.
+    func setDeltaToken(table: String, queryID: String, value: String?) throws
+}
+
+/// Optional abilities a store declares; the conformance suite skips checks a store opts out of.
+public struct StoreCapabilities: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    /// Data survives closing and reopening the store.
+    public static let persistent = StoreCapabilities(rawValue: 1 << 0)
+    /// Readers run in parallel with a writer (on snapshots) rather than waiting for it.
+    public static let concurrentReaders = StoreCapabilities(rawValue: 1 << 1)
+    /// Declared indexes in ``TableDefinition/indexes`` speed up queries.
+    public static let declaredIndexes = StoreCapabilities(rawValue: 1 << 2)
+
+    public var description: String {
+        var names: [String] = []
+        if contains(.persistent) { names.append("persistent") }
+        if contains(.concurrentReaders) { names.append("concurrentReaders") }
+        if contains(.declaredIndexes) { names.append("declaredIndexes") }
+        return "[" + names.joined(separator: ", ") + "]"
+    }
+}
+
+/// A table's declared schema and indexes. Tables need no definition: an undefined table is
+/// schemaless and is created by its first write.
+public struct TableDefinition: Sendable, Hashable {
+    public var name: String
+    public var schema: TableSchema
+    /// Field lists to index, for fields an app filters or sorts on often.
+    public var indexes: [[String]]
+
+    public init(name: String, schema: TableSchema = .schemaless, indexes: [[String]] = []) {
+        self.name = name
+        self.schema = schema
+        self.indexes = indexes
+    }
+}
+
+extension LocalStore {
+    /// The item with `id` in `table`, or `nil`.
+    public func item(_ table: String, id: String) async throws -> JSONObject? {
+        try await read { try $0.item(table, id: id) }
+    }
+
+    /// The items of `table` that a query selects.
+    public func query(_ table: String, _ query: TableQuery = TableQuery()) async throws -> QueryResult {
+        try await read { try $0.query(table, query) }
+    }
+
+    /// Inserts or replaces items in one transaction.
+    public func upsert(_ table: String, _ items: [JSONObject]) async throws {
+        try await write { try $0.upsert(table, items) }
+    }
+
+    /// Deletes items by id in one transaction.
+    @discardableResult
+    public func delete(_ table: String, ids: [String]) async throws -> Int {
+        try await write { try $0.delete(table, ids: ids) }
+    }
+
+    /// The number of pending operations, for one table or all.
+    public func operationCount(table: String? = nil) async throws -> Int {
+        try await read { try $0.operationCount(table: table) }
+    }
+}

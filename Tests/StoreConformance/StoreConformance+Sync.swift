@@ -1,0 +1,228 @@
+public import SyncCore
+import Testing
+
+extension StoreConformance {
+    static func draft(_ table: String, _ itemID: String, _ kind: OperationKind = .insert) -> OperationDraft {
+        OperationDraft(
+            table: table, itemID: itemID, kind: kind, item: ["id": .string(itemID), "n": 1],
+            createdAt: Timestamp(millisecondsSince1970: 1_700_000_000_000))
+    }
+
+    static var transactions: [StoreConformanceCheck] {
+        [
+            .init("a failed transaction leaves nothing behind: items, operations, errors, tokens") { fixture in
+                let store = fixture.store
+                try await store.upsert("todo", [["id": "keep", "v": 1]])
+                do {
+                    try await store.write { tx in
+                        try tx.upsert("todo", [["id": "new", "v": 1], ["id": "keep", "v": 2]])
+                        try tx.delete("todo", ids: ["keep"])
+                        _ = try tx.appendOperation(draft("todo", "new"))
+                        try tx.saveOperationError(
+                            OperationErrorRecord(id: "e1", operationID: 1, table: "todo", itemID: "new", kind: .insert, message: "x"))
+                        try tx.setDeltaToken(table: "todo", queryID: "all", value: "token")
+                        try tx.define(TableDefinition(name: "todo", indexes: [["v"]]))
+                        throw Abort()
+                    }
+                    Issue.record("the transaction should have thrown")
+                } catch is Abort {}
+                #expect(try await store.item("todo", id: "keep") == ["id": "keep", "v": 1])
+                #expect(try await store.item("todo", id: "new") == nil)
+                #expect(try await store.operationCount() == 0)
+                #expect(try await store.read { try $0.operationErrors(table: nil) }.isEmpty)
+                #expect(try await store.read { try $0.deltaToken(table: "todo", queryID: "all") } == nil)
+                #expect(try await store.read { try $0.definition(of: "todo") } == nil)
+            },
+            .init("an item and its queued operation commit together") { fixture in
+                let store = fixture.store
+                let operation = try await store.write { tx in
+                    try tx.upsert("todo", [["id": "a", "title": "Milk"]])
+                    return try tx.appendOperation(draft("todo", "a"))
+                }
+                #expect(try await store.item("todo", id: "a")?["title"] == "Milk")
+                #expect(try await store.read { try $0.operation(id: operation.id) } == operation)
+            },
+            .init("writes inside a transaction are visible to its own reads") { fixture in
+                let seen = try await fixture.store.write { tx in
+                    try tx.upsert("todo", [["id": "a", "n": 1]])
+                    _ = try tx.appendOperation(draft("todo", "a"))
+                    return (try tx.item("todo", id: "a"), try tx.operationCount(table: "todo"), try tx.query("todo", TableQuery()).items.count)
+                }
+                #expect(seen.0 == ["id": "a", "n": 1])
+                #expect(seen.1 == 1)
+                #expect(seen.2 == 1)
+            },
+            .init("a store error inside a transaction rolls back what came before it") { fixture in
+                let store = fixture.store
+                await expectStoreError(.invalidItem, "second upsert has a bad id") {
+                    try await store.write { tx in
+                        try tx.upsert("todo", [["id": "first"]])
+                        try tx.upsert("todo", [["id": "bad/id"]])
+                    }
+                }
+                #expect(try await store.item("todo", id: "first") == nil)
+                // The store is still usable afterwards.
+                try await store.upsert("todo", [["id": "after"]])
+                #expect(try await store.item("todo", id: "after") != nil)
+            },
+        ]
+    }
+
+    static var systemTables: [StoreConformanceCheck] {
+        [
+            .init("operations get strictly increasing ids and list in queue order") { fixture in
+                let store = fixture.store
+                let appended = try await store.write { tx in
+                    try ["a", "b", "c", "d"].enumerated().map { index, id in
+                        try tx.appendOperation(draft(index % 2 == 0 ? "t1" : "t2", id))
+                    }
+                }
+                #expect(appended.map(\.id) == appended.map(\.id).sorted())
+                #expect(Set(appended.map(\.id)).count == 4)
+                let all = try await store.read { try $0.operations(after: nil, table: nil, limit: nil) }
+                #expect(all == appended)
+                let t1 = try await store.read { try $0.operations(after: nil, table: "t1", limit: nil) }
+                #expect(t1.map(\.itemID) == ["a", "c"])
+                let afterFirst = try await store.read { try $0.operations(after: appended[0].id, table: nil, limit: 2) }
+                #expect(afterFirst.map(\.itemID) == ["b", "c"])
+                #expect(try await store.operationCount(table: "t2") == 2)
+                #expect(try await store.operationCount() == 4)
+            },
+            .init("an operation round-trips its items and state, and can be updated and deleted") { fixture in
+                let store = fixture.store
+                var operation = try await store.write { tx in
+                    try tx.appendOperation(
+                        OperationDraft(
+                            table: "todo", itemID: "x", kind: .delete, item: sample, baseItem: ["id": "x", "v": 0.5],
+                            createdAt: Timestamp(millisecondsSince1970: 1_234)))
+                }
+                #expect(operation.item == sample)
+                #expect(operation.baseItem == ["id": "x", "v": 0.5])
+                #expect(operation.state == .pending)
+                operation.state = .inFlight
+                operation.kind = .update
+                operation.attempts = 3
+                let updated = operation
+                try await store.write { try $0.updateOperation(updated) }
+                #expect(try await store.read { try $0.operation(id: updated.id) } == updated)
+                #expect(try await store.read { try $0.operations(table: "todo", itemID: "x") } == [updated])
+                try await store.write { try $0.deleteOperations(ids: [updated.id, 999_999]) }
+                #expect(try await store.read { try $0.operation(id: updated.id) } == nil)
+                await expectStoreError(.notFound, "update of a deleted operation") {
+                    try await store.write { try $0.updateOperation(updated) }
+                }
+            },
+            .init("operation ids are never reused, even after the queue drains") { fixture in
+                let store = fixture.store
+                let first = try await store.write { tx in try (0..<3).map { try tx.appendOperation(draft("t", "i\($0)")) } }
+                try await store.write { try $0.deleteOperations(ids: first.map(\.id)) }
+                #expect(try await store.operationCount() == 0)
+                let next = try await store.write { try $0.appendOperation(draft("t", "again")) }
+                #expect(next.id > first.map(\.id).max()!)
+            },
+            .init("operation errors are kept oldest first, replaced by id, filtered and deleted") { fixture in
+                let store = fixture.store
+                let e1 = OperationErrorRecord(
+                    id: "e1", operationID: 7, table: "t1", itemID: "a", kind: .update, statusCode: 412, message: "conflict",
+                    clientItem: ["id": "a", "v": 1], serverItem: ["id": "a", "v": 2, "version": "xyz"],
+                    createdAt: Timestamp(millisecondsSince1970: 10))
+                let e2 = OperationErrorRecord(id: "e2", operationID: 8, table: "t2", itemID: "b", kind: .insert, message: "bad")
+                try await store.write { tx in
+                    try tx.saveOperationError(e1)
+                    try tx.saveOperationError(e2)
+                }
+                #expect(try await store.read { try $0.operationErrors(table: nil) } == [e1, e2])
+                #expect(try await store.read { try $0.operationErrors(table: "t2") } == [e2])
+                #expect(try await store.read { try $0.operationError(id: "e1") } == e1)
+                var changed = e1
+                changed.message = "still a conflict"
+                let replacement = changed
+                try await store.write { try $0.saveOperationError(replacement) }
+                #expect(try await store.read { try $0.operationErrors(table: nil) }.count == 2)
+                #expect(try await store.read { try $0.operationError(id: "e1") }?.message == "still a conflict")
+                try await store.write { try $0.deleteOperationErrors(ids: ["e1", "missing"]) }
+                #expect(try await store.read { try $0.operationErrors(table: nil) } == [e2])
+            },
+            .init("delta tokens are kept per table and query id, replaced and removed") { fixture in
+                let store = fixture.store
+                try await store.write { tx in
+                    try tx.setDeltaToken(table: "t1", queryID: "all", value: "1")
+                    try tx.setDeltaToken(table: "t1", queryID: "mine", value: "2")
+                    try tx.setDeltaToken(table: "t2", queryID: "all", value: "3")
+                    try tx.setDeltaToken(table: "t1", queryID: "all", value: "4")
+                }
+                #expect(try await store.read { try $0.deltaToken(table: "t1", queryID: "all") } == "4")
+                #expect(try await store.read { try $0.deltaTokens(table: "t1") } == ["all": "4", "mine": "2"])
+                try await store.write { try $0.setDeltaToken(table: "t1", queryID: "all", value: nil) }
+                #expect(try await store.read { try $0.deltaTokens(table: "t1") } == ["mine": "2"])
+                #expect(try await store.read { try $0.deltaToken(table: "t2", queryID: "all") } == "3")
+            },
+        ]
+    }
+
+    static var persistence: [StoreConformanceCheck] {
+        [
+            .init("everything survives closing and reopening the store", requires: .persistent) { fixture in
+                guard let reopen = fixture.reopen else {
+                    throw ConformanceFailure(description: "a persistent store's fixture must provide reopen")
+                }
+                let store = fixture.store
+                let definition = TableDefinition(name: "todo", schema: TableSchema(fields: ["n": .integer]), indexes: [["n"]])
+                let error = OperationErrorRecord(id: "e1", operationID: 1, table: "todo", itemID: "a", kind: .insert, message: "m")
+                let operation = try await store.write { tx in
+                    try tx.define(definition)
+                    try tx.upsert("todo", [sample.merging(["id": "a"]) { $1 }])
+                    try tx.setDeltaToken(table: "todo", queryID: "q", value: "tok")
+                    try tx.saveOperationError(error)
+                    return try tx.appendOperation(draft("todo", "a"))
+                }
+                try await store.close()
+                let reopened = try await reopen()
+                #expect(try await reopened.item("todo", id: "a") == sample.merging(["id": "a"]) { $1 })
+                #expect(try await reopened.read { try $0.definition(of: "todo") } == definition)
+                #expect(try await reopened.read { try $0.operation(id: operation.id) } == operation)
+                #expect(try await reopened.read { try $0.operationError(id: "e1") } == error)
+                #expect(try await reopened.read { try $0.deltaToken(table: "todo", queryID: "q") } == "tok")
+                try await reopened.write { try $0.deleteOperations(ids: [operation.id]) }
+                let next = try await reopened.write { try $0.appendOperation(draft("todo", "b")) }
+                #expect(next.id > operation.id)
+                try await reopened.close()
+            }
+        ]
+    }
+
+    static var concurrency: [StoreConformanceCheck] {
+        [
+            .init("readers beside a writer never see a transaction half done") { fixture in
+                let store = fixture.store
+                try await store.upsert("pair", [["id": "a", "n": 0], ["id": "b", "n": 0]])
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for n in 1...200 {
+                            try await store.write { tx in
+                                try tx.upsert("pair", [["id": "a", "n": .int(Int64(n))]])
+                                try tx.upsert("pair", [["id": "b", "n": .int(Int64(n))]])
+                            }
+                        }
+                    }
+                    for _ in 0..<3 {
+                        group.addTask {
+                            var last: Int64 = 0
+                            for _ in 0..<200 {
+                                let (a, b) = try await store.read { reader in
+                                    (try reader.item("pair", id: "a")?["n"]?.intValue, try reader.item("pair", id: "b")?["n"]?.intValue)
+                                }
+                                #expect(a == b, "a reader saw a half-applied transaction")
+                                let value = a ?? 0
+                                #expect(value >= last, "a reader went back in time")
+                                last = value
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                #expect(try await store.item("pair", id: "a")?["n"] == 200)
+            }
+        ]
+    }
+}

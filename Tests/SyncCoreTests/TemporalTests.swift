@@ -1,0 +1,69 @@
+import Testing
+
+@testable import SyncCore
+
+@Suite("Timestamps, dates and times")
+struct TemporalTests {
+    @Test(arguments: [
+        ("2024-08-23T20:22:54.291Z", "2024-08-23T20:22:54.291Z"),
+        ("2024-08-23T20:22:54.291+00:00", "2024-08-23T20:22:54.291Z"),
+        ("2024-08-23T22:22:54.291+02:00", "2024-08-23T20:22:54.291Z"),
+        ("2024-08-23T20:22:54Z", "2024-08-23T20:22:54.000Z"),
+        ("2024-08-23T20:22Z", "2024-08-23T20:22:00.000Z"),
+        ("2024-08-23T20:22:54.2919999Z", "2024-08-23T20:22:54.291Z"),
+        ("2024-08-23t20:22:54.5z", "2024-08-23T20:22:54.500Z"),
+        ("1960-01-01T05:30:00Z", "1960-01-01T05:30:00.000Z"),
+        ("2000-02-29T00:00:00.000-0130", "2000-02-29T01:30:00.000Z"),
+    ])
+    func timestampsParseAndFormatInUTCWithMilliseconds(_ text: String, _ expected: String) throws {
+        #expect(try Timestamp(parsing: text).iso8601 == expected)
+    }
+
+    @Test(arguments: [
+        "", "2024-08-23", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2024-08-23T24:00:00Z",
+        "2024-08-23T20:22:54", "2024-08-23T20:22:54.Z", "2024-08-23T20:22:54Zjunk", "24-08-23T20:22:54Z",
+    ])
+    func invalidTimestampsAreRejected(_ text: String) {
+        #expect(Timestamp(iso8601: text) == nil)
+        #expect(throws: TemporalParseError.self) { try Timestamp(parsing: text) }
+    }
+
+    @Test func timestampArithmeticIsExact() throws {
+        let epoch = try Timestamp(parsing: "1970-01-01T00:00:00.000Z")
+        #expect(epoch.millisecondsSince1970 == 0)
+        let before = Timestamp(millisecondsSince1970: -1)
+        #expect(before.iso8601 == "1969-12-31T23:59:59.999Z")
+        #expect(before.date == CalendarDate(year: 1969, month: 12, day: 31))
+        #expect(before.timeOfDay.hour == 23)
+        #expect(Timestamp(millisecondsSince1970: 1_724_444_574_291).iso8601 == "2024-08-23T20:22:54.291Z")
+    }
+
+    @Test func calendarDatesRoundTripOverFourHundredYears() {
+        var day = CalendarDate(year: 1800, month: 1, day: 1)!.daysSince1970
+        let end = CalendarDate(year: 2200, month: 12, day: 31)!.daysSince1970
+        var previous: CalendarDate?
+        while day <= end {
+            let date = CalendarDate(daysSince1970: day)
+            #expect(date.daysSince1970 == day)
+            if let previous { #expect(previous < date) }
+            previous = date
+            day += 1
+        }
+        #expect(CalendarDate(iso8601: "2024-02-29")?.iso8601 == "2024-02-29")
+        #expect(CalendarDate(iso8601: "2023-02-29") == nil)
+        #expect(CalendarDate(iso8601: "2023-2-28") == nil)
+    }
+
+    @Test func timesOfDayParseWithOptionalSecondsAndFractions() {
+        #expect(TimeOfDay(iso8601: "07:14")?.iso8601 == "07:14:00")
+        #expect(TimeOfDay(iso8601: "07:14:05.25")?.iso8601 == "07:14:05.250")
+        #expect(TimeOfDay(iso8601: "24:00:00") == nil)
+        #expect(TimeOfDay(iso8601: "12:60") == nil)
+        #expect(TimeOfDay(hour: 12, minute: 15)! < TimeOfDay(hour: 12, minute: 15, second: 1)!)
+    }
+
+    @Test func timestampsAreCodableAsText() throws {
+        let value = JSONValue.string(Timestamp(millisecondsSince1970: 5).iso8601)
+        #expect(value == "1970-01-01T00:00:00.005Z")
+    }
+}
