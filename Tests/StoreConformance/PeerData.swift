@@ -5,7 +5,7 @@ public import Testing
 /// Finds the peer conformance data that lives beside the project, at `../shared/peer-data`, or
 /// wherever `$FERRY_PEER_DATA` points. It is never copied into the project: tests that use it skip
 /// with a visible notice when it is absent.
-public enum PeerData {
+public enum PeerData: Sendable {
     /// The directory holding `query-cases.json` and friends, or `nil` when it cannot be found.
     public static let directory: String? = {
         var candidates: [String] = []
@@ -38,7 +38,7 @@ public enum PeerData {
 }
 
 /// The peer data is missing or not as expected.
-public struct PeerDataError: Error, CustomStringConvertible {
+public struct PeerDataError: Error, Sendable, CustomStringConvertible {
     public var message: String
     public var description: String { message }
 }

@@ -10,6 +10,10 @@ public struct PeerQueryCase: Sendable {
     public var maxTop: Int
     /// Rated-R movies are soft-deleted before the request.
     public var deletesRatedR: Bool
+    /// The table's data view: a filter the server ANDs into every query (3.0 access control).
+    public var dataView: String?
+    /// `X-ZUMO-Options: include:deleted`, the v5 header form of `__includedeleted=true`.
+    public var includeDeletedHeader: Bool
     public var query: String
     public var expectedStatus: Int
     /// `.some(nil)`: the count must be absent; `nil`: not asserted.
@@ -46,6 +50,9 @@ public struct PeerQueryCase: Sendable {
                 pageSize: Int(table["pageSize"]?.intValue ?? 100),
                 maxTop: Int(table["maxTop"]?.intValue ?? 128_000),
                 deletesRatedR: object["setup"]?.stringValue?.contains("marked deleted=true") ?? false,
+                dataView: table["dataView"]?.stringValue,
+                includeDeletedHeader: object["headers"]?["X-ZUMO-Options"]?.stringValue?.contains("include:deleted")
+                    ?? false,
                 query: object["query"]?.stringValue ?? "",
                 expectedStatus: Int(object["expectedStatus"]?.intValue ?? 200),
                 expectedCount: optionalInt("expectedCount"),
@@ -120,7 +127,8 @@ public struct PeerDataset: Sendable {
             return PeerDataset(
                 definition: TableDefinition(
                     name: "datetimes",
-                    schema: TableSchema(fields: [dateField: .date, timeField: .timeOfDay], allowsUndeclaredFields: false)),
+                    schema: TableSchema(
+                        fields: [dateField: .date, timeField: .timeOfDay], allowsUndeclaredFields: false)),
                 items: items)
         case "countries":
             guard let countries = try PeerData.load("countries-min.json").arrayValue else {
@@ -146,7 +154,7 @@ public struct PeerDataset: Sendable {
 
 /// Replays the peers' query cases the way their servers answer them (page size, maximum `$top`,
 /// total count, 3.0 next links), with the actual querying done by `execute`: the evaluator or a store.
-public enum PeerQueryReplay {
+public enum PeerQueryReplay: Sendable {
     /// The result of a replay.
     public struct Outcome: Sendable {
         public var passed: Int
@@ -197,6 +205,11 @@ public enum PeerQueryReplay {
         var effective = query
         effective.top = min(query.top ?? peerCase.pageSize, peerCase.pageSize)
         effective.includeTotalCount = true
+        if peerCase.includeDeletedHeader { effective.includeDeleted = true }
+        if let dataView = peerCase.dataView {
+            let view = try QueryExpression(odataFilter: dataView, dialect: .v3)
+            effective.filter = effective.filter.map { .binary(.and, view, $0) } ?? view
+        }
         let result: QueryResult
         do {
             result = try await execute(peerCase, effective)
@@ -244,14 +257,18 @@ public enum PeerQueryReplay {
                 if pages > 1000 { return "more than 1000 pages" }
                 queryString = next
             }
-            if let expected = peerCase.expectedPages, expected != pages { return "pages \(pages), expected \(expected)" }
+            if let expected = peerCase.expectedPages, expected != pages {
+                return "pages \(pages), expected \(expected)"
+            }
             if let expected = peerCase.expectedTotalItemsAfterPaging, expected != total {
                 return "items \(total), expected \(expected)"
             }
             return nil
         }
         let page = try await page(peerCase, queryString: peerCase.query, execute: execute)
-        if page.status != peerCase.expectedStatus { return "status \(page.status), expected \(peerCase.expectedStatus)" }
+        if page.status != peerCase.expectedStatus {
+            return "status \(page.status), expected \(peerCase.expectedStatus)"
+        }
         if page.status != 200 { return nil }
         if case .some(let expected) = peerCase.expectedCount, expected != page.count {
             return "count \(page.count.map(String.init) ?? "null"), expected \(expected.map(String.init) ?? "null")"

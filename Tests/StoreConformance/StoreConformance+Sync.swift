@@ -1,4 +1,4 @@
-public import SyncCore
+import SyncCore
 import Testing
 
 extension StoreConformance {
@@ -10,7 +10,8 @@ extension StoreConformance {
 
     static var transactions: [StoreConformanceCheck] {
         [
-            .init("a failed transaction leaves nothing behind: items, operations, errors, tokens") { fixture in
+            .init("a failed transaction leaves nothing behind: items, operations, errors, tokens") {
+                fixture async throws in
                 let store = fixture.store
                 try await store.upsert("todo", [["id": "keep", "v": 1]])
                 do {
@@ -19,7 +20,8 @@ extension StoreConformance {
                         try tx.delete("todo", ids: ["keep"])
                         _ = try tx.appendOperation(draft("todo", "new"))
                         try tx.saveOperationError(
-                            OperationErrorRecord(id: "e1", operationID: 1, table: "todo", itemID: "new", kind: .insert, message: "x"))
+                            OperationErrorRecord(
+                                id: "e1", operationID: 1, table: "todo", itemID: "new", kind: .insert, message: "x"))
                         try tx.setDeltaToken(table: "todo", queryID: "all", value: "token")
                         try tx.define(TableDefinition(name: "todo", indexes: [["v"]]))
                         throw Abort()
@@ -33,7 +35,7 @@ extension StoreConformance {
                 #expect(try await store.read { try $0.deltaToken(table: "todo", queryID: "all") } == nil)
                 #expect(try await store.read { try $0.definition(of: "todo") } == nil)
             },
-            .init("an item and its queued operation commit together") { fixture in
+            .init("an item and its queued operation commit together") { fixture async throws in
                 let store = fixture.store
                 let operation = try await store.write { tx in
                     try tx.upsert("todo", [["id": "a", "title": "Milk"]])
@@ -42,17 +44,20 @@ extension StoreConformance {
                 #expect(try await store.item("todo", id: "a")?["title"] == "Milk")
                 #expect(try await store.read { try $0.operation(id: operation.id) } == operation)
             },
-            .init("writes inside a transaction are visible to its own reads") { fixture in
+            .init("writes inside a transaction are visible to its own reads") { fixture async throws in
                 let seen = try await fixture.store.write { tx in
                     try tx.upsert("todo", [["id": "a", "n": 1]])
                     _ = try tx.appendOperation(draft("todo", "a"))
-                    return (try tx.item("todo", id: "a"), try tx.operationCount(table: "todo"), try tx.query("todo", TableQuery()).items.count)
+                    return (
+                        try tx.item("todo", id: "a"), try tx.operationCount(table: "todo"),
+                        try tx.query("todo", TableQuery()).items.count
+                    )
                 }
                 #expect(seen.0 == ["id": "a", "n": 1])
                 #expect(seen.1 == 1)
                 #expect(seen.2 == 1)
             },
-            .init("a store error inside a transaction rolls back what came before it") { fixture in
+            .init("a store error inside a transaction rolls back what came before it") { fixture async throws in
                 let store = fixture.store
                 await expectStoreError(.invalidItem, "second upsert has a bad id") {
                     try await store.write { tx in
@@ -70,7 +75,7 @@ extension StoreConformance {
 
     static var systemTables: [StoreConformanceCheck] {
         [
-            .init("operations get strictly increasing ids and list in queue order") { fixture in
+            .init("operations get strictly increasing ids and list in queue order") { fixture async throws in
                 let store = fixture.store
                 let appended = try await store.write { tx in
                     try ["a", "b", "c", "d"].enumerated().map { index, id in
@@ -88,7 +93,8 @@ extension StoreConformance {
                 #expect(try await store.operationCount(table: "t2") == 2)
                 #expect(try await store.operationCount() == 4)
             },
-            .init("an operation round-trips its items and state, and can be updated and deleted") { fixture in
+            .init("an operation round-trips its items and state, and can be updated and deleted") {
+                fixture async throws in
                 let store = fixture.store
                 var operation = try await store.write { tx in
                     try tx.appendOperation(
@@ -112,21 +118,26 @@ extension StoreConformance {
                     try await store.write { try $0.updateOperation(updated) }
                 }
             },
-            .init("operation ids are never reused, even after the queue drains") { fixture in
+            .init("operation ids are never reused, even after the queue drains") { fixture async throws in
                 let store = fixture.store
-                let first = try await store.write { tx in try (0..<3).map { try tx.appendOperation(draft("t", "i\($0)")) } }
+                let first = try await store.write { tx in
+                    try (0..<3).map { try tx.appendOperation(draft("t", "i\($0)")) }
+                }
                 try await store.write { try $0.deleteOperations(ids: first.map(\.id)) }
                 #expect(try await store.operationCount() == 0)
                 let next = try await store.write { try $0.appendOperation(draft("t", "again")) }
                 #expect(next.id > first.map(\.id).max()!)
             },
-            .init("operation errors are kept oldest first, replaced by id, filtered and deleted") { fixture in
+            .init("operation errors are kept oldest first, replaced by id, filtered and deleted") {
+                fixture async throws in
                 let store = fixture.store
                 let e1 = OperationErrorRecord(
-                    id: "e1", operationID: 7, table: "t1", itemID: "a", kind: .update, statusCode: 412, message: "conflict",
+                    id: "e1", operationID: 7, table: "t1", itemID: "a", kind: .update, statusCode: 412,
+                    message: "conflict",
                     clientItem: ["id": "a", "v": 1], serverItem: ["id": "a", "v": 2, "version": "xyz"],
                     createdAt: Timestamp(millisecondsSince1970: 10))
-                let e2 = OperationErrorRecord(id: "e2", operationID: 8, table: "t2", itemID: "b", kind: .insert, message: "bad")
+                let e2 = OperationErrorRecord(
+                    id: "e2", operationID: 8, table: "t2", itemID: "b", kind: .insert, message: "bad")
                 try await store.write { tx in
                     try tx.saveOperationError(e1)
                     try tx.saveOperationError(e2)
@@ -143,7 +154,7 @@ extension StoreConformance {
                 try await store.write { try $0.deleteOperationErrors(ids: ["e1", "missing"]) }
                 #expect(try await store.read { try $0.operationErrors(table: nil) } == [e2])
             },
-            .init("delta tokens are kept per table and query id, replaced and removed") { fixture in
+            .init("delta tokens are kept per table and query id, replaced and removed") { fixture async throws in
                 let store = fixture.store
                 try await store.write { tx in
                     try tx.setDeltaToken(table: "t1", queryID: "all", value: "1")
@@ -162,13 +173,16 @@ extension StoreConformance {
 
     static var persistence: [StoreConformanceCheck] {
         [
-            .init("everything survives closing and reopening the store", requires: .persistent) { fixture in
+            .init("everything survives closing and reopening the store", requires: .persistent) {
+                fixture async throws in
                 guard let reopen = fixture.reopen else {
                     throw ConformanceFailure(description: "a persistent store's fixture must provide reopen")
                 }
                 let store = fixture.store
-                let definition = TableDefinition(name: "todo", schema: TableSchema(fields: ["n": .integer]), indexes: [["n"]])
-                let error = OperationErrorRecord(id: "e1", operationID: 1, table: "todo", itemID: "a", kind: .insert, message: "m")
+                let definition = TableDefinition(
+                    name: "todo", schema: TableSchema(fields: ["n": .integer]), indexes: [["n"]])
+                let error = OperationErrorRecord(
+                    id: "e1", operationID: 1, table: "todo", itemID: "a", kind: .insert, message: "m")
                 let operation = try await store.write { tx in
                     try tx.define(definition)
                     try tx.upsert("todo", [sample.merging(["id": "a"]) { $1 }])
@@ -193,7 +207,7 @@ extension StoreConformance {
 
     static var concurrency: [StoreConformanceCheck] {
         [
-            .init("readers beside a writer never see a transaction half done") { fixture in
+            .init("readers beside a writer never see a transaction half done") { fixture async throws in
                 let store = fixture.store
                 try await store.upsert("pair", [["id": "a", "n": 0], ["id": "b", "n": 0]])
                 try await withThrowingTaskGroup(of: Void.self) { group in
@@ -210,7 +224,10 @@ extension StoreConformance {
                             var last: Int64 = 0
                             for _ in 0..<200 {
                                 let (a, b) = try await store.read { reader in
-                                    (try reader.item("pair", id: "a")?["n"]?.intValue, try reader.item("pair", id: "b")?["n"]?.intValue)
+                                    (
+                                        try reader.item("pair", id: "a")?["n"]?.intValue,
+                                        try reader.item("pair", id: "b")?["n"]?.intValue
+                                    )
                                 }
                                 #expect(a == b, "a reader saw a half-applied transaction")
                                 let value = a ?? 0

@@ -33,7 +33,9 @@ public struct StoreConformanceCheck: Sendable, CustomTestStringConvertible {
 
     public var testDescription: String { name }
 
-    init(_ name: String, requires: StoreCapabilities = [], body: @escaping @Sendable (StoreFixture) async throws -> Void) {
+    init(
+        _ name: String, requires: StoreCapabilities = [], body: @escaping @Sendable (StoreFixture) async throws -> Void
+    ) {
         self.name = name
         self.requires = requires
         self.body = body
@@ -48,7 +50,7 @@ public struct StoreConformanceCheck: Sendable, CustomTestStringConvertible {
 }
 
 /// The shared suite every ``LocalStore`` must pass.
-public enum StoreConformance {
+public enum StoreConformance: Sendable {
     /// The checks that apply to a store with `capabilities`.
     public static func checks(for capabilities: StoreCapabilities) -> [StoreConformanceCheck] {
         all.filter { capabilities.isSuperset(of: $0.requires) }
@@ -99,7 +101,7 @@ extension StoreConformance {
 
     static var crud: [StoreConformanceCheck] {
         [
-            .init("an upserted item reads back exactly, integers and doubles kept apart") { fixture in
+            .init("an upserted item reads back exactly, integers and doubles kept apart") { fixture async throws in
                 let store = fixture.store
                 try await store.upsert("todo", [sample])
                 let read = try await store.item("todo", id: "item-1")
@@ -107,18 +109,18 @@ extension StoreConformance {
                 #expect(read?["whole"] == .double(3.0))
                 #expect(read?["count"] == .int(42))
             },
-            .init("reading a missing item gives nil, not an error") { fixture in
+            .init("reading a missing item gives nil, not an error") { fixture async throws in
                 #expect(try await fixture.store.item("todo", id: "nope") == nil)
                 #expect(try await fixture.store.item("never-written", id: "nope") == nil)
             },
-            .init("upsert replaces the whole item") { fixture in
+            .init("upsert replaces the whole item") { fixture async throws in
                 let store = fixture.store
                 try await store.upsert("todo", [["id": "1", "a": 1, "b": 2]])
                 try await store.upsert("todo", [["id": "1", "a": 10]])
                 #expect(try await store.item("todo", id: "1") == ["id": "1", "a": 10])
                 #expect(try await store.read { try $0.count("todo") } == 1)
             },
-            .init("delete by ids counts what it removed and ignores absent ids") { fixture in
+            .init("delete by ids counts what it removed and ignores absent ids") { fixture async throws in
                 let store = fixture.store
                 try await store.upsert("todo", [["id": "1"], ["id": "2"], ["id": "3"]])
                 #expect(try await store.delete("todo", ids: ["1", "3", "missing"]) == 2)
@@ -126,7 +128,7 @@ extension StoreConformance {
                 #expect(try await store.item("todo", id: "2") != nil)
                 #expect(try await store.delete("empty-table", ids: ["x"]) == 0)
             },
-            .init("tables are independent and ids are case-sensitive") { fixture in
+            .init("tables are independent and ids are case-sensitive") { fixture async throws in
                 let store = fixture.store
                 try await store.upsert("a", [["id": "X", "v": 1], ["id": "x", "v": 2]])
                 try await store.upsert("b", [["id": "X", "v": 3]])
@@ -137,40 +139,47 @@ extension StoreConformance {
                 #expect(try await store.read { try $0.tableNames() } == ["a", "b"])
                 #expect(try await store.read { try $0.count("a") } == 2)
             },
-            .init("delete by query removes exactly the matching items") { fixture in
+            .init("delete by query removes exactly the matching items") { fixture async throws in
                 let store = fixture.store
                 try await store.upsert("todo", (0..<10).map { ["id": .string("i\($0)"), "n": .int(Int64($0))] })
                 let removed = try await store.write {
-                    try $0.delete("todo", matching: TableQuery(filter: .binary(.greaterThanOrEqual, .field("n"), .literal(.int(7)))))
+                    try $0.delete(
+                        "todo",
+                        matching: TableQuery(filter: .binary(.greaterThanOrEqual, .field("n"), .literal(.int(7)))))
                 }
                 #expect(removed == 3)
                 let left = try await store.query("todo").items.compactMap(\.id)
                 #expect(left == (0..<7).map { "i\($0)" })
             },
-            .init("a large item of one megabyte round-trips") { fixture in
+            .init("a large item of one megabyte round-trips") { fixture async throws in
                 let big: JSONObject = ["id": "big", "text": .string(String(repeating: "x", count: 1 << 20))]
                 try await fixture.store.upsert("blobs", [big])
                 #expect(try await fixture.store.item("blobs", id: "big") == big)
             },
-            .init("a table definition is stored and its schema applies to queries") { fixture in
+            .init("a table definition is stored and its schema applies to queries") { fixture async throws in
                 let store = fixture.store
                 let definition = TableDefinition(
                     name: "movies",
-                    schema: TableSchema(fields: ["rating": .enumeration(["G", "PG", "R"])], allowsUndeclaredFields: false),
+                    schema: TableSchema(
+                        fields: ["rating": .enumeration(["G", "PG", "R"])], allowsUndeclaredFields: false),
                     indexes: [["rating"]])
                 try await store.write { try $0.define(definition) }
                 #expect(try await store.read { try $0.definition(of: "movies") } == definition)
-                try await store.upsert("movies", [["id": "1", "rating": "R"], ["id": "2", "rating": "G"], ["id": "3", "rating": "PG"]])
+                try await store.upsert(
+                    "movies", [["id": "1", "rating": "R"], ["id": "2", "rating": "G"], ["id": "3", "rating": "PG"]])
                 let sorted = try await store.query("movies", TableQuery(orderBy: [.field("rating")]))
                 #expect(sorted.items.compactMap(\.id) == ["2", "3", "1"])
                 await expectStoreError(.invalidQuery, "an undeclared field in a closed schema") {
-                    try await store.query("movies", TableQuery(filter: .binary(.equal, .field("missing"), .literal(.int(20)))))
+                    try await store.query(
+                        "movies", TableQuery(filter: .binary(.equal, .field("missing"), .literal(.int(20)))))
                 }
             },
-            .init("using a closed store fails with closed") { fixture in
+            .init("using a closed store fails with closed") { fixture async throws in
                 try await fixture.store.close()
                 await expectStoreError(.closed, "read after close") { try await fixture.store.item("t", id: "1") }
-                await expectStoreError(.closed, "write after close") { try await fixture.store.upsert("t", [["id": "1"]]) }
+                await expectStoreError(.closed, "write after close") {
+                    try await fixture.store.upsert("t", [["id": "1"]])
+                }
             },
         ]
     }
@@ -186,32 +195,39 @@ extension StoreConformance {
 
     static var ids: [StoreConformanceCheck] {
         [
-            .init("every valid id is accepted and read back") { fixture in
+            .init("every valid id is accepted and read back") { fixture async throws in
                 try await fixture.store.upsert("ids", validIDs.map { ["id": .string($0)] })
                 for id in validIDs {
                     #expect(try await fixture.store.item("ids", id: id)?.id == id, "id \(id.debugDescription)")
                 }
             },
-            .init("invalid ids, missing ids and non-string ids are rejected with invalidItem") { fixture in
+            .init("invalid ids, missing ids and non-string ids are rejected with invalidItem") { fixture async throws in
                 for id in invalidIDs {
                     await expectStoreError(.invalidItem, "id \(id.debugDescription)") {
                         try await fixture.store.upsert("ids", [["id": .string(id)]])
                     }
                 }
-                await expectStoreError(.invalidItem, "no id") { try await fixture.store.upsert("ids", [["title": "x"]]) }
-                await expectStoreError(.invalidItem, "numeric id") { try await fixture.store.upsert("ids", [["id": 5]]) }
-                await expectStoreError(.invalidItem, "null id") { try await fixture.store.upsert("ids", [["id": .null]]) }
+                await expectStoreError(.invalidItem, "no id") {
+                    try await fixture.store.upsert("ids", [["title": "x"]])
+                }
+                await expectStoreError(.invalidItem, "numeric id") {
+                    try await fixture.store.upsert("ids", [["id": 5]])
+                }
+                await expectStoreError(.invalidItem, "null id") {
+                    try await fixture.store.upsert("ids", [["id": .null]])
+                }
                 #expect(try await fixture.store.read { try $0.count("ids") } == 0)
             },
-            .init("a batch with one invalid item writes nothing") { fixture in
+            .init("a batch with one invalid item writes nothing") { fixture async throws in
                 await expectStoreError(.invalidItem, "mixed batch") {
                     try await fixture.store.upsert("ids", [["id": "good-1"], ["id": "bad/id"], ["id": "good-2"]])
                 }
                 #expect(try await fixture.store.item("ids", id: "good-1") == nil)
                 #expect(try await fixture.store.read { try $0.count("ids") } == 0)
             },
-            .init("invalid table names are rejected") { fixture in
-                for name in ["", "has space", "semi;colon", "__reserved", "quote'", String(repeating: "t", count: 129)] {
+            .init("invalid table names are rejected") { fixture async throws in
+                for name in ["", "has space", "semi;colon", "__reserved", "quote'", String(repeating: "t", count: 129)]
+                {
                     await expectStoreError(.invalidItem, "table \(name.debugDescription)") {
                         try await fixture.store.upsert(name, [["id": "1"]])
                     }
@@ -232,16 +248,19 @@ extension StoreConformance {
 
     static var queries: [StoreConformanceCheck] {
         [
-            .init("a query without options returns every live item ordered by id") { fixture in
+            .init("a query without options returns every live item ordered by id") { fixture async throws in
                 try await fixture.store.upsert("people", people)
                 #expect(ids(try await fixture.store.query("people")) == ["p1", "p2", "p3", "p4"])
                 let all = try await fixture.store.query("people", TableQuery(includeDeleted: true))
                 #expect(ids(all) == ["p1", "p2", "p3", "p4", "p5"])
             },
-            .init("filters compare numbers, strings, nulls and booleans with the protocol's rules") { fixture in
+            .init("filters compare numbers, strings, nulls and booleans with the protocol's rules") {
+                fixture async throws in
                 try await fixture.store.upsert("people", people)
                 func run(_ filter: String) async throws -> [String] {
-                    ids(try await fixture.store.query("people", TableQuery(filter: try QueryExpression(odataFilter: filter, dialect: .v3))))
+                    ids(
+                        try await fixture.store.query(
+                            "people", TableQuery(filter: try QueryExpression(odataFilter: filter, dialect: .v3))))
                 }
                 #expect(try await run("age gt 40") == ["p2", "p3"])
                 #expect(try await run("name eq 'Ada'") == ["p1"])
@@ -257,18 +276,22 @@ extension StoreConformance {
                 #expect(try await run("not (age lt 40) and city ne null") == ["p2"])
                 #expect(try await run("length(name) eq 5") == ["p3"])
             },
-            .init("order, skip, top and select page through results") { fixture in
+            .init("order, skip, top and select page through results") { fixture async throws in
                 try await fixture.store.upsert("people", people)
-                let query = TableQuery(orderBy: [.field("age", descending: true), .field("name")], skip: 1, top: 2, select: ["name"])
+                let query = TableQuery(
+                    orderBy: [.field("age", descending: true), .field("name")], skip: 1, top: 2, select: ["name"])
                 let result = try await fixture.store.query("people", query)
                 #expect(result.items == [["name": "Alan"], ["name": "Ada"]])
                 let nullsFirst = try await fixture.store.query("people", TableQuery(orderBy: [.field("city")]))
                 #expect(ids(nullsFirst) == ["p3", "p1", "p4", "p2"])
-                let nullsLast = try await fixture.store.query("people", TableQuery(orderBy: [.field("city", descending: true)]))
+                let nullsLast = try await fixture.store.query(
+                    "people", TableQuery(orderBy: [.field("city", descending: true)]))
                 #expect(ids(nullsLast) == ["p2", "p4", "p1", "p3"])
             },
-            .init("ties are broken by id so pages never overlap") { fixture in
-                let items: [JSONObject] = (0..<50).map { ["id": .string("t\(String($0).leftPadded(2))"), "group": .int(Int64($0 % 3))] }
+            .init("ties are broken by id so pages never overlap") { fixture async throws in
+                let items: [JSONObject] = (0..<50).map {
+                    ["id": .string("t\(String($0).leftPadded(2))"), "group": .int(Int64($0 % 3))]
+                }
                 try await fixture.store.upsert("ties", items.reversed())
                 var seen: [String] = []
                 for page in 0..<10 {
@@ -278,11 +301,12 @@ extension StoreConformance {
                 #expect(seen.count == 50)
                 #expect(Set(seen).count == 50)
             },
-            .init("the total count is taken before skip and top, with or without paging") { fixture in
+            .init("the total count is taken before skip and top, with or without paging") { fixture async throws in
                 try await fixture.store.upsert("people", people)
                 let plain = try await fixture.store.query("people", TableQuery(includeTotalCount: true))
                 #expect(plain.totalCount == 4)
-                let paged = try await fixture.store.query("people", TableQuery(skip: 1, top: 1, includeTotalCount: true))
+                let paged = try await fixture.store.query(
+                    "people", TableQuery(skip: 1, top: 1, includeTotalCount: true))
                 #expect(paged.totalCount == 4)
                 #expect(paged.items.count == 1)
                 let countOnly = try await fixture.store.query("people", TableQuery(top: 0, includeTotalCount: true))
@@ -290,22 +314,30 @@ extension StoreConformance {
                 #expect(countOnly.items.isEmpty)
                 #expect(try await fixture.store.query("people").totalCount == nil)
             },
-            .init("dates stored as text compare as dates against date literals") { fixture in
-                try await fixture.store.upsert("events", [
-                    ["id": "e1", "at": "2024-01-01T10:00:00.000Z"], ["id": "e2", "at": "2024-01-01T11:00:00.000+02:00"],
-                    ["id": "e3", "at": "2023-12-31T23:59:59.999Z"],
-                ])
+            .init("dates stored as text compare as dates against date literals") { fixture async throws in
+                try await fixture.store.upsert(
+                    "events",
+                    [
+                        ["id": "e1", "at": "2024-01-01T10:00:00.000Z"],
+                        ["id": "e2", "at": "2024-01-01T11:00:00.000+02:00"],
+                        ["id": "e3", "at": "2023-12-31T23:59:59.999Z"],
+                    ])
                 let filter = QueryExpression.binary(
-                    .greaterThanOrEqual, .field("at"), .literal(.dateTimeOffset(try Timestamp(parsing: "2024-01-01T10:00:00Z"))))
+                    .greaterThanOrEqual, .field("at"),
+                    .literal(.dateTimeOffset(try Timestamp(parsing: "2024-01-01T10:00:00Z"))))
                 #expect(ids(try await fixture.store.query("events", TableQuery(filter: filter))) == ["e1"])
                 let year = QueryExpression.binary(.equal, .function(.year, [.field("at")]), .literal(.int(2024)))
                 #expect(ids(try await fixture.store.query("events", TableQuery(filter: year))) == ["e1", "e2"])
             },
-            .init("a negative skip or top is rejected with invalidQuery") { fixture in
-                await expectStoreError(.invalidQuery, "negative top") { try await fixture.store.query("people", TableQuery(top: -1)) }
-                await expectStoreError(.invalidQuery, "negative skip") { try await fixture.store.query("people", TableQuery(skip: -1)) }
+            .init("a negative skip or top is rejected with invalidQuery") { fixture async throws in
+                await expectStoreError(.invalidQuery, "negative top") {
+                    try await fixture.store.query("people", TableQuery(top: -1))
+                }
+                await expectStoreError(.invalidQuery, "negative skip") {
+                    try await fixture.store.query("people", TableQuery(skip: -1))
+                }
             },
-            .init("the peers' query cases give the peers' answers through the store") { fixture in
+            .init("the peers' query cases give the peers' answers through the store") { fixture async throws in
                 try await replayPeerQueries(on: fixture.store)
             },
         ]

@@ -7,7 +7,8 @@ struct JSONValueTests {
     @Test(arguments: [
         "null", "true", "false", "0", "-0", "42", "-42", "9223372036854775807", "-9223372036854775808", "1.0", "0.1",
         "1e+20", "1.5e-07", "\"\"", "\"hi\"", "[]", "{}", "[1,2.5,\"x\",null,true,[],{}]",
-        "{\"a\":{\"b\":[1,{\"c\":null}]},\"z\":-1.25}", "\"\\u00e9\\ud83c\\udfac\"", "\"line\\nbreak\\t\\\"q\\\" \\\\\"",
+        "{\"a\":{\"b\":[1,{\"c\":null}]},\"z\":-1.25}", "\"\\u00e9\\ud83c\\udfac\"",
+        "\"line\\nbreak\\t\\\"q\\\" \\\\\"",
     ])
     func textRoundTripsToTheSameValue(_ text: String) throws {
         let value = try JSONValue(parsing: text)

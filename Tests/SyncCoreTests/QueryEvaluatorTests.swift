@@ -141,11 +141,13 @@ struct QueryEvaluatorTests {
         let schema = TableSchema(fields: ["rating": .enumeration(["Unrated", "G", "PG", "R"])])
         let evaluator = QueryEvaluator(schema: schema)
         let items: [JSONObject] = [
-            ["id": "1", "rating": "R"], ["id": "2", "rating": "G"], ["id": "3", "rating": "Unrated"], ["id": "4", "rating": "PG"],
+            ["id": "1", "rating": "R"], ["id": "2", "rating": "G"], ["id": "3", "rating": "Unrated"],
+            ["id": "4", "rating": "PG"],
         ]
         let sorted = try evaluator.evaluate(TableQuery(orderBy: [.field("rating")]), over: items)
         #expect(sorted.items.compactMap(\.id) == ["3", "2", "4", "1"])
-        let above = try evaluator.evaluate(TableQuery(filter: .binary(.greaterThan, field("rating"), string("G"))), over: items)
+        let above = try evaluator.evaluate(
+            TableQuery(filter: .binary(.greaterThan, field("rating"), string("G"))), over: items)
         #expect(above.items.compactMap(\.id) == ["1", "4"])
         #expect(evaluator.matches(.binary(.equal, field("rating"), string("PG")), items[3]))
     }
@@ -165,7 +167,8 @@ struct QueryEvaluatorTests {
             #expect(error.code == .unknownField)
             #expect(error.description == "invalid query: $filter: unknown field 'missing'")
         }
-        #expect((try? evaluator.validate(TableQuery(filter: .binary(.equal, field("updatedAt"), .literal(.null))))) != nil)
+        #expect(
+            (try? evaluator.validate(TableQuery(filter: .binary(.equal, field("updatedAt"), .literal(.null))))) != nil)
     }
 
     @Test func sortingPutsNullsFirstMixesKindsAndBreaksTiesById() throws {
@@ -186,5 +189,38 @@ struct QueryEvaluatorTests {
         let count = try evaluator.evaluate(TableQuery(top: 1, includeTotalCount: true), over: items)
         #expect(count.totalCount == 2)
         #expect(count.items.count == 1)
+    }
+}
+
+@Suite("Deep queries")
+struct DeepQueryTests {
+    /// A chain of terms is as deep as it is long; at the default limit every consumer of the tree
+    /// (evaluator, encoder, hashing, equality) must cope with it on a task's stack.
+    @Test func aChainAtTheDefaultDepthLimitParsesEvaluatesEncodesAndHashes() async throws {
+        let terms = QueryLimits.default.maximumDepth - 1
+        let text = (0..<terms).map { "n eq \($0)" }.joined(separator: " or ")
+        let filter = try QueryExpression(odataFilter: text, dialect: .v3, limits: QueryLimits(maximumLength: 1 << 20))
+        let evaluator = QueryEvaluator()
+        #expect(evaluator.matches(filter, ["id": "a", "n": .int(Int64(terms - 1))]))
+        #expect(!evaluator.matches(filter, ["id": "a", "n": -1]))
+        let encoded = filter.odata(dialect: .v3)
+        let again = try QueryExpression(odataFilter: encoded, dialect: .v3, limits: QueryLimits(maximumLength: 1 << 20))
+        #expect(again == filter)
+        #expect(Set([filter, again]).count == 1)
+        let tooLong = (0...QueryLimits.default.maximumDepth).map { "n eq \($0)" }.joined(separator: " or ")
+        #expect(throws: QueryError.self) {
+            try QueryExpression(odataFilter: tooLong, dialect: .v3, limits: QueryLimits(maximumLength: 1 << 20))
+        }
+    }
+
+    @Test func aTreeBuiltInCodeDeeperThanTheLimitIsRejectedBeforeEvaluation() {
+        var deep = QueryExpression.field("flag")
+        for _ in 0..<5_000 { deep = .unary(.not, deep) }
+        do {
+            _ = try QueryEvaluator().evaluate(TableQuery(filter: deep), over: [["id": "a", "flag": true]])
+            Issue.record("a 5,000-deep tree should be rejected")
+        } catch {
+            #expect(error.code == .tooDeep)
+        }
     }
 }

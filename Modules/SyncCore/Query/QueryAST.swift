@@ -8,7 +8,7 @@
 ///
 /// ```swift
 /// let query = TableQuery()
-///     .filter(.field("done") == false && .field("title").startsWith("Buy"))
+///     .filter(QueryExpression.field("done").eq(false) && QueryExpression.field("title").startsWith("Buy"))
 ///     .orderBy("updatedAt", descending: true)
 ///     .top(20)
 /// ```
@@ -124,9 +124,9 @@ public enum BinaryOperator: String, Sendable, Hashable, CaseIterable {
 /// The functions of both protocol dialects.
 public enum QueryFunction: String, Sendable, Hashable, CaseIterable {
     // Strings.
-    /// 3.0 `contains(haystack, needle)`.
+    /// 3.0 `contains(haystack, needle)`; 2.0 `substringof(needle, haystack)` is parsed into it with
+    /// the arguments swapped.
     case contains
-    /// 2.0 `substringof(needle, haystack)`: parsed into ``contains`` with the arguments swapped.
     case startsWith = "startswith"
     case endsWith = "endswith"
     case length

@@ -65,12 +65,17 @@ public struct QueryError: Error, Sendable, Hashable, CustomStringConvertible {
 public struct QueryLimits: Sendable, Hashable {
     /// The longest query text accepted, in UTF-8 bytes (default 64 KiB).
     public var maximumLength: Int
-    /// The deepest expression nesting accepted (default 100).
+    /// The deepest expression tree accepted (default 1,000). A chain `a or b or c …` is as deep as it
+    /// is long; for long lists of values use `in`.
     public var maximumDepth: Int
+    /// The deepest nesting of parentheses, function calls and unary operators (default 100), which
+    /// bounds the parser's recursion.
+    public var maximumNesting: Int
 
-    public init(maximumLength: Int = 65_536, maximumDepth: Int = 100) {
+    public init(maximumLength: Int = 65_536, maximumDepth: Int = 1_000, maximumNesting: Int? = nil) {
         self.maximumLength = maximumLength
         self.maximumDepth = maximumDepth
+        self.maximumNesting = min(maximumNesting ?? 100, maximumDepth)
     }
 
     public static let `default` = QueryLimits()

@@ -25,7 +25,8 @@ public struct QueryEvaluator: Sendable {
         self.schema = schema
     }
 
-    /// Checks that every field the query names is known to the schema.
+    /// Checks that every field the query names is known to the schema, and that no expression is
+    /// deeper than ``QueryLimits/maximumDepth`` (queries built in code are not bounded by the parser).
     public func validate(_ query: TableQuery) throws(QueryError) {
         if let filter = query.filter { try validate(filter, option: "$filter") }
         for key in query.orderBy { try validate(key.expression, option: "$orderby") }
@@ -35,17 +36,23 @@ public struct QueryEvaluator: Sendable {
     }
 
     private func validate(_ expression: QueryExpression, option: String) throws(QueryError) {
-        var stack = [expression]
-        while let next = stack.popLast() {
+        let maximumDepth = QueryLimits.default.maximumDepth
+        var stack = [(expression, 0)]
+        while let (next, depth) = stack.popLast() {
+            if depth > maximumDepth {
+                throw QueryError(.tooDeep, "the expression nests deeper than \(maximumDepth) levels", option: option)
+            }
             switch next {
             case .literal: break
             case .field(let name):
                 if !schema.isKnown(name) { throw QueryError(.unknownField, "unknown field '\(name)'", option: option) }
-            case .unary(_, let operand): stack.append(operand)
-            case .binary(_, let lhs, let rhs): stack.append(contentsOf: [lhs, rhs])
-            case .function(_, let arguments): stack.append(contentsOf: arguments)
-            case .isIn(let value, let list): stack.append(value); stack.append(contentsOf: list)
-            case .cast(let value, _): stack.append(value)
+            case .unary(_, let operand): stack.append((operand, depth + 1))
+            case .binary(_, let lhs, let rhs): stack.append(contentsOf: [(lhs, depth + 1), (rhs, depth + 1)])
+            case .function(_, let arguments): stack.append(contentsOf: arguments.map { ($0, depth + 1) })
+            case .isIn(let value, let list):
+                stack.append((value, depth + 1))
+                stack.append(contentsOf: list.map { ($0, depth + 1) })
+            case .cast(let value, _): stack.append((value, depth + 1))
             }
         }
     }

@@ -8,10 +8,13 @@ public enum StoreValidation: Sendable {
     /// that does not start with `__` (reserved for Ferry's own tables).
     public static func validateTableName(_ name: String) throws(StoreError) {
         guard !name.isEmpty, name.utf8.count <= maximumTableNameLength else {
-            throw StoreError(.invalidItem, "invalid table name '\(name.prefix(40))': it must be 1 to \(maximumTableNameLength) characters")
+            throw StoreError(
+                .invalidItem,
+                "invalid table name '\(name.prefix(40))': it must be 1 to \(maximumTableNameLength) characters")
         }
         guard name.utf8.allSatisfy({ isTableNameByte($0) }) else {
-            throw StoreError(.invalidItem, "invalid table name '\(name.prefix(40))': use only letters, digits, '_' and '-'")
+            throw StoreError(
+                .invalidItem, "invalid table name '\(name.prefix(40))': use only letters, digits, '_' and '-'")
         }
         guard !name.hasPrefix("__") else {
             throw StoreError(.invalidItem, "invalid table name '\(name)': names starting with '__' are reserved")
@@ -39,8 +42,12 @@ public enum StoreValidation: Sendable {
     public static func validate(_ query: TableQuery, schema: TableSchema) throws(StoreError) {
         do throws(QueryError) {
             try QueryEvaluator(schema: schema).validate(query)
-            if let skip = query.skip, skip < 0 { throw QueryError(.invalidOption, "$skip must not be negative", option: "$skip") }
-            if let top = query.top, top < 0 { throw QueryError(.invalidOption, "$top must not be negative", option: "$top") }
+            if let skip = query.skip, skip < 0 {
+                throw QueryError(.invalidOption, "$skip must not be negative", option: "$skip")
+            }
+            if let top = query.top, top < 0 {
+                throw QueryError(.invalidOption, "$top must not be negative", option: "$top")
+            }
         } catch {
             throw StoreError(.invalidQuery, error.description, underlying: error)
         }

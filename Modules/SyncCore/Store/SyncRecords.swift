@@ -79,7 +79,8 @@ public struct PendingOperation: Sendable, Hashable, Identifiable {
     public var json: JSONObject {
         var object: JSONObject = [
             "id": .int(id), "table": .string(table), "itemId": .string(itemID), "kind": .string(kind.rawValue),
-            "state": .string(state.rawValue), "createdAt": .string(createdAt.iso8601), "attempts": .int(Int64(attempts)),
+            "state": .string(state.rawValue), "createdAt": .string(createdAt.iso8601),
+            "attempts": .int(Int64(attempts)),
         ]
         if let item { object["item"] = .object(item) }
         if let baseItem { object["baseItem"] = .object(baseItem) }
@@ -191,7 +192,8 @@ extension TableDefinition {
         let indexes = (object["indexes"]?.arrayValue ?? []).map { ($0.arrayValue ?? []).compactMap(\.stringValue) }
         self.init(
             name: name,
-            schema: TableSchema(fields: fields, allowsUndeclaredFields: object["allowsUndeclaredFields"]?.boolValue ?? true),
+            schema: TableSchema(
+                fields: fields, allowsUndeclaredFields: object["allowsUndeclaredFields"]?.boolValue ?? true),
             indexes: indexes)
     }
 }

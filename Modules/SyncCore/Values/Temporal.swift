@@ -1,6 +1,7 @@
 /// An instant with millisecond precision, as the table protocol carries `createdAt` and `updatedAt`.
 ///
-/// The wire form is UTC with milliseconds and a `Z`: `2024-08-23T20:22:54.291Z`. Parsing also
+/// The wire form is UTC with milliseconds and a `Z`: `2024-08-23T20:22:54.291Z` (years 0000–9999;
+/// instants outside that range have no ISO 8601 text that the parsers here accept). Parsing also
 /// accepts `+00:00` and other offsets, a missing or longer fraction (truncated to milliseconds), and
 /// a lowercase `t`/`z`.
 ///
@@ -19,7 +20,9 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
 
     /// Parses an ISO 8601 date-time. See the type's documentation for the accepted forms.
     public init(parsing text: some StringProtocol) throws(TemporalParseError) {
-        guard let value = Timestamp(iso8601: text) else { throw TemporalParseError(text: String(text), kind: "date-time") }
+        guard let value = Timestamp(iso8601: text) else {
+            throw TemporalParseError(text: String(text), kind: "date-time")
+        }
         self = value
     }
 
@@ -89,7 +92,8 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
         let container = try decoder.singleValueContainer()
         let text = try container.decode(String.self)
         guard let value = Timestamp(iso8601: text) else {
-            throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(text)' is not an ISO 8601 date-time.")
+            throw DecodingError.dataCorruptedError(
+                in: container, debugDescription: "'\(text)' is not an ISO 8601 date-time.")
         }
         self = value
     }
@@ -178,8 +182,10 @@ public struct TimeOfDay: Sendable, Hashable, Comparable, CustomStringConvertible
     /// Milliseconds since midnight, `0..<86_400_000`.
     public var millisecondsSinceMidnight: Int
 
+    /// A time of day; values outside one day wrap around (`-1` is `23:59:59.999`).
     public init(millisecondsSinceMidnight: Int) {
-        self.millisecondsSinceMidnight = millisecondsSinceMidnight
+        let day = 86_400_000
+        self.millisecondsSinceMidnight = (millisecondsSinceMidnight % day + day) % day
     }
 
     /// Creates a time; returns `nil` when a component is out of range.
