@@ -11,10 +11,19 @@ let package = Package(
     products: [
         .library(name: "SyncCore", targets: ["SyncCore"]),
         .library(name: "StoreMemory", targets: ["StoreMemory"]),
+        .library(name: "StoreSQLite", targets: ["StoreSQLite"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0")
     ],
     targets: [
         .target(name: "SyncCore", path: "Modules/SyncCore"),
         .target(name: "StoreMemory", dependencies: ["SyncCore"], path: "Modules/StoreMemory"),
+        .target(
+            name: "StoreSQLite",
+            dependencies: ["SyncCore", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Modules/StoreSQLite"
+        ),
 
         // The shared store conformance suite: a regular library target kept under Tests/,
         // run by every store's test target.
@@ -29,6 +38,13 @@ let package = Package(
             name: "StoreMemoryTests",
             dependencies: ["StoreMemory", "StoreConformance", "SyncCore"],
             path: "Tests/StoreMemoryTests"
+        ),
+        .testTarget(
+            name: "StoreSQLiteTests",
+            dependencies: [
+                "StoreSQLite", "StoreConformance", "SyncCore", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Tests/StoreSQLiteTests"
         ),
     ]
 )

@@ -1,0 +1,384 @@
+import Foundation
+import GRDB
+public import SyncCore
+import Synchronization
+
+/// A ``LocalStore`` in an SQLite database, through GRDB.swift and the system's SQLite.
+///
+/// A file store runs in WAL mode on a GRDB `DatabasePool`: one writer at a time, and readers that
+/// run in parallel with it on snapshots. An in-memory store uses a GRDB `DatabaseQueue` (reads and
+/// writes take turns) and keeps nothing after ``close()``.
+///
+/// ```swift
+/// import StoreSQLite
+/// import SyncCore
+///
+/// let store = try SQLiteStore(path: "/path/to/app.ferry")   // or `.sqlite(path:)`, or `.inMemory()`
+/// try await store.write { tx in
+///     try tx.upsert("todo", [["id": "1", "title": "Milk", "done": false]])
+///     _ = try tx.appendOperation(OperationDraft(table: "todo", itemID: "1", kind: .insert))
+/// }
+/// let open = try await store.query("todo", TableQuery(filter: .field("done") == false))
+/// try await store.close()
+/// ```
+///
+/// ## Storage
+///
+/// Each Ferry table is one SQL table with the item's JSON text (the source of truth, written by
+/// ``JSONValue/serialized()``) beside real, indexed columns for `id`, `updatedAt` (milliseconds),
+/// `deleted` and `version`; declared indexes (``TableDefinition/indexes``) index the JSON fields
+/// the app filters on. The operation queue, operation errors, delta tokens, table definitions and a
+/// metadata table live in the same database, so an edit and its queued operation commit together.
+/// The store's own tables are versioned with GRDB migrations; a newer Ferry opens an older store
+/// without losing a queued operation. `docs/store-sqlite.md` describes the layout.
+///
+/// ## Queries
+///
+/// Queries compile to SQL with bound parameters and give exactly what ``QueryEvaluator`` gives;
+/// constructs SQL cannot reproduce exactly (`cast`, for one) run in the evaluator over the rows
+/// SQLite selected. See `SQLCompiler` and `docs/store-sqlite.md`.
+///
+/// ## Why a final class and not an actor
+///
+/// GRDB already serializes writers and runs readers concurrently on its own dispatch queues (off
+/// Swift's cooperative pool); an actor would add a second, coarser lock that serializes readers
+/// behind writers. The class holds only immutable, `Sendable` state plus a `Mutex`-guarded flag.
+///
+/// ## Errors
+///
+/// Every failure is a ``StoreError``: SQLite's `CORRUPT`/`NOTADB` are `corrupt`, `BUSY`/`LOCKED`
+/// are `busy`, `READONLY` (or a location that cannot be created) is `readOnly`, `FULL` is `full`,
+/// the rest `io`, with GRDB's `DatabaseError` in `underlying` and the path in the message. Opening a
+/// file that is not a SQLite database, is damaged, is another application's database or was
+/// written by a newer Ferry fails before anything is written to it.
+public final class SQLiteStore: LocalStore {
+    /// Where a store keeps its data.
+    public enum Location: Sendable, Hashable {
+        /// A database file (created when absent), in WAL mode.
+        case file(String)
+        /// A private in-memory database, gone when the store closes.
+        case memory
+    }
+
+    /// How a store opens and waits.
+    ///
+    /// ```swift
+    /// var configuration = SQLiteStore.Configuration()
+    /// configuration.busyTimeout = 10
+    /// let store = try SQLiteStore(path: path, configuration: configuration)
+    /// ```
+    public struct Configuration: Sendable, Hashable {
+        /// Seconds to wait for a lock held by another process before failing with `busy`.
+        public var busyTimeout: Double
+        /// The most reader connections of a file store.
+        public var maximumReaderCount: Int
+        /// Whether opening an existing file runs SQLite's `quick_check` first (reads the whole
+        /// file once; damage is then reported at open, before anything is written).
+        public var verifiesIntegrityOnOpen: Bool
+
+        /// A configuration; the defaults suit an app's store.
+        ///
+        /// ```swift
+        /// let fastOpen = SQLiteStore.Configuration(verifiesIntegrityOnOpen: false)
+        /// ```
+        public init(busyTimeout: Double = 5, maximumReaderCount: Int = 4, verifiesIntegrityOnOpen: Bool = true) {
+            self.busyTimeout = busyTimeout
+            self.maximumReaderCount = maximumReaderCount
+            self.verifiesIntegrityOnOpen = verifiesIntegrityOnOpen
+        }
+    }
+
+    /// Where this store keeps its data.
+    public let location: Location
+    /// `[.persistent, .concurrentReaders, .declaredIndexes]` for a file, `[.declaredIndexes]` in memory.
+    public let capabilities: StoreCapabilities
+    let database: any DatabaseWriter
+    /// "the SQLite store at '…'", for messages.
+    let place: String
+    private let closed = Mutex(false)
+
+    /// Opens (or creates) the store in a database file.
+    ///
+    /// ```swift
+    /// let store = try SQLiteStore(path: directory + "/app.ferry")
+    /// ```
+    ///
+    /// - Throws: ``StoreError`` — `corrupt` for a file that is not a SQLite database, is damaged,
+    ///   belongs to another application or was written by a newer Ferry; `readOnly` when the file
+    ///   cannot be created or written; `busy`, `io` otherwise. The file is left untouched.
+    public convenience init(path: String, configuration: Configuration = Configuration()) throws {
+        try self.init(location: .file(path), configuration: configuration)
+    }
+
+    /// Opens a store at `location`.
+    ///
+    /// ```swift
+    /// let scratch = try SQLiteStore(location: .memory)
+    /// ```
+    public init(location: Location, configuration: Configuration = Configuration()) throws {
+        self.location = location
+        switch location {
+        case .file(let path):
+            place = "the SQLite store at '\(path)'"
+            database = try Self.openFile(path, configuration, place: place)
+            capabilities = [.persistent, .concurrentReaders, .declaredIndexes]
+        case .memory:
+            place = "the in-memory SQLite store"
+            do {
+                let queue = try DatabaseQueue(configuration: Self.grdbConfiguration(configuration))
+                try StoreSchema.migrator.migrate(queue)
+                database = queue
+            } catch {
+                throw StoreErrors.mapIfNeeded(error, "opening", place)
+            }
+            capabilities = [.declaredIndexes]
+        }
+    }
+
+    /// A new, empty store in memory.
+    ///
+    /// ```swift
+    /// let store = try SQLiteStore.inMemory()
+    /// ```
+    public static func inMemory(configuration: Configuration = Configuration()) throws -> SQLiteStore {
+        try SQLiteStore(location: .memory, configuration: configuration)
+    }
+
+    // MARK: LocalStore
+
+    /// Runs `body` on one snapshot of the store, in a GRDB read.
+    ///
+    /// ```swift
+    /// let (items, queued) = try await store.read { reader in
+    ///     (try reader.count("todo"), try reader.operationCount(table: "todo"))
+    /// }
+    /// ```
+    public func read<Result: Sendable>(_ body: @Sendable (any StoreReader) throws -> Result) async throws -> Result {
+        try checkOpen()
+        let place = self.place
+        do {
+            return try await database.read { db in
+                let reader = SQLiteReader(db: db, place: place)
+                defer { reader.isFinished = true }
+                return try body(reader)
+            }
+        } catch {
+            throw failure(error, "reading")
+        }
+    }
+
+    /// Runs `body` in one GRDB write transaction: all of its changes commit, or none do. The
+    /// handle throws ``StoreError/Code/closed`` once `body` has returned.
+    ///
+    /// ```swift
+    /// let operation = try await store.write { tx in
+    ///     try tx.upsert("todo", [["id": "1", "title": "Milk"]])
+    ///     return try tx.appendOperation(OperationDraft(table: "todo", itemID: "1", kind: .insert))
+    /// }
+    /// ```
+    public func write<Result: Sendable>(
+        _ body: @Sendable (any StoreTransaction) throws -> Result
+    ) async throws -> Result {
+        try checkOpen()
+        let place = self.place
+        do {
+            return try await database.write { db in
+                let transaction = SQLiteTransaction(db: db, place: place)
+                defer { transaction.isFinished = true }
+                return try body(transaction)
+            }
+        } catch {
+            throw failure(error, "writing to")
+        }
+    }
+
+    /// Closes the database; later calls fail with ``StoreError/Code/closed``. Closing twice is
+    /// harmless.
+    ///
+    /// ```swift
+    /// try await store.close()
+    /// ```
+    public func close() async throws {
+        let wasClosed = closed.withLock { isClosed in
+            defer { isClosed = true }
+            return isClosed
+        }
+        if wasClosed { return }
+        do {
+            try database.close()
+        } catch {
+            throw StoreErrors.mapIfNeeded(error, "closing", place)
+        }
+    }
+
+    private func checkOpen() throws(StoreError) {
+        if closed.withLock({ $0 }) { throw StoreError(.closed, "\(place) is closed") }
+    }
+
+    private func failure(_ error: any Error, _ action: String) -> any Error {
+        if error is DatabaseError, closed.withLock({ $0 }) { return StoreError(.closed, "\(place) is closed") }
+        return StoreErrors.mapIfNeeded(error, action, place)
+    }
+
+    /// How the store runs `query` on `table`: all in SQL, or partly in the evaluator.
+    func strategy(for query: TableQuery, table: String) async throws -> QueryRunner.Strategy {
+        let place = self.place
+        return try await database.read { db in
+            let reader = SQLiteReader(db: db, place: place)
+            guard let entry = try reader.entry(table) else { return .sql }
+            return try QueryRunner(reader: reader, table: table, entry: entry).plan(query).strategy
+        }
+    }
+
+    // MARK: Opening
+
+    static func grdbConfiguration(_ configuration: Configuration) -> GRDB.Configuration {
+        var grdb = GRDB.Configuration()
+        grdb.label = "Ferry.SQLiteStore"
+        grdb.busyMode = .timeout(configuration.busyTimeout)
+        grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
+        grdb.prepareDatabase { db in try SQLFunctions.register(db) }
+        return grdb
+    }
+
+    private static func openFile(_ path: String, _ configuration: Configuration, place: String) throws -> DatabasePool {
+        try preflight(path, configuration, place: place)
+        do {
+            let pool = try DatabasePool(path: path, configuration: grdbConfiguration(configuration))
+            try StoreSchema.migrator.migrate(pool)
+            return pool
+        } catch let error as DatabaseError {
+            throw openError(error, path: path, place: place)
+        }
+    }
+
+    /// Checks an existing file without writing to it: SQLite's header, a Ferry store, a schema this
+    /// version knows, and (optionally) SQLite's quick integrity check.
+    private static func preflight(_ path: String, _ configuration: Configuration, place: String) throws(StoreError) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return }
+        if isDirectory.boolValue { throw StoreError(.io, "cannot open \(place): the path is a directory") }
+        let header: Data
+        do {
+            guard let handle = FileHandle(forReadingAtPath: path) else {
+                throw StoreError(.readOnly, "cannot open \(place): the file cannot be read")
+            }
+            defer { try? handle.close() }
+            header = try handle.read(upToCount: 16) ?? Data()
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError(.io, "cannot open \(place): reading the file failed: \(error)", underlying: error)
+        }
+        // An empty file is an empty database, which becomes the store.
+        if header.isEmpty { return }
+        guard header == Data("SQLite format 3\u{0}".utf8) else {
+            throw StoreError(
+                .corrupt, "cannot open \(place): the file is not a SQLite database (its header is not SQLite's)")
+        }
+        var readOnly = GRDB.Configuration()
+        readOnly.readonly = true
+        readOnly.busyMode = .timeout(configuration.busyTimeout)
+        // A read-only connection to a WAL database may create the -wal and -shm files; when the
+        // check fails, remove the ones it created (they are empty) so that nothing is left behind.
+        let companions = [path + "-wal", path + "-shm"].filter { !FileManager.default.fileExists(atPath: $0) }
+        do {
+            try check(path, readOnly, configuration, place: place)
+        } catch {
+            for companion in companions { try? FileManager.default.removeItem(atPath: companion) }
+            throw error
+        }
+    }
+
+    private static func check(
+        _ path: String, _ readOnly: GRDB.Configuration, _ configuration: Configuration, place: String
+    ) throws(StoreError) {
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: readOnly)
+            defer { try? queue.close() }
+            try queue.read { db in
+                let tables = try String.fetchSet(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+                if tables.isEmpty { return }
+                guard tables.contains("ferry_meta") else {
+                    throw StoreError(
+                        .corrupt, "cannot open \(place): the file is a SQLite database but not a Ferry store")
+                }
+                if try StoreSchema.migrator.hasBeenSuperseded(db) {
+                    let known = Set(StoreSchema.migrationIdentifiers)
+                    let unknown = try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
+                        .filter { !known.contains($0) }
+                    throw StoreError(
+                        .corrupt,
+                        "cannot open \(place): it was written by a newer version of Ferry (schema migrations \(unknown.joined(separator: ", ")) are unknown to this version)"
+                    )
+                }
+                if configuration.verifiesIntegrityOnOpen {
+                    let problems = try String.fetchAll(db, sql: "PRAGMA quick_check(5)")
+                    guard problems == ["ok"] else {
+                        throw StoreError(
+                            .corrupt,
+                            "cannot open \(place): the file is damaged (SQLite's integrity check: \(StoreErrors.oneLine(problems.joined(separator: "; "))))"
+                        )
+                    }
+                }
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch let error as DatabaseError {
+            throw openError(error, path: path, place: place)
+        } catch {
+            throw StoreError(.io, "cannot open \(place): \(error)", underlying: error)
+        }
+    }
+
+    /// An error from opening: `CANTOPEN` and `READONLY` in a location that cannot be written become
+    /// `readOnly`.
+    private static func openError(_ error: DatabaseError, path: String, place: String) -> StoreError {
+        switch error.resultCode {
+        case .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_AUTH:
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
+                return StoreError(
+                    .io, "cannot open \(place): the directory '\(directory)' does not exist", underlying: error)
+            }
+            if isReadOnlyLocation(path) { return StoreErrors.map(error, "opening", place, code: .readOnly) }
+            return StoreErrors.map(
+                error, "opening", place, code: error.resultCode == .SQLITE_READONLY ? .readOnly : .io)
+        default:
+            return StoreErrors.map(error, "opening", place)
+        }
+    }
+
+    /// Whether `path` is an existing file that cannot be written, or a new file that cannot be
+    /// created (the probe file is removed at once).
+    private static func isReadOnlyLocation(_ path: String) -> Bool {
+        if FileManager.default.fileExists(atPath: path) {
+            let directory = (path as NSString).deletingLastPathComponent
+            return !FileManager.default.isWritableFile(atPath: path)
+                || !FileManager.default.isWritableFile(atPath: directory.isEmpty ? "." : directory)
+        }
+        return !canCreateFile(path)
+    }
+}
+
+/// Whether a file can be created at `path` (a new file is created and removed at once).
+private func canCreateFile(_ path: String) -> Bool {
+    let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+    if descriptor >= 0 {
+        close(descriptor)
+        unlink(path)
+        return true
+    }
+    return errno != EACCES && errno != EROFS && errno != EPERM
+}
+
+extension LocalStore where Self == SQLiteStore {
+    /// A store in the SQLite database file at `path`: `SyncContext(store: try .sqlite(path: …), …)`.
+    ///
+    /// ```swift
+    /// let store: SQLiteStore = try .sqlite(path: directory + "/app.ferry")
+    /// ```
+    public static func sqlite(path: String) throws -> SQLiteStore {
+        try SQLiteStore(path: path)
+    }
+}
