@@ -290,7 +290,7 @@ struct SQLiteQueryCompilationTests {
     /// evaluator's ids, in the evaluator's order, with the evaluator's count.
     @Test func compiledQueriesAgreeWithTheEvaluator() async throws {
         let store = try SQLiteStore.inMemory()
-        var random = SplitMix64(seed: 0x5EED_F00D)
+        var random = SeededRandom(seed: 0x5EED_F00D)
         let items = QueryFuzz.items(&random, count: 90, withNUL: false)
         // Strings holding NUL make a table fall back to the evaluator: a table of its own.
         let itemsWithNUL = QueryFuzz.items(&random, count: 40, withNUL: true)
@@ -530,21 +530,6 @@ struct TemporaryDirectory {
     }
 }
 
-/// A small deterministic random number generator.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Generates items and queries that exercise the evaluator's corner cases.
 enum QueryFuzz {
     static let typedSchema = TableSchema(fields: [
@@ -564,7 +549,7 @@ enum QueryFuzz {
         2.5, 1e300, -0.0, 1e-7, 123.456,
     ]
 
-    static func value(_ random: inout SplitMix64, flavour: Int, withNUL: Bool) -> JSONValue? {
+    static func value(_ random: inout SeededRandom, flavour: Int, withNUL: Bool) -> JSONValue? {
         let roll = Int.random(in: 0..<100, using: &random)
         switch roll {
         case 0..<6: return nil
@@ -578,7 +563,7 @@ enum QueryFuzz {
         return .string(texts.filter { withNUL || !$0.contains("\u{0}") }.randomElement(using: &random)!)
     }
 
-    static func items(_ random: inout SplitMix64, count: Int, withNUL: Bool) -> [JSONObject] {
+    static func items(_ random: inout SeededRandom, count: Int, withNUL: Bool) -> [JSONObject] {
         (0..<count).map { index in
             var item: JSONObject = ["id": .string(index % 9 == 0 ? "I\(100 + index)" : "i\(100 + index)")]
             for (field, flavour) in [
@@ -601,7 +586,7 @@ enum QueryFuzz {
 
     static let fields = ["n", "m", "s", "d", "day", "t", "e", "g", "b", "id", "updatedAt", "deleted", "missing"]
 
-    static func literal(_ random: inout SplitMix64) -> QueryLiteral {
+    static func literal(_ random: inout SeededRandom) -> QueryLiteral {
         switch Int.random(in: 0..<14, using: &random) {
         case 0: return .null
         case 1: return .bool(Bool.random(using: &random))
@@ -621,7 +606,7 @@ enum QueryFuzz {
         }
     }
 
-    static func value(_ random: inout SplitMix64, depth: Int) -> QueryExpression {
+    static func value(_ random: inout SeededRandom, depth: Int) -> QueryExpression {
         let field = QueryExpression.field(fields.randomElement(using: &random)!)
         switch Int.random(in: 0..<(depth > 2 ? 2 : 12), using: &random) {
         case 0: return field
@@ -658,7 +643,7 @@ enum QueryFuzz {
         }
     }
 
-    static func filter(_ random: inout SplitMix64, depth: Int = 0) -> QueryExpression {
+    static func filter(_ random: inout SeededRandom, depth: Int = 0) -> QueryExpression {
         switch Int.random(in: 0..<(depth > 2 ? 6 : 12), using: &random) {
         case 0..<5:
             let op: BinaryOperator = [
@@ -690,7 +675,7 @@ enum QueryFuzz {
         }
     }
 
-    static func query(_ random: inout SplitMix64) -> TableQuery {
+    static func query(_ random: inout SeededRandom) -> TableQuery {
         var query = TableQuery(filter: Int.random(in: 0..<8, using: &random) == 0 ? nil : filter(&random))
         for _ in 0..<Int.random(in: 0...2, using: &random) {
             let expression: QueryExpression =

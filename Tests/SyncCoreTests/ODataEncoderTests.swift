@@ -1,3 +1,4 @@
+import StoreConformance
 import Testing
 
 @testable import SyncCore
@@ -279,7 +280,7 @@ struct ODataEncoderTests: ODataTestSupport {
 
     @Test("random trees round-trip")
     func randomTrees() throws {
-        var generator = ODataFuzzGenerator(seed: 20_240_823)
+        var generator = SeededRandom(seed: 20_240_823)
         var checked = 0
         for _ in 0..<4000 {
             let tree = RandomTree.expression(depth: 5, using: &generator)
@@ -299,7 +300,7 @@ struct ODataEncoderTests: ODataTestSupport {
 enum RandomTree {
     static let fields = ["a", "year", "title", "releaseDate", "_x1"]
 
-    static func literal(using generator: inout ODataFuzzGenerator) -> QueryLiteral {
+    static func literal(using generator: inout SeededRandom) -> QueryLiteral {
         switch Int.random(in: 0..<12, using: &generator) {
         case 0: return .null
         case 1: return .bool(Bool.random(using: &generator))
@@ -339,7 +340,7 @@ enum RandomTree {
         }
     }
 
-    static func expression(depth: Int, using generator: inout ODataFuzzGenerator) -> QueryExpression {
+    static func expression(depth: Int, using generator: inout SeededRandom) -> QueryExpression {
         if depth == 0 || Int.random(in: 0..<4, using: &generator) == 0 {
             return Bool.random(using: &generator)
                 ? .field(fields.randomElement(using: &generator)!) : .literal(literal(using: &generator))

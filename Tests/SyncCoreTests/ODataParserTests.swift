@@ -1,3 +1,4 @@
+import StoreConformance
 import Testing
 
 @testable import SyncCore
@@ -592,7 +593,7 @@ struct ODataFilterParsingTests: ODataTestSupport {
     }
 
     @Test func randomInputNeverCrashes() {
-        var generator = ODataFuzzGenerator(seed: 0xF_E77)
+        var generator = SeededRandom(seed: 0xF_E77)
         let alphabet = Array("ab()',- 01.9eEMdLm:T/Z%&=é$@_\u{0}\"".unicodeScalars)
         for _ in 0..<3000 {
             let length = Int.random(in: 0..<40, using: &generator)
@@ -622,7 +623,7 @@ struct ODataFilterParsingTests: ODataTestSupport {
             "2024-08-23T20:22:54.291Z", "datetime'2011-11-21T05:16:21.010Z'",
             "guid'0f8fad5b-d9cb-469f-a165-70867728950e'", "round(", "year(", "length(", "concat(", "INF", "asc",
         ]
-        var generator = ODataFuzzGenerator(seed: 42)
+        var generator = SeededRandom(seed: 42)
         var parsedCount = 0
         for _ in 0..<20_000 {
             let count = Int.random(in: 1...12, using: &generator)
@@ -966,19 +967,5 @@ struct ODataParametersTests: ODataTestSupport {
         #expect(parameters.rawQueryString == "a=1&b=2")
         #expect(parameters == ODataParameters(parsing: "a=1&b=2"))
         #expect(Set([parameters, ODataParameters(parsing: "a=1&b=2")]).count == 1)
-    }
-}
-
-// MARK: - A deterministic random generator for the fuzz tests
-
-struct ODataFuzzGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
