@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "SyncCore", targets: ["SyncCore"]),
         .library(name: "StoreMemory", targets: ["StoreMemory"]),
         .library(name: "StoreSQLite", targets: ["StoreSQLite"]),
+        // The conformance suite and the peer-data loaders, for the Apps package's tests.
+        .library(name: "StoreConformance", targets: ["StoreConformance"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0")
