@@ -31,6 +31,13 @@ let package = Package(
         // run by every store's test target.
         .target(name: "StoreConformance", dependencies: ["SyncCore"], path: "Tests/StoreConformance"),
 
+        // The child process of the crash-atomicity tests: writes transactions until it is killed.
+        .executableTarget(
+            name: "StoreCrashWriter",
+            dependencies: ["SyncCore", "StoreSQLite"],
+            path: "Tools/StoreCrashWriter"
+        ),
+
         .testTarget(
             name: "SyncCoreTests",
             dependencies: ["SyncCore", "StoreConformance"],

@@ -75,16 +75,24 @@ public final class SQLiteStore: LocalStore {
         /// Whether opening an existing file runs SQLite's `quick_check` first (reads the whole
         /// file once; damage is then reported at open, before anything is written).
         public var verifiesIntegrityOnOpen: Bool
+        /// The most bytes the database may hold, or `nil` for no limit but the disk's. A write that
+        /// would go past it fails with ``StoreError/Code/full`` and changes nothing, exactly as when
+        /// the disk is full (SQLite's `max_page_count`, rounded down to whole pages).
+        public var maximumSize: Int?
 
         /// A configuration; the defaults suit an app's store.
         ///
         /// ```swift
         /// let fastOpen = SQLiteStore.Configuration(verifiesIntegrityOnOpen: false)
         /// ```
-        public init(busyTimeout: Double = 5, maximumReaderCount: Int = 4, verifiesIntegrityOnOpen: Bool = true) {
+        public init(
+            busyTimeout: Double = 5, maximumReaderCount: Int = 4, verifiesIntegrityOnOpen: Bool = true,
+            maximumSize: Int? = nil
+        ) {
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
             self.verifiesIntegrityOnOpen = verifiesIntegrityOnOpen
+            self.maximumSize = maximumSize
         }
     }
 
@@ -237,7 +245,14 @@ public final class SQLiteStore: LocalStore {
         grdb.label = "Ferry.SQLiteStore"
         grdb.busyMode = .timeout(configuration.busyTimeout)
         grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
-        grdb.prepareDatabase { db in try SQLFunctions.register(db) }
+        let maximumSize = configuration.maximumSize
+        grdb.prepareDatabase { db in
+            try SQLFunctions.register(db)
+            if let maximumSize {
+                let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+                try db.execute(sql: "PRAGMA max_page_count = \(max(1, maximumSize / max(1, pageSize)))")
+            }
+        }
         return grdb
     }
 
