@@ -38,6 +38,15 @@ let package = Package(
             path: "Tools/StoreCrashWriter"
         ),
 
+        // The local-store benchmark (Tools/README.md).
+        .executableTarget(
+            name: "StoreBenchmark",
+            dependencies: [
+                "SyncCore", "StoreSQLite", .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
+            path: "Tools/StoreBenchmark"
+        ),
+
         .testTarget(
             name: "SyncCoreTests",
             dependencies: ["SyncCore", "StoreConformance"],

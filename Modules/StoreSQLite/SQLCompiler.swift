@@ -94,13 +94,22 @@ struct SQLCompiler {
         var precheck: SQLFragment?
     }
 
-    /// Compiles sort keys plus the evaluator's final `id` tie-breaker.
-    func order(_ keys: [SortKey]) throws -> OrderCompilation {
+    /// Compiles sort keys plus the evaluator's final `id` tie-breaker. `filter` is the query's
+    /// filter: a field it only lets through as a number sorts on its bare value, so that a declared
+    /// index on that field serves the `ORDER BY` (no sort of every matching row).
+    func order(_ keys: [SortKey], filter: QueryExpression? = nil) throws -> OrderCompilation {
         var terms: [SQLFragment] = []
         var prechecks: [SQLFragment] = []
         var effective = keys
         if !keys.contains(where: { $0.expression == .field("id") }) { effective.append(.field("id")) }
+        let numeric = filter.map(numericFields) ?? []
         for key in effective {
+            if case .field(let name) = key.expression, numeric.contains(name),
+                let number = try operand(key.expression).number
+            {
+                terms.append(key.descending ? "\(number.payload) DESC" : number.payload)
+                continue
+            }
             let (keyTerms, precheck) = try sortTerms(key.expression)
             terms += keyTerms.map { key.descending ? "\($0) DESC" : $0 }
             if let precheck { prechecks.append(precheck) }
@@ -109,6 +118,35 @@ struct SQLCompiler {
         if schema.fields["id"] != nil { terms.append("id") }
         return OrderCompilation(
             terms: terms, precheck: prechecks.isEmpty ? nil : SQLFragment.joined(prechecks, separator: " OR "))
+    }
+
+    /// The fields that `filter` only lets through holding a number: those compared with a number
+    /// (`eq`, `gt`, `ge`, `lt`, `le`) in a top-level conjunct, when the schema leaves them numeric or
+    /// undeclared. Every row the filter keeps then has a number there (the comparison's SQL tests
+    /// `json_type`), so ordering by the bare value is the evaluator's order.
+    func numericFields(_ filter: QueryExpression) -> Set<String> {
+        var fields: Set<String> = []
+        for conjunct in conjuncts(of: filter) {
+            guard case .binary(let op, let lhs, let rhs) = conjunct,
+                [.equal, .greaterThan, .greaterThanOrEqual, .lessThan, .lessThanOrEqual].contains(op)
+            else { continue }
+            let pair: (String, QueryLiteral)? =
+                switch (lhs, rhs) {
+                case (.field(let name), .literal(let literal)), (.literal(let literal), .field(let name)):
+                    (name, literal)
+                default: nil
+                }
+            guard let (name, literal) = pair else { continue }
+            switch literal {
+            case .int, .double: break
+            default: continue
+            }
+            switch schema.fields[name] {
+            case nil where name != "id" && name != "updatedAt", .integer?, .double?: fields.insert(name)
+            default: continue
+            }
+        }
+        return fields
     }
 
     // MARK: - Predicates

@@ -814,3 +814,55 @@ struct Tmpfs {
         return process.terminationStatus
     }
 }
+
+// MARK: - Index use
+
+@Suite("SQLiteStore declared indexes")
+struct SQLiteIndexUseTests {
+    /// The SQL and SQLite's plan for `query`.
+    static func explain(_ store: SQLiteStore, _ table: String, _ query: TableQuery) async throws -> (String, [String]) {
+        try await store.database.read { db in
+            let reader = SQLiteReader(db: db, place: "test")
+            let entry = try #require(try reader.entry(table))
+            let plan = try QueryRunner(reader: reader, table: table, entry: entry).plan(query)
+            let order = try #require(plan.order, "the query should run in SQL")
+            let sql: SQLFragment =
+                "SELECT item FROM \(SQLFragment(text: entry.sqlName)) \(plan.whereClause) ORDER BY \(SQLFragment.joined(order, separator: ", ")) LIMIT 100"
+            let details = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.text, arguments: sql.statementArguments)
+                .map { $0["detail"] as String? ?? "" }
+            return (sql.text, details)
+        }
+    }
+
+    @Test func aRangeOnAnIndexedFieldPagesThroughTheIndexInOrder() async throws {
+        let store = try SQLiteStore.inMemory()
+        let definition = TableDefinition(
+            name: "scores", schema: TableSchema(fields: ["score": .integer], allowsUndeclaredFields: true),
+            indexes: [["score"]])
+        try await store.write { tx in try tx.define(definition) }
+        // Numbers, plus values of other kinds the filter must keep out of the page.
+        var items: [JSONObject] = (0..<500).map { ["id": .string("r\($0)"), "score": .int(Int64(($0 * 37) % 101))] }
+        items += [
+            ["id": "s", "score": "77"], ["id": "b", "score": true], ["id": "n", "score": nil], ["id": "m"],
+            ["id": "d", "score": 50.5],
+        ]
+        try await store.upsert("scores", items)
+        let evaluator = QueryEvaluator(schema: definition.schema)
+        for descending in [false, true] {
+            let query = TableQuery(filter: QueryExpression.field("score").ge(50)).orderBy(
+                "score", descending: descending
+            )
+            .top(100)
+            let (sql, plan) = try await Self.explain(store, "scores", query)
+            #expect(plan.contains { $0.contains("USING INDEX") }, "\(plan)")
+            // No sort of every matching row. (Descending, SQLite sorts only the runs of equal scores
+            // by id: "TEMP B-TREE FOR RIGHT PART OF ORDER BY", which still stops after the page.)
+            #expect(!plan.contains { $0.contains("TEMP B-TREE FOR ORDER BY") }, "\(sql) → \(plan)")
+            let expected = try evaluator.evaluate(query, over: items).items
+            #expect(try await store.query("scores", query).items == expected)
+        }
+        // Without the numeric filter the general order (every kind) still applies, and agrees.
+        let general = TableQuery().orderBy("score").top(20)
+        #expect(try await store.query("scores", general).items == (try evaluator.evaluate(general, over: items).items))
+    }
+}

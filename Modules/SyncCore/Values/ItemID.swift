@@ -28,7 +28,10 @@ public enum ItemID: Sendable {
             case 0x2B, 0x3F, 0x60, 0x22, 0x2F, 0x5C:  // + ? ` " / \
                 throw ItemIDError(id: id, reason: .forbiddenCharacter(Character(scalar)))
             default:
-                if !scalar.properties.isWhitespace { onlyWhitespace = false }
+                // Only looked at until one non-space is seen; ASCII needs no property lookup.
+                if onlyWhitespace, scalar.value != 0x20, scalar.value < 0x80 || !scalar.properties.isWhitespace {
+                    onlyWhitespace = false
+                }
             }
         }
         if onlyWhitespace { throw ItemIDError(id: id, reason: .whitespaceOnly) }
