@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "StoreSQLite", targets: ["StoreSQLite"]),
         // The conformance suite and the peer-data loaders, for the Apps package's tests.
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
+        // An in-process model of a table server with scripted faults, for sync tests.
+        .library(name: "SyncTesting", targets: ["SyncTesting"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0")
@@ -30,6 +32,7 @@ let package = Package(
         // The shared store conformance suite: a regular library target kept under Tests/,
         // run by every store's test target.
         .target(name: "StoreConformance", dependencies: ["SyncCore"], path: "Tests/StoreConformance"),
+        .target(name: "SyncTesting", dependencies: ["SyncCore"], path: "Tests/SyncTesting"),
 
         // The child process of the crash-atomicity tests: writes transactions until it is killed.
         .executableTarget(
@@ -51,6 +54,11 @@ let package = Package(
             name: "SyncCoreTests",
             dependencies: ["SyncCore", "StoreConformance"],
             path: "Tests/SyncCoreTests"
+        ),
+        .testTarget(
+            name: "SyncEngineTests",
+            dependencies: ["SyncCore", "StoreMemory", "StoreSQLite", "StoreConformance", "SyncTesting"],
+            path: "Tests/SyncEngineTests"
         ),
         .testTarget(
             name: "StoreMemoryTests",

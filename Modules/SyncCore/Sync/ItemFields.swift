@@ -1,0 +1,59 @@
+/// Helpers on items: the body sent to a server, the system properties kept locally, and content
+/// comparison for lost-response detection.
+enum ItemFields {
+    /// The server-owned system properties (everything but `id`).
+    static let serverOwned = ["createdAt", "updatedAt", "version", "deleted"]
+
+    /// Whether `field` is a server-owned system property (case-insensitive, as the servers read them).
+    static func isServerOwned(_ field: String) -> Bool {
+        field != "id" && SystemProperty.isSystemProperty(field)
+    }
+
+    /// The item without its server-owned system properties: what a push sends.
+    static func body(_ item: JSONObject) -> JSONObject {
+        item.filter { !isServerOwned($0.key) }
+    }
+
+    /// `item`'s own fields with the server-owned system properties of `source` (`deleted` excluded).
+    static func body(_ item: JSONObject, withSystemPropertiesOf source: JSONObject?) -> JSONObject {
+        var result = body(item)
+        guard let source else { return result }
+        for (field, value) in source where isServerOwned(field) && field != "deleted" {
+            result[field] = value
+        }
+        return result
+    }
+
+    /// Whether the server's item holds exactly the fields the client sent: every sent field has the
+    /// same value (integers and floating-point numbers compare by value), and every other field of
+    /// the server's item is a system property or `null`.
+    static func sameContent(_ server: JSONObject, _ sent: JSONObject) -> Bool {
+        for (field, value) in sent where !isServerOwned(field) {
+            guard let other = server[field] else {
+                if value == .null { continue }
+                return false
+            }
+            if !sameValue(other, value) { return false }
+        }
+        for (field, value) in server where !isServerOwned(field) && sent[field] == nil {
+            if value != .null { return false }
+        }
+        return true
+    }
+
+    static func sameValue(_ lhs: JSONValue, _ rhs: JSONValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.int(let a), .double(let b)), (.double(let b), .int(let a)): return Double(a) == b
+        case (.array(let a), .array(let b)):
+            return a.count == b.count && zip(a, b).allSatisfy { sameValue($0, $1) }
+        case (.object(let a), .object(let b)):
+            return a.count == b.count && a.allSatisfy { key, value in b[key].map { sameValue(value, $0) } ?? false }
+        default: return lhs == rhs
+        }
+    }
+
+    /// The current time, for operation and error timestamps.
+    static func now() -> Timestamp {
+        Timestamp(millisecondsSince1970: Int64(currentMilliseconds()))
+    }
+}

@@ -1,0 +1,326 @@
+/// How a pull runs.
+public struct PullOptions: Sendable, Hashable {
+    /// The most items asked for per request (`$top`). At least 1; servers cap it (node 2.0 answers 400
+    /// above 1000).
+    public var pageSize: Int
+    /// Push the table's pending operations before pulling (legacy behaviour). Items that still have
+    /// pending operations afterwards are not overwritten by the pull.
+    public var pushesFirst: Bool
+    /// After a complete pull (no query id, skip or top), remove the local items that match the
+    /// query's filter but that the server did not return (hard-deleted on the server, or moved out of
+    /// the filter). Items with pending operations are kept.
+    public var removesMissingItems: Bool
+
+    public init(pageSize: Int = 50, pushesFirst: Bool = true, removesMissingItems: Bool = false) {
+        self.pageSize = pageSize
+        self.pushesFirst = pushesFirst
+        self.removesMissingItems = removesMissingItems
+    }
+}
+
+/// What a pull did.
+public struct PullResult: Sendable, Hashable {
+    /// Pages applied.
+    public var pages: Int = 0
+    /// The counts of every page together.
+    public var items = PullPage()
+    /// Local items removed by ``PullOptions/removesMissingItems``.
+    public var removedMissing: Int = 0
+    /// The push the pull ran first, if it ran one.
+    public var push: PushResult?
+
+    public init() {}
+}
+
+extension SyncContext {
+    /// Pulls a table's items from the server into the store. See ``SyncTable/pull(_:queryID:options:)``.
+    @discardableResult
+    public func pull(
+        _ table: String, query: TableQuery = TableQuery(), queryID: String? = nil, options: PullOptions = PullOptions()
+    ) async throws -> PullResult {
+        try PullPlan.validate(table: table, query: query, queryID: queryID, options: options)
+        try checkCancellation("pull of '\(table)'")
+        return try await holding([Self.tableGate(table)]) {
+            hub.emit(.pullStarted(table: table, queryID: queryID))
+            var result = PullResult()
+            do {
+                if options.pushesFirst, try await pendingOperationCount(table: table) > 0 {
+                    result.push = try await holding([Self.pushGate]) { try await pushHoldingGate() }
+                }
+                if options.removesMissingItems {
+                    // No push may run meanwhile: an item it creates on the server after its page was read
+                    // would look missing.
+                    try await holding([Self.pushGate]) {
+                        try await pullPages(table, query, queryID, options, into: &result)
+                    }
+                } else {
+                    try await pullPages(table, query, queryID, options, into: &result)
+                }
+            } catch {
+                let error = SyncError.wrapping(error, "pull of '\(table)'")
+                hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: error.description))
+                throw error
+            }
+            hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: nil))
+            return result
+        }
+    }
+
+    private func pullPages(
+        _ table: String, _ query: TableQuery, _ queryID: String?, _ options: PullOptions,
+        into result: inout PullResult
+    ) async throws {
+        let remote = remote.table(table)
+        let filterKey = query.filter?.odata(dialect: .v3) ?? ""
+        let keyset = queryID != nil || (query.orderBy.isEmpty && query.skip == nil)
+        var cursor: PullCursor?
+        if let queryID {
+            let token = try await read("pull") { try $0.deltaToken(table: table, queryID: queryID) }
+            // A cursor saved for another filter means nothing for this one: start over.
+            cursor = token.flatMap(PullCursor.init(token:)).flatMap { $0.filter == filterKey ? $0 : nil }
+        }
+        var remaining = query.top
+        var offset = query.skip ?? 0
+        var seen = Set<String>()
+        while remaining.map({ $0 > 0 }) ?? true {
+            if Task.isCancelled {
+                throw SyncError(.cancelled, "pull of '\(table)' cancelled after \(result.pages) pages")
+            }
+            let top = min(options.pageSize, remaining ?? Int.max)
+            var request = TableQuery(top: top, includeDeleted: true)
+            if keyset {
+                request.filter = PullPlan.filter(query.filter, after: cursor)
+                request.orderBy = [.field("updatedAt"), .field("id")]
+            } else {
+                request.filter = query.filter
+                request.orderBy = query.orderBy
+                if !query.orderBy.contains(where: { $0.expression == .field("id") }) {
+                    request.orderBy.append(.field("id"))
+                }
+                request.skip = offset
+            }
+            let page: RemotePage
+            do throws(RemoteError) {
+                page = try await remote.query(request)
+            } catch {
+                throw SyncError.wrapping(error, "pull of '\(table)'")
+            }
+            if page.items.isEmpty { break }
+            var next: PullCursor?
+            if keyset {
+                next = try PullPlan.cursor(after: page.items, previous: cursor, filter: filterKey, table: table)
+            }
+            let items = page.items
+            let token = queryID.flatMap { _ in next?.token }
+            let applied = try await write("pull") { [next] tx in
+                let applied = try PullSteps.apply(items, table: table, in: tx)
+                if let queryID, let token, next != nil {
+                    try tx.setDeltaToken(table: table, queryID: queryID, value: token)
+                }
+                return applied
+            }
+            cursor = next
+            offset += items.count
+            remaining = remaining.map { $0 - items.count }
+            if options.removesMissingItems { seen.formUnion(items.compactMap(\.id)) }
+            result.pages += 1
+            result.items.add(applied)
+            hub.emit(.pagePulled(table: table, queryID: queryID, page: applied))
+            if items.count < top && page.nextPage == nil { break }
+        }
+        if options.removesMissingItems {
+            let filter = query.filter
+            let seenIDs = seen
+            result.removedMissing = try await write("pull") { tx in
+                try PullSteps.removeMissing(table: table, filter: filter, seen: seenIDs, in: tx)
+            }
+        }
+    }
+}
+
+/// Where an incremental pull stands: the last item applied, in (updatedAt, id) order.
+struct PullCursor: Sendable, Hashable {
+    var updatedAt: Timestamp
+    var id: String
+    /// The filter (OData 3.0 text) the cursor belongs to.
+    var filter: String
+
+    init(updatedAt: Timestamp, id: String, filter: String) {
+        self.updatedAt = updatedAt
+        self.id = id
+        self.filter = filter
+    }
+
+    /// Reads a stored delta token; `nil` when it is not one of ours.
+    init?(token: String) {
+        guard case .object(let object)? = try? JSONValue(parsing: token),
+            let time = object["updatedAt"]?.stringValue.flatMap({ Timestamp(iso8601: $0) }),
+            let id = object["id"]?.stringValue
+        else { return nil }
+        self.init(updatedAt: time, id: id, filter: object["filter"]?.stringValue ?? "")
+    }
+
+    /// The stored form: `{"filter":"…","id":"…","updatedAt":"…"}`.
+    var token: String {
+        JSONValue.object(["updatedAt": .string(updatedAt.iso8601), "id": .string(id), "filter": .string(filter)])
+            .serialized()
+    }
+
+    /// Whether the token's filter selects `item` (an unreadable filter selects everything).
+    static func filterMatches(_ filter: String, _ item: JSONObject) -> Bool {
+        if filter.isEmpty { return true }
+        guard let expression = try? QueryExpression(odataFilter: filter, dialect: .v3) else { return true }
+        return QueryEvaluator().matches(expression, item)
+    }
+}
+
+/// Pull validation and request building.
+enum PullPlan {
+    /// The longest query id.
+    static let maximumQueryIDLength = 255
+
+    /// Rejects what a pull cannot honour (legacy §5.1, plus the checks the legacy client lacked).
+    static func validate(table: String, query: TableQuery, queryID: String?, options: PullOptions) throws {
+        func reject(_ message: String) -> SyncError {
+            SyncError(.invalidQuery, "pull of '\(table)': \(message)")
+        }
+        do {
+            try StoreValidation.validateTableName(table)
+        } catch {
+            throw SyncError(.invalidQuery, error.message, underlying: error)
+        }
+        if query.select != nil {
+            throw reject("select is not allowed: a partial item would replace the whole local item")
+        }
+        if query.includeTotalCount { throw reject("includeTotalCount is not allowed: a pull does not count") }
+        if options.pageSize < 1 { throw reject("the page size must be at least 1, not \(options.pageSize)") }
+        if let skip = query.skip, skip < 0 { throw reject("skip must not be negative") }
+        if let top = query.top, top < 0 { throw reject("top must not be negative") }
+        if let queryID {
+            let allowed = queryID.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                    UInt8(ascii: ":"):
+                    true
+                default: false
+                }
+            }
+            guard !queryID.isEmpty, queryID.utf8.count <= maximumQueryIDLength, allowed else {
+                throw reject(
+                    "invalid query id '\(queryID.prefix(40))': use 1 to \(maximumQueryIDLength) letters, digits, "
+                        + "'_', '-', '.' or ':'")
+            }
+            if !query.orderBy.isEmpty {
+                throw reject("orderBy is not allowed with a query id: an incremental pull orders by updatedAt and id")
+            }
+            if query.skip != nil || query.top != nil {
+                throw reject("skip and top are not allowed with a query id: an incremental pull pages by itself")
+            }
+        }
+        if options.removesMissingItems, queryID != nil || query.skip != nil || query.top != nil {
+            throw reject("removesMissingItems needs a complete pull: no query id, skip or top")
+        }
+    }
+
+    /// `filter and ((updatedAt gt T) or ((updatedAt eq T) and (id gt 'ID')))`: the rows after the cursor.
+    static func filter(_ filter: QueryExpression?, after cursor: PullCursor?) -> QueryExpression? {
+        guard let cursor else { return filter }
+        let time = QueryExpression.literal(.dateTimeOffset(cursor.updatedAt))
+        let after = QueryExpression.binary(
+            .or, .binary(.greaterThan, .field("updatedAt"), time),
+            .binary(
+                .and, .binary(.equal, .field("updatedAt"), time),
+                .binary(.greaterThan, .field("id"), .literal(.string(cursor.id)))))
+        guard let filter else { return after }
+        return .binary(.and, filter, after)
+    }
+
+    /// The cursor after a page: its last item, which must come after the previous cursor.
+    static func cursor(after items: [JSONObject], previous: PullCursor?, filter: String, table: String) throws
+        -> PullCursor
+    {
+        guard let last = items.last, let id = last.id else {
+            throw SyncError(.invalidResponse, "pull of '\(table)': the last item of a page has no id")
+        }
+        guard let time = last.updatedAt else {
+            throw SyncError(
+                .invalidResponse,
+                "pull of '\(table)': item '\(id)' has no updatedAt; paging by (updatedAt, id) needs it on every item")
+        }
+        let next = PullCursor(updatedAt: time, id: id, filter: filter)
+        if let previous, time < previous.updatedAt || (time == previous.updatedAt && id == previous.id) {
+            throw SyncError(
+                .invalidResponse,
+                "pull of '\(table)': the server sent a page that does not move past (\(previous.updatedAt), "
+                    + "'\(previous.id)'); does it ignore the filter or the order?")
+        }
+        return next
+    }
+}
+
+/// The store transactions of a pull.
+enum PullSteps {
+    /// Applies one page: deleted items are removed, others stored, except items with pending local
+    /// operations and items the store holds in a newer version.
+    static func apply(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws -> PullPage {
+        var page = PullPage()
+        page.received = items.count
+        let pending = Set(try tx.operations(after: nil, table: table, limit: nil).map(\.itemID))
+        var upserts: [JSONObject] = []
+        var deletions: [String] = []
+        for item in items {
+            guard case .string(let id)? = item["id"], ItemID.isValid(id) else {
+                page.invalid += 1
+                continue
+            }
+            if pending.contains(id) {
+                page.skipped += 1
+                continue
+            }
+            if let local = try tx.item(table, id: id), let localTime = local.updatedAt,
+                let serverTime = item.updatedAt, localTime > serverTime
+            {
+                page.skipped += 1
+                continue
+            }
+            if item.isDeleted {
+                deletions.append(id)
+            } else {
+                // Local items are never deleted ones: the flag is not stored.
+                var stored = item
+                stored.removeValue(forKey: "deleted")
+                upserts.append(stored)
+            }
+        }
+        if !deletions.isEmpty { page.deleted = try tx.delete(table, ids: deletions) }
+        if !upserts.isEmpty {
+            // The last copy of an id wins if a page repeats it.
+            var seen = Set<String>()
+            let unique = upserts.reversed().filter { seen.insert($0.id ?? "").inserted }.reversed()
+            try tx.upsert(table, Array(unique))
+            page.upserted = unique.count
+        }
+        return page
+    }
+
+    /// Removes local items that match `filter` but were not in a complete pull.
+    static func removeMissing(table: String, filter: QueryExpression?, seen: Set<String>, in tx: any StoreTransaction)
+        throws -> Int
+    {
+        let pending = Set(try tx.operations(after: nil, table: table, limit: nil).map(\.itemID))
+        let local = try tx.query(table, TableQuery(filter: filter, select: ["id"], includeDeleted: true)).items
+        let missing = local.compactMap(\.id).filter { !seen.contains($0) && !pending.contains($0) }
+        return missing.isEmpty ? 0 : try tx.delete(table, ids: missing)
+    }
+}
+
+extension PullPage {
+    mutating func add(_ other: PullPage) {
+        received += other.received
+        upserted += other.upserted
+        deleted += other.deleted
+        skipped += other.skipped
+        invalid += other.invalid
+    }
+}

@@ -1,0 +1,215 @@
+/// What to do with a failed operation, given to ``SyncContext/resolveError(_:_:)``.
+public enum ErrorResolution: Sendable, Hashable {
+    /// Forget the local change: the operation is dropped and the local item goes back to the server's
+    /// copy (the error's server item, else the copy the change started from; removed if there is none).
+    case discardLocalChange
+    /// Take the server's item from the error (or remove the local item when the server deleted it),
+    /// and drop the operation.
+    case useServerItem
+    /// Keep the local change, replaced by `item` when one is given, and push it again against the
+    /// server's version from the error (so the client wins). An insert whose id exists becomes an update.
+    case retry(with: JSONObject? = nil)
+    /// Change what the operation does (for example a failed update into an insert), with `item` as the
+    /// local item when one is given.
+    case changeOperation(OperationKind, item: JSONObject? = nil)
+}
+
+extension SyncContext {
+    /// The recorded operation errors, oldest first, for one table or all. They stay until resolved,
+    /// or until their operation succeeds on a later push, and survive restarts.
+    public nonisolated func operationErrors(table: String? = nil) async throws -> [OperationErrorRecord] {
+        try await read("list the operation errors") { try $0.operationErrors(table: table) }
+    }
+
+    /// Resolves a recorded error; it works at any time, including after a restart (all it needs is in
+    /// the store).
+    ///
+    /// ```swift
+    /// for error in try await context.operationErrors() {
+    ///     if error.statusCode == 412 { try await context.resolveError(error.id, .retry()) }  // keep mine
+    ///     else { try await context.resolveError(error.id, .discardLocalChange) }
+    /// }
+    /// try await context.push()
+    /// ```
+    ///
+    /// Throws ``SyncError/Code/notFound`` when the error or its operation no longer exists (the stale
+    /// error is then removed), ``SyncError/Code/invalidResolution`` when the resolution needs a server
+    /// item the error does not have, and ``SyncError/Code/invalidItem`` for an item with another id.
+    public func resolveError(_ errorID: String, _ resolution: ErrorResolution) async throws {
+        try checkCancellation("resolve error '\(errorID)'")
+        let stale = try await holding([Self.pushGate]) {
+            try await write("resolve error '\(errorID)'") { tx in
+                try ErrorSteps.resolve(errorID: errorID, resolution, in: tx)
+            }
+        }
+        if stale {
+            throw SyncError(
+                .notFound, "the operation of error '\(errorID)' is no longer queued (the error was removed)")
+        }
+    }
+
+    /// Removes local items of a table. See ``SyncTable/purge(_:force:)``.
+    @discardableResult
+    public func purge(_ table: String, query: TableQuery = TableQuery(), force: Bool = false) async throws -> Int {
+        do {
+            try StoreValidation.validateTableName(table)
+        } catch {
+            throw SyncError(.invalidQuery, error.message, underlying: error)
+        }
+        try checkCancellation("purge of '\(table)'")
+        return try await holding([Self.tableGate(table), Self.pushGate]) {
+            try checkCancellation("purge of '\(table)'")
+            let removed = try await write("purge of '\(table)'") { tx in
+                try PurgeSteps.purge(table: table, query: query, force: force, in: tx)
+            }
+            hub.emit(.purged(table: table, items: removed, forced: force))
+            return removed
+        }
+    }
+}
+
+enum PurgeSteps {
+    static func purge(table: String, query: TableQuery, force: Bool, in tx: any StoreTransaction) throws -> Int {
+        let pending = try tx.operationCount(table: table)
+        if pending > 0, !force {
+            throw SyncError(
+                .pendingOperations,
+                "purge of '\(table)': the table has \(pending) pending operations; push first, or purge with force")
+        }
+        var selection = query
+        selection.select = nil
+        selection.includeTotalCount = false
+        selection.includeDeleted = true
+        let items = try tx.query(table, selection).items
+        if force {
+            for operation in try tx.operations(after: nil, table: table, limit: nil) {
+                try LocalChanges.dropOperation(operation, in: tx)
+            }
+            let errors = try tx.operationErrors(table: table).map(\.id)
+            if !errors.isEmpty { try tx.deleteOperationErrors(ids: errors) }
+            for queryID in try tx.deltaTokens(table: table).keys {
+                try tx.setDeltaToken(table: table, queryID: queryID, value: nil)
+            }
+        } else if !items.isEmpty {
+            // A pull cursor that moved past purged items would never bring them back: reset the cursors
+            // whose filter selects any purged item.
+            for (queryID, token) in try tx.deltaTokens(table: table) {
+                let filter = PullCursor(token: token)?.filter ?? ""
+                if items.contains(where: { PullCursor.filterMatches(filter, $0) }) {
+                    try tx.setDeltaToken(table: table, queryID: queryID, value: nil)
+                }
+            }
+        }
+        let ids = items.compactMap(\.id)
+        return ids.isEmpty ? 0 : try tx.delete(table, ids: ids)
+    }
+}
+
+enum ErrorSteps {
+    /// Applies a resolution; returns `true` when the error was stale (its operation is gone) and was
+    /// removed instead.
+    static func resolve(errorID: String, _ resolution: ErrorResolution, in tx: any StoreTransaction) throws -> Bool {
+        guard let record = try tx.operationError(id: errorID) else {
+            throw SyncError(.notFound, "no operation error with id '\(errorID)'")
+        }
+        guard var operation = try tx.operation(id: record.operationID) else {
+            try tx.deleteOperationErrors(ids: [errorID])
+            return true
+        }
+        let table = operation.table
+        let id = JSONValue.string(operation.itemID)
+        let server = record.serverItem.flatMap { $0.isDeleted ? nil : $0 }
+        let serverGone =
+            record.serverItem?.isDeleted == true || record.statusCode == 404 || record.statusCode == 410
+        let local = try tx.item(table, id: operation.itemID)
+        func checked(_ item: JSONObject?) throws -> JSONObject? {
+            guard let item else { return nil }
+            if let given = item["id"], given != id {
+                throw SyncError(.invalidItem, "the item's id \(given) is not the failed operation's id \(id)")
+            }
+            var checked = item
+            checked["id"] = id
+            return checked
+        }
+        func store(_ item: JSONObject?) throws {
+            if var item {
+                item["id"] = id
+                item.removeValue(forKey: "deleted")
+                try tx.upsert(table, [item])
+            } else {
+                try tx.delete(table, ids: [operation.itemID])
+            }
+        }
+
+        switch resolution {
+        case .discardLocalChange:
+            for queued in try tx.operations(table: table, itemID: operation.itemID) {
+                try LocalChanges.dropOperation(queued, in: tx)
+            }
+            if serverGone {
+                try store(nil)
+            } else if let server {
+                try store(server)
+            } else {
+                switch operation.kind {
+                case .insert: try store(nil)
+                case .update: try store(operation.baseItem)
+                case .delete: try store(operation.baseItem ?? operation.item)
+                }
+            }
+            return false
+        case .useServerItem:
+            guard server != nil || serverGone else {
+                throw SyncError(
+                    .invalidResolution,
+                    "error '\(errorID)' carries no server item; use discardLocalChange or retry instead")
+            }
+            for queued in try tx.operations(table: table, itemID: operation.itemID) {
+                try LocalChanges.dropOperation(queued, in: tx)
+            }
+            try store(server)
+            return false
+        case .retry(let item):
+            let given = try checked(item)
+            switch operation.kind {
+            case .insert, .update:
+                guard let current = given ?? local ?? record.clientItem else {
+                    throw SyncError(.invalidResolution, "error '\(errorID)': there is no local item to push again")
+                }
+                try store(ItemFields.body(current, withSystemPropertiesOf: server ?? local))
+                if let server {
+                    operation.kind = .update
+                    operation.baseItem = server
+                }
+            case .delete:
+                let deleted = given ?? operation.item ?? ["id": id]
+                operation.item = ItemFields.body(deleted, withSystemPropertiesOf: server ?? operation.item)
+            }
+        case .changeOperation(let kind, let item):
+            let current = try checked(item) ?? local ?? record.clientItem ?? operation.item
+            switch kind {
+            case .delete:
+                try store(nil)
+                operation.item = ItemFields.body(current ?? ["id": id], withSystemPropertiesOf: server ?? current)
+            case .update:
+                guard let current else {
+                    throw SyncError(.invalidResolution, "error '\(errorID)': an update needs an item")
+                }
+                try store(ItemFields.body(current, withSystemPropertiesOf: server ?? current))
+                if let server { operation.baseItem = server }
+            case .insert:
+                guard let current else {
+                    throw SyncError(.invalidResolution, "error '\(errorID)': an insert needs an item")
+                }
+                try store(ItemFields.body(current))
+                operation.baseItem = nil
+            }
+            operation.kind = kind
+        }
+        operation.state = .pending
+        if operation.kind != .delete { operation.item = nil }
+        try LocalChanges.deleteErrors(of: operation.id, table: table, in: tx)
+        try tx.updateOperation(operation)
+        return false
+    }
+}

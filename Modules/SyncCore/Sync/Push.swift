@@ -1,0 +1,472 @@
+/// What a push did.
+public struct PushResult: Sendable, Hashable {
+    /// Operations the server accepted, or whose conflict the handler resolved.
+    public var pushed: Int = 0
+    /// Operations that failed during this push; their errors are in the errors table
+    /// (``SyncContext/operationErrors(table:)``) and they stay queued.
+    public var failed: [OperationErrorRecord] = []
+
+    public init(pushed: Int = 0, failed: [OperationErrorRecord] = []) {
+        self.pushed = pushed
+        self.failed = failed
+    }
+
+    /// Whether every operation went through.
+    public var isComplete: Bool { failed.isEmpty }
+}
+
+extension SyncContext {
+    /// The most times one operation is sent again after its conflict was resolved, in one push.
+    static let maximumConflictRounds = 3
+
+    /// Sends the queued operations of every table to the server, in queue order.
+    ///
+    /// Operations that the server refuses (a conflict the handler keeps, a 4xx, a 5xx) are recorded
+    /// in the errors table and stay queued; the push goes on with the next one and returns them in
+    /// ``PushResult/failed``. A network failure, a 401 or a cancellation stops the push: it throws a
+    /// ``SyncError`` (`.network`, `.unauthorized`, `.cancelled`) and the operation stays queued; an
+    /// operation whose request may have reached the server is checked against the server before it
+    /// is sent again, so it is never applied twice.
+    ///
+    /// ```swift
+    /// let result = try await context.push()
+    /// for failure in result.failed { print(failure.message) }
+    /// ```
+    @discardableResult
+    public func push() async throws -> PushResult {
+        try checkCancellation("push")
+        return try await holding([Self.pushGate]) { try await pushHoldingGate() }
+    }
+
+    func pushHoldingGate() async throws -> PushResult {
+        var result = PushResult()
+        do {
+            let total = try await read("push") { try $0.operationCount(table: nil) }
+            hub.emit(.pushStarted(operations: total))
+            // Operations appended while the push runs are pushed too (they come later in the queue).
+            var cursor: Int64?
+            while true {
+                if Task.isCancelled {
+                    throw SyncError(.cancelled, "push cancelled after \(result.pushed) operations")
+                }
+                let after = cursor
+                let next = try await read("push") { try $0.operations(after: after, table: nil, limit: 1).first }
+                guard let next else { break }
+                cursor = next.id
+                switch try await pushOperation(id: next.id, round: 0) {
+                case .pushed(let operation):
+                    result.pushed += 1
+                    hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
+                case .failed(let record):
+                    result.failed.append(record)
+                    hub.emit(.operationFailed(record))
+                case .gone:
+                    break
+                }
+            }
+        } catch {
+            let error = SyncError.wrapping(error, "push stopped after \(result.pushed) operations")
+            hub.emit(.pushFinished(result, stoppedBy: error.description))
+            throw error
+        }
+        hub.emit(.pushFinished(result, stoppedBy: nil))
+        return result
+    }
+
+    enum PushOutcome: Sendable {
+        case pushed(PendingOperation)
+        case failed(OperationErrorRecord)
+        /// The operation disappeared (its item was removed, or it collapsed away).
+        case gone
+    }
+
+    /// Pushes one operation: checks a previous attempt whose outcome is unknown, sends it, and
+    /// records the outcome.
+    func pushOperation(id: Int64, round: Int) async throws -> PushOutcome {
+        let prepared = try await write("push") { try PushSteps.prepare(operationID: id, in: $0) }
+        switch prepared {
+        case .gone:
+            return .gone
+        case .verify(let operation, let body):
+            return try await verify(operation, body: body, round: round)
+        case .send(let attempt):
+            return try await send(attempt, round: round)
+        }
+    }
+
+    /// Finds out whether an earlier attempt that may have reached the server was applied.
+    private func verify(_ operation: PendingOperation, body: JSONObject, round: Int) async throws -> PushOutcome {
+        let remote = remote.table(operation.table)
+        let server: JSONObject?
+        do throws(RemoteError) {
+            server = try await remote.read(id: operation.itemID)
+        } catch {
+            if error.code == .network || error.code == .cancelled || error.code == .unauthorized {
+                throw SyncError.wrapping(error, "push of \(operation.table)/\(operation.itemID)")
+            }
+            let record = try await write("push") { tx in
+                try PushSteps.recordFailure(
+                    operationID: operation.id, status: error.status,
+                    message: "could not check an earlier attempt: \(error)", serverItem: nil, keepInFlight: true,
+                    in: tx)
+            }
+            return record.map { .failed($0) } ?? .gone
+        }
+        let previous = operation.item ?? body
+        if let server, ItemFields.sameContent(server, previous) || ItemFields.sameContent(server, body) {
+            // The earlier attempt was applied.
+            if ItemFields.sameContent(server, body) {
+                return try await complete(operation, serverItem: server)
+            }
+            try await write("push") {
+                try PushSteps.rebase(operationID: operation.id, onto: server, merged: nil, in: $0)
+            }
+            return try await pushOperation(id: operation.id, round: round)
+        }
+        switch operation.kind {
+        case .insert:
+            if let server {
+                // Someone else's item has this id (or ours, changed since by someone else).
+                return try await conflict(
+                    operation, clientItem: body, serverItem: server, status: 409, message: "the id already exists",
+                    round: round)
+            }
+        case .update:
+            if server == nil {
+                return try await conflict(
+                    operation, clientItem: body, serverItem: nil, status: 404,
+                    message: "the item was deleted on the server", round: round)
+            }
+        case .delete:
+            break
+        }
+        // Not applied: send it as a new attempt.
+        try await write("push") { tx in try PushSteps.markNotApplied(operationID: operation.id, in: tx) }
+        return try await pushOperation(id: operation.id, round: round)
+    }
+
+    /// Sends one attempt and handles the answer.
+    private func send(_ attempt: PushSteps.Attempt, round: Int) async throws -> PushOutcome {
+        let operation = attempt.operation
+        let remote = remote.table(operation.table)
+        let place = "push of \(operation.kind) \(operation.table)/\(operation.itemID)"
+        let error: RemoteError
+        switch await Self.call(remote, attempt) {
+        case .success(let server):
+            return try await complete(operation, serverItem: server)
+        case .failure(let failure):
+            error = failure
+        }
+        switch error.code {
+        case .network, .cancelled:
+            // The outcome is unknown: the operation stays in flight with the body it sent, and the
+            // next push checks the server before sending it again.
+            throw SyncError.wrapping(error, place)
+        case .unauthorized:
+            try await write("push") { tx in try PushSteps.markNotApplied(operationID: operation.id, in: tx) }
+            throw SyncError.wrapping(error, place)
+        case .notFound:
+            switch operation.kind {
+            case .delete:
+                return try await complete(operation, serverItem: nil)  // already gone: the goal is reached
+            case .update:
+                return try await conflict(
+                    operation, clientItem: attempt.body, serverItem: nil, status: error.status ?? 404,
+                    message: "the item was deleted on the server", round: round)
+            case .insert:
+                return try await failure(operation, error)
+            }
+        case .conflict:
+            var serverItem = error.serverItem
+            if serverItem == nil || serverItem?.isEmpty == true {
+                // Some servers send a 409 without the item (legacy bug #9): read it.
+                serverItem = try? await remote.read(id: operation.itemID)
+            }
+            if operation.kind == .delete {
+                if serverItem == nil || serverItem?.isDeleted == true {
+                    return try await complete(operation, serverItem: nil)
+                }
+            } else if let server = serverItem, !server.isDeleted, ItemFields.sameContent(server, attempt.body) {
+                // The server already holds exactly what we sent (a retried write whose answer was lost).
+                return try await complete(operation, serverItem: server)
+            }
+            return try await conflict(
+                operation, clientItem: operation.kind == .delete ? operation.item : attempt.body,
+                serverItem: serverItem, status: error.status ?? 409, message: error.message, round: round)
+        default:
+            return try await failure(operation, error)
+        }
+    }
+
+    /// One remote call, its failure as a value.
+    private static func call(_ remote: any RemoteTable, _ attempt: PushSteps.Attempt) async -> Result<
+        JSONObject?, RemoteError
+    > {
+        do throws(RemoteError) {
+            switch attempt.operation.kind {
+            case .insert:
+                return .success(try await remote.insert(attempt.body))
+            case .update:
+                return .success(try await remote.update(attempt.body, ifVersion: attempt.precondition))
+            case .delete:
+                try await remote.delete(id: attempt.operation.itemID, ifVersion: attempt.precondition)
+                return .success(nil)
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func complete(_ operation: PendingOperation, serverItem: JSONObject?) async throws -> PushOutcome {
+        try await write("push") { try PushSteps.complete(operationID: operation.id, serverItem: serverItem, in: $0) }
+        return .pushed(operation)
+    }
+
+    private func failure(_ operation: PendingOperation, _ error: RemoteError) async throws -> PushOutcome {
+        let record = try await write("push") { tx in
+            try PushSteps.recordFailure(
+                operationID: operation.id, status: error.status, message: error.description,
+                serverItem: error.serverItem, keepInFlight: false, in: tx)
+        }
+        return record.map { .failed($0) } ?? .gone
+    }
+
+    /// Asks the conflict handler and applies its decision.
+    private func conflict(
+        _ operation: PendingOperation, clientItem: JSONObject?, serverItem: JSONObject?, status: Int, message: String,
+        round: Int
+    ) async throws -> PushOutcome {
+        let conflict = SyncConflict(
+            table: operation.table, itemID: operation.itemID, kind: operation.kind, clientItem: clientItem,
+            serverItem: serverItem, baseItem: operation.baseItem, status: status)
+        var resolution: ConflictResolution
+        do {
+            resolution = try await conflictHandler.resolve(conflict)
+        } catch {
+            resolution = .keepError
+        }
+        let live = serverItem.flatMap { $0.isDeleted ? nil : $0 }
+        if live == nil, resolution != .keepError {
+            // A deleted server item cannot be revived through the protocol: the deletion wins.
+            resolution = .useServer
+        }
+        switch resolution {
+        case .useServer:
+            try await write("push") { tx in
+                try PushSteps.takeServer(operationID: operation.id, serverItem: live, in: tx)
+            }
+            return .pushed(operation)
+        case .keepError:
+            let record = try await write("push") { tx in
+                try PushSteps.recordFailure(
+                    operationID: operation.id, status: status, message: "conflict: \(message)", serverItem: serverItem,
+                    keepInFlight: false, in: tx)
+            }
+            return record.map { .failed($0) } ?? .gone
+        case .useClient, .merged:
+            guard let live, round < Self.maximumConflictRounds else {
+                let record = try await write("push") { tx in
+                    try PushSteps.recordFailure(
+                        operationID: operation.id, status: status,
+                        message: "conflict: the server's item kept changing (\(round) resolutions)",
+                        serverItem: serverItem, keepInFlight: false, in: tx)
+                }
+                return record.map { .failed($0) } ?? .gone
+            }
+            var merged: JSONObject?
+            if case .merged(let item) = resolution { merged = item }
+            try await write("push") { [merged] tx in
+                try PushSteps.rebase(operationID: operation.id, onto: live, merged: merged, in: tx)
+            }
+            return try await pushOperation(id: operation.id, round: round + 1)
+        }
+    }
+}
+
+/// The store transactions of a push.
+enum PushSteps {
+    struct Attempt: Sendable {
+        /// The operation as marked in flight.
+        var operation: PendingOperation
+        /// What is sent: the local item without server-owned properties (insert, update).
+        var body: JSONObject
+        /// The version the server must still have (update, delete).
+        var precondition: String?
+    }
+
+    enum Prepared: Sendable {
+        case gone
+        /// An earlier attempt's outcome is unknown; `body` is what would be sent now.
+        case verify(PendingOperation, body: JSONObject)
+        case send(Attempt)
+    }
+
+    /// Reads an operation and its item, and marks it in flight with the body it is about to send.
+    static func prepare(operationID: Int64, in tx: any StoreTransaction) throws -> Prepared {
+        guard var operation = try tx.operation(id: operationID) else { return .gone }
+        var body: JSONObject = ["id": .string(operation.itemID)]
+        var precondition: String?
+        switch operation.kind {
+        case .insert, .update:
+            guard let local = try tx.item(operation.table, id: operation.itemID) else {
+                if operation.state == .inFlight, let sent = operation.item {
+                    // The item was deleted locally after this operation was sent with an unknown outcome
+                    // (the delete is queued after it): find out what the server did, so the delete
+                    // carries the right version.
+                    return .verify(operation, body: sent)
+                }
+                // Nothing left to send (the item was removed behind the queue's back).
+                try LocalChanges.dropOperation(operation, in: tx)
+                return .gone
+            }
+            body = ItemFields.body(local)
+            if operation.state == .inFlight { return .verify(operation, body: body) }
+            if operation.kind == .update { precondition = local.version }
+            operation.item = body
+        case .delete:
+            precondition = operation.item?.version
+        }
+        operation.state = .inFlight
+        operation.attempts += 1
+        try tx.updateOperation(operation)
+        return .send(Attempt(operation: operation, body: body, precondition: precondition))
+    }
+
+    /// The operation did not reach the server: back to pending, and later local edits collapse into it.
+    static func markNotApplied(operationID: Int64, in tx: any StoreTransaction) throws {
+        guard var operation = try tx.operation(id: operationID) else { return }
+        operation.state = .pending
+        if operation.kind != .delete { operation.item = nil }
+        try tx.updateOperation(operation)
+        try collapseFollowUps(into: operation, in: tx)
+    }
+
+    /// The server applied the operation: drop it, store the server's item, and hand the server's new
+    /// version to an operation queued for the item meanwhile (so it does not meet a false 412).
+    static func complete(operationID: Int64, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
+        guard let operation = try tx.operation(id: operationID) else { return }
+        try LocalChanges.dropOperation(operation, in: tx)
+        guard operation.kind != .delete, let server = serverItem else { return }
+        let followUps = try tx.operations(table: operation.table, itemID: operation.itemID)
+        let local = try tx.item(operation.table, id: operation.itemID)
+        guard var next = followUps.first else {
+            if let local, let localTime = local.updatedAt, let serverTime = server.updatedAt, localTime > serverTime {
+                return  // a pull stored a newer copy meanwhile
+            }
+            var stored = server
+            stored["id"] = .string(operation.itemID)
+            stored.removeValue(forKey: "deleted")
+            try tx.upsert(operation.table, [stored])
+            return
+        }
+        if let local {
+            try tx.upsert(operation.table, [ItemFields.body(local, withSystemPropertiesOf: server)])
+        }
+        next.baseItem = server
+        if next.kind == .delete {
+            let deleted = next.item ?? local ?? ["id": .string(operation.itemID)]
+            next.item = ItemFields.body(deleted, withSystemPropertiesOf: server)
+        }
+        try tx.updateOperation(next)
+    }
+
+    /// Records why the operation failed (one error per operation) and marks it failed.
+    static func recordFailure(
+        operationID: Int64, status: Int?, message: String, serverItem: JSONObject?, keepInFlight: Bool,
+        in tx: any StoreTransaction
+    ) throws -> OperationErrorRecord? {
+        guard var operation = try tx.operation(id: operationID) else { return nil }
+        try LocalChanges.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        let clientItem =
+            operation.kind == .delete ? operation.item : try tx.item(operation.table, id: operation.itemID)
+        let record = OperationErrorRecord(
+            id: ItemID.generate(), operationID: operation.id, table: operation.table, itemID: operation.itemID,
+            kind: operation.kind, statusCode: status, message: message, clientItem: clientItem,
+            serverItem: serverItem, createdAt: ItemFields.now())
+        try tx.saveOperationError(record)
+        if keepInFlight { return record }
+        operation.state = .failed
+        if operation.kind != .delete { operation.item = nil }
+        try tx.updateOperation(operation)
+        try collapseFollowUps(into: operation, in: tx)
+        return record
+    }
+
+    /// Post-flight collapse: once an operation is known not to have been applied, the operations queued
+    /// for its item while it was in flight fold into it (one operation per item again).
+    static func collapseFollowUps(into operation: PendingOperation, in tx: any StoreTransaction) throws {
+        var operation = operation
+        let followUps = try tx.operations(table: operation.table, itemID: operation.itemID).filter {
+            $0.id > operation.id && $0.state != .inFlight
+        }
+        guard !followUps.isEmpty else { return }
+        for next in followUps {
+            switch (operation.kind, next.kind) {
+            case (.insert, .update), (.update, .update):
+                break
+            case (.insert, .delete):
+                // The insert never reached the server: nothing is left to do.
+                try LocalChanges.dropOperation(next, in: tx)
+                try LocalChanges.dropOperation(operation, in: tx)
+                return
+            case (.update, .delete):
+                operation.kind = .delete
+                operation.item = next.item
+            case (.delete, .insert), (.delete, .update):
+                operation.kind = .update
+                if let local = try tx.item(operation.table, id: operation.itemID), local.version == nil {
+                    try tx.upsert(operation.table, [ItemFields.body(local, withSystemPropertiesOf: operation.item)])
+                }
+                operation.item = nil
+            default:
+                try tx.updateOperation(operation)
+                return
+            }
+            try LocalChanges.dropOperation(next, in: tx)
+        }
+        try tx.updateOperation(operation)
+    }
+
+    /// Conflict resolved for the server: the local item becomes the server's (or goes away) and every
+    /// queued operation of the item is dropped.
+    static func takeServer(operationID: Int64, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
+        guard let operation = try tx.operation(id: operationID) else { return }
+        for queued in try tx.operations(table: operation.table, itemID: operation.itemID) {
+            try LocalChanges.dropOperation(queued, in: tx)
+        }
+        if var server = serverItem {
+            server["id"] = .string(operation.itemID)
+            try tx.upsert(operation.table, [server])
+        } else {
+            try tx.delete(operation.table, ids: [operation.itemID])
+        }
+    }
+
+    /// Conflict resolved for the client (or merged): the operation is sent again against the server's
+    /// current version. An insert whose id exists becomes an update.
+    static func rebase(
+        operationID: Int64, onto server: JSONObject, merged: JSONObject?, in tx: any StoreTransaction
+    ) throws {
+        // Edits queued while the operation was in flight fold into it first (it is sent again anyway).
+        guard let original = try tx.operation(id: operationID) else { return }
+        try collapseFollowUps(into: original, in: tx)
+        guard var operation = try tx.operation(id: operationID) else { return }
+        try LocalChanges.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        let id: JSONValue = .string(operation.itemID)
+        let local = try tx.item(operation.table, id: operation.itemID)
+        if let source = merged ?? (operation.kind == .delete ? nil : local) {
+            var rebased = ItemFields.body(source, withSystemPropertiesOf: server)
+            rebased["id"] = id
+            try tx.upsert(operation.table, [rebased])
+            operation.kind = .update
+            operation.item = nil
+        } else {
+            // A delete (or an edit of an item deleted locally since): delete the server's version.
+            operation.kind = .delete
+            operation.item = ItemFields.body(operation.item ?? local ?? ["id": id], withSystemPropertiesOf: server)
+        }
+        operation.baseItem = server
+        operation.state = .pending
+        try tx.updateOperation(operation)
+    }
+}

@@ -1,0 +1,169 @@
+/// The sync engine: it owns a local store, a remote backend and a conflict handler, and moves changes
+/// between them.
+///
+/// Apps read and write through ``SyncTable`` handles (``table(_:)``, or ``table(_:of:)`` for
+/// `Codable` models). Every local write commits together with its queued operation. ``push()`` sends
+/// the queue of every table in order; ``SyncTable/pull(_:queryID:options:)`` brings a table's server
+/// changes back (incrementally with a query id); ``SyncTable/purge(_:force:)`` forgets local data.
+///
+/// ```swift
+/// let context = SyncContext(store: try SQLiteStore(path: path), remote: backend, conflictHandler: .clientWins)
+/// let todos = context.table("todo")
+/// let item = try await todos.insert(["title": "Milk", "done": false])   // id generated
+/// try await context.push()
+/// try await todos.pull(TableQuery().filter(.field("done").eq(false)), queryID: "open")
+/// for await event in context.events() { print(event) }
+/// ```
+///
+/// Everything the engine knows lives in the store: the queue, the recorded errors and the pull
+/// cursors survive a restart, and a new context on the same store carries on. Work is serialized
+/// where it must be: one push at a time, one pull or purge at a time per table (pulls of different
+/// tables run side by side). Cancelling the calling task stops the work at the next safe point and
+/// leaves the store and the queue consistent.
+public actor SyncContext {
+    /// The local store.
+    public nonisolated let store: any LocalStore
+    nonisolated let remote: any RemoteService
+    nonisolated let conflictHandler: any ConflictHandler
+    nonisolated let hub = EventHub()
+
+    private var gates: [String: Gate] = [:]
+
+    /// Creates a context over a store and a backend.
+    ///
+    /// - Parameters:
+    ///   - store: where items, the queue, errors and pull cursors live.
+    ///   - remote: gives the ``RemoteTable`` of each table.
+    ///   - conflictHandler: decides conflicts; the default keeps them in the errors table.
+    public init(
+        store: any LocalStore, remote: any RemoteService,
+        conflictHandler: some ConflictHandler = FailingConflictHandler()
+    ) {
+        self.store = store
+        self.remote = remote
+        self.conflictHandler = conflictHandler
+    }
+
+    /// Creates a context whose remote tables come from a closure.
+    ///
+    /// ```swift
+    /// let context = SyncContext(store: MemoryStore(), conflictHandler: .serverWins) { name in
+    ///     HTTPTable(client: client, name: name)
+    /// }
+    /// ```
+    public init(
+        store: any LocalStore, conflictHandler: some ConflictHandler = FailingConflictHandler(),
+        remote: @escaping @Sendable (String) -> any RemoteTable
+    ) {
+        self.init(store: store, remote: RemoteTableFactory(make: remote), conflictHandler: conflictHandler)
+    }
+
+    /// The handle for a table of JSON items.
+    public nonisolated func table(_ name: String) -> SyncTable {
+        SyncTable(name: name, context: self)
+    }
+
+    /// The handle for a table of `Codable` models.
+    ///
+    /// ```swift
+    /// struct Todo: Codable, Sendable { var id: String?; var title: String; var done: Bool }
+    /// let todos = context.table("todo", of: Todo.self)
+    /// let saved = try await todos.insert(Todo(id: nil, title: "Milk", done: false))
+    /// ```
+    public nonisolated func table<Item: Codable & Sendable>(_ name: String, of type: Item.Type) -> TypedSyncTable<Item>
+    {
+        TypedSyncTable(table: table(name))
+    }
+
+    /// A new stream of progress events. Each call returns an independent stream; events that arrive
+    /// faster than they are read beyond `bufferingNewest` are dropped, oldest first.
+    ///
+    /// ```swift
+    /// Task { for await event in context.events() { log(event) } }
+    /// ```
+    public nonisolated func events(bufferingNewest limit: Int = 1024) -> AsyncStream<SyncEvent> {
+        hub.stream(bufferingNewest: limit)
+    }
+
+    /// The number of queued operations (pending, in flight or failed), for one table or all.
+    public nonisolated func pendingOperationCount(table: String? = nil) async throws -> Int {
+        try await read("count the pending operations") { try $0.operationCount(table: table) }
+    }
+
+    /// The queued operations in queue order, for one table or all.
+    public nonisolated func pendingOperations(table: String? = nil) async throws -> [PendingOperation] {
+        try await read("list the pending operations") { try $0.operations(after: nil, table: table, limit: nil) }
+    }
+
+    // MARK: - Serialization of sync work
+
+    static let pushGate = "push"
+    static func tableGate(_ table: String) -> String { "table:" + table }
+
+    private struct Gate {
+        var held = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Waits until the gate is free and takes it (first come, first served).
+    func acquire(_ name: String) async {
+        if gates[name, default: Gate()].held {
+            await withCheckedContinuation { gates[name, default: Gate()].waiters.append($0) }
+            // Ownership was handed over by `release`.
+        } else {
+            gates[name, default: Gate()].held = true
+        }
+    }
+
+    /// Frees the gate, or hands it to the next waiter.
+    func release(_ name: String) {
+        guard var gate = gates[name] else { return }
+        if gate.waiters.isEmpty {
+            gates[name] = nil
+            return
+        }
+        let next = gate.waiters.removeFirst()
+        gates[name] = gate
+        next.resume()
+    }
+
+    /// Runs `body` holding the named gates, taken in the order given.
+    func holding<Result: Sendable>(_ names: [String], _ body: () async throws -> Result) async throws -> Result {
+        for name in names { await acquire(name) }
+        defer { for name in names.reversed() { release(name) } }
+        return try await body()
+    }
+
+    /// Throws ``SyncError/Code/cancelled`` when the calling task is cancelled (work that was cancelled
+    /// before it started reports it: legacy bug #17).
+    nonisolated func checkCancellation(_ what: String) throws {
+        if Task.isCancelled { throw SyncError(.cancelled, "\(what) cancelled before it started") }
+    }
+
+    // MARK: - Store access with engine errors
+
+    nonisolated func read<Result: Sendable>(
+        _ what: String, _ body: @Sendable (any StoreReader) throws -> Result
+    ) async throws -> Result {
+        do {
+            return try await store.read(body)
+        } catch {
+            throw SyncError.wrapping(error, what)
+        }
+    }
+
+    /// Runs one write transaction. It is shielded from the caller's cancellation (stores such as GRDB
+    /// refuse to start or commit in a cancelled task): once the engine decided to record something, for
+    /// example the server's answer to a push, it is recorded, and cancellation takes effect at the next
+    /// check instead.
+    nonisolated func write<Result: Sendable>(
+        _ what: String, _ body: @escaping @Sendable (any StoreTransaction) throws -> Result
+    ) async throws -> Result {
+        let store = store
+        do {
+            return try await Task { try await store.write(body) }.value
+        } catch {
+            throw SyncError.wrapping(error, what)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+/// An error of the sync engine: a stable code for programs and one line for people.
+///
+/// ```swift
+/// do {
+///     try await context.push()
+/// } catch SyncError.Code.network {
+///     // offline: the queue is intact, try again later
+/// } catch SyncError.Code.unauthorized {
+///     // sign in again, then push
+/// }
+/// ```
+public struct SyncError: Error, Sendable, CustomStringConvertible {
+    /// A broad classification of the failure.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// The server could not be reached or its answer was lost; nothing queued was lost.
+        public static let network = Code("network")
+        /// The server refused the credentials (401); nothing queued was lost.
+        public static let unauthorized = Code("unauthorized")
+        /// The task was cancelled; the store and the queue are consistent.
+        public static let cancelled = Code("cancelled")
+        /// An item without a valid id, or a value that is not a JSON object.
+        public static let invalidItem = Code("invalidItem")
+        /// An insert of an id that already exists locally.
+        public static let itemExists = Code("itemExists")
+        /// An update or delete of an item that does not exist locally.
+        public static let itemNotFound = Code("itemNotFound")
+        /// A local write that the item's queued operation does not allow (an update after a delete).
+        public static let invalidOperation = Code("invalidOperation")
+        /// A pull or purge query, query id or page size that is not allowed.
+        public static let invalidQuery = Code("invalidQuery")
+        /// A purge of a table that has pending operations, without `force`.
+        public static let pendingOperations = Code("pendingOperations")
+        /// An operation error or operation that no longer exists.
+        public static let notFound = Code("notFound")
+        /// A resolution that needs something the recorded error does not have (a server item).
+        public static let invalidResolution = Code("invalidResolution")
+        /// The server answered something the engine cannot use (pull pages out of order, items
+        /// without `updatedAt` in an incremental pull).
+        public static let invalidResponse = Code("invalidResponse")
+        /// A remote failure that stopped a pull (the pull is resumable).
+        public static let remote = Code("remote")
+        /// The local store failed; see ``SyncError/underlying``.
+        public static let store = Code("store")
+
+        public var description: String { name }
+    }
+
+    public var code: Code
+    /// One line for people.
+    public var message: String
+    /// The cause: a ``RemoteError``, a ``StoreError`` or a ``QueryError``.
+    public var underlying: (any Error & Sendable)?
+
+    public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String { message }
+
+    /// The ``RemoteError`` behind this error, if any.
+    public var remoteError: RemoteError? { underlying as? RemoteError }
+}
+
+extension SyncError.Code {
+    /// Lets `catch SyncError.Code.network { … }` match a ``SyncError`` with that code.
+    public static func ~= (pattern: SyncError.Code, error: any Error) -> Bool {
+        (error as? SyncError)?.code == pattern
+    }
+}
+
+extension SyncError {
+    /// Wraps any error from the store or the task into a ``SyncError``.
+    static func wrapping(_ error: any Error, _ context: String) -> SyncError {
+        if let error = error as? SyncError { return error }
+        if error is CancellationError { return SyncError(.cancelled, "\(context): cancelled") }
+        if let error = error as? StoreError {
+            return SyncError(.store, "\(context): \(error.message)", underlying: error)
+        }
+        if let error = error as? RemoteError {
+            switch error.code {
+            case .network: return SyncError(.network, "\(context): \(error)", underlying: error)
+            case .unauthorized: return SyncError(.unauthorized, "\(context): \(error)", underlying: error)
+            case .cancelled: return SyncError(.cancelled, "\(context): cancelled", underlying: error)
+            default: return SyncError(.remote, "\(context): \(error)", underlying: error)
+            }
+        }
+        return SyncError(.store, "\(context): \(error)", underlying: SendableDescription(String(describing: error)))
+    }
+}
+
+/// A non-Sendable error kept as its description.
+struct SendableDescription: Error, Sendable, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,76 @@
+import Synchronization
+
+/// Progress of the sync work of a ``SyncContext``, delivered by ``SyncContext/events(bufferingNewest:)``.
+public enum SyncEvent: Sendable, Hashable {
+    /// A push began with this many queued operations.
+    case pushStarted(operations: Int)
+    /// The server accepted an operation (or a conflict about it was resolved).
+    case operationPushed(table: String, itemID: String, kind: OperationKind)
+    /// An operation failed and its error was recorded.
+    case operationFailed(OperationErrorRecord)
+    /// A push ended (also when it stopped early: then `stoppedBy` says why).
+    case pushFinished(PushResult, stoppedBy: String?)
+    /// A pull of a table began.
+    case pullStarted(table: String, queryID: String?)
+    /// A page was applied to the store.
+    case pagePulled(table: String, queryID: String?, page: PullPage)
+    /// A pull ended (also when it stopped early: then `stoppedBy` says why).
+    case pullFinished(table: String, queryID: String?, result: PullResult, stoppedBy: String?)
+    /// A purge removed items.
+    case purged(table: String, items: Int, forced: Bool)
+}
+
+/// What one pulled page did to the store.
+public struct PullPage: Sendable, Hashable {
+    /// Items the server sent.
+    public var received: Int = 0
+    /// Items written to the store.
+    public var upserted: Int = 0
+    /// Items removed because the server marked them deleted.
+    public var deleted: Int = 0
+    /// Items left alone because they have pending local operations, or because the store already
+    /// holds a newer copy.
+    public var skipped: Int = 0
+    /// Items ignored because they have no valid string id.
+    public var invalid: Int = 0
+
+    public init() {}
+}
+
+/// Fans events out to every subscriber.
+final class EventHub: Sendable {
+    private struct Subscribers {
+        var nextID = 0
+        var continuations: [Int: AsyncStream<SyncEvent>.Continuation] = [:]
+    }
+
+    private let subscribers = Mutex(Subscribers())
+
+    func stream(bufferingNewest limit: Int) -> AsyncStream<SyncEvent> {
+        let (stream, continuation) = AsyncStream<SyncEvent>.makeStream(bufferingPolicy: .bufferingNewest(limit))
+        let id = subscribers.withLock { state in
+            state.nextID += 1
+            state.continuations[state.nextID] = continuation
+            return state.nextID
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func emit(_ event: SyncEvent) {
+        let continuations = subscribers.withLock { Array($0.continuations.values) }
+        for continuation in continuations { continuation.yield(event) }
+    }
+
+    func finish() {
+        let continuations = subscribers.withLock { state in
+            defer { state.continuations = [:] }
+            return Array(state.continuations.values)
+        }
+        for continuation in continuations { continuation.finish() }
+    }
+
+    deinit { finish() }
+}

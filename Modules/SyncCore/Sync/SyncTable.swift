@@ -1,0 +1,225 @@
+/// The handle an app uses for one table of JSON items: local reads and writes, pull and purge.
+///
+/// Writes go to the local store at once and work offline; each one commits in one transaction
+/// together with the operation it queues for the next push. Reads see only the local store.
+///
+/// ```swift
+/// let todos = context.table("todo")
+/// var item = try await todos.insert(["title": "Milk", "done": false])  // gets a UUIDv7 id
+/// item["done"] = true
+/// try await todos.update(item)
+/// let open = try await todos.query(TableQuery().filter(.field("done").eq(false))).items
+/// try await todos.delete(id: item.id!)
+/// ```
+public struct SyncTable: Sendable {
+    /// The table's name.
+    public let name: String
+    /// The context the table belongs to.
+    public let context: SyncContext
+
+    init(name: String, context: SyncContext) {
+        self.name = name
+        self.context = context
+    }
+
+    /// Inserts an item and queues its insert; an item without an `id` gets one (``ItemID/generate()``).
+    /// The server-owned properties (`createdAt`, `updatedAt`, `version`, `deleted`) are not stored.
+    /// Returns the item as stored.
+    ///
+    /// Throws ``SyncError/Code/itemExists`` when the id is already stored locally.
+    @discardableResult
+    public func insert(_ item: JSONObject) async throws -> JSONObject {
+        let name = name
+        try validateName()
+        return try await context.write("insert into '\(name)'") { tx in
+            try LocalChanges.insert(item, table: name, in: tx)
+        }
+    }
+
+    /// Replaces the fields of the stored item with `item`'s (matched by `id`) and queues an update. The
+    /// server-owned properties stay those of the stored item. Returns the item as stored.
+    @discardableResult
+    public func update(_ item: JSONObject) async throws -> JSONObject {
+        let name = name
+        try validateName()
+        return try await context.write("update in '\(name)'") { tx in
+            try LocalChanges.update(item, table: name, in: tx)
+        }
+    }
+
+    /// Deletes the item with `item`'s id and queues a delete. When the item is not stored locally, the
+    /// delete is queued with `item` (its `version`, if any, is the precondition).
+    public func delete(_ item: JSONObject) async throws {
+        let name = name
+        try validateName()
+        _ = try await context.write("delete from '\(name)'") { tx in
+            let id = try LocalChanges.requireID(item, table: name)
+            try LocalChanges.delete(id: id, given: item, table: name, in: tx)
+        }
+    }
+
+    /// Deletes the stored item with `id` and queues a delete. Deleting an item whose delete is already
+    /// queued does nothing; deleting an unknown id throws ``SyncError/Code/itemNotFound``.
+    public func delete(id: String) async throws {
+        let name = name
+        try validateName()
+        _ = try await context.write("delete from '\(name)'") { tx in
+            try LocalChanges.delete(id: id, given: nil, table: name, in: tx)
+        }
+    }
+
+    /// The local item with `id`, or `nil`.
+    public func item(id: String) async throws -> JSONObject? {
+        let name = name
+        return try await context.read("read from '\(name)'") { try $0.item(name, id: id) }
+    }
+
+    /// Runs a query on the local items.
+    public func query(_ query: TableQuery = TableQuery()) async throws -> QueryResult {
+        let name = name
+        return try await context.read("query '\(name)'") { try $0.query(name, query) }
+    }
+
+    /// Pulls the server's items into the store.
+    ///
+    /// Without a `queryID` the whole query is downloaded; with one, the pull is incremental: it
+    /// resumes after the last item the previous pull with that id applied (a keyset cursor on
+    /// `(updatedAt, id)`, saved with each page in the page's transaction). Deleted items are removed
+    /// locally, and items with pending local operations are left alone. Pending operations of this
+    /// table are pushed first (``PullOptions/pushesFirst``).
+    ///
+    /// Rejected queries (``SyncError/Code/invalidQuery``): `select` and `includeTotalCount` always;
+    /// `orderBy`, `skip` and `top` with a query id. Without a query id, `top` limits the number of
+    /// items pulled and `skip` starts later.
+    ///
+    /// ```swift
+    /// try await todos.pull(TableQuery().filter(.field("done").eq(false)), queryID: "open")
+    /// ```
+    @discardableResult
+    public func pull(
+        _ query: TableQuery = TableQuery(), queryID: String? = nil, options: PullOptions = PullOptions()
+    ) async throws -> PullResult {
+        try await context.pull(name, query: query, queryID: queryID, options: options)
+    }
+
+    /// Removes local items (all of them by default) without telling the server. Returns how many.
+    ///
+    /// Refuses with ``SyncError/Code/pendingOperations`` while the table has queued operations, unless
+    /// `force` is set: then the table's operations, errors and pull cursors are dropped too. A purge
+    /// resets the pull cursors whose query selects a purged item, so a later pull brings them back.
+    @discardableResult
+    public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws -> Int {
+        try await context.purge(name, query: query, force: force)
+    }
+
+    /// The number of queued operations of this table.
+    public func pendingOperationCount() async throws -> Int {
+        try await context.pendingOperationCount(table: name)
+    }
+
+    private func validateName() throws {
+        do {
+            try StoreValidation.validateTableName(name)
+        } catch {
+            throw SyncError(.invalidItem, error.message, underlying: error)
+        }
+    }
+}
+
+/// A table of `Codable` models on top of a ``SyncTable``.
+///
+/// Models encode to JSON objects field by field (integers stay integers). A model whose `id` is `nil`,
+/// missing or empty gets a generated id on insert. Use ``Timestamp`` (not `Date`) for dates.
+///
+/// ```swift
+/// struct Todo: Codable, Sendable {
+///     var id: String?
+///     var title: String
+///     var done = false
+/// }
+/// let todos = context.table("todo", of: Todo.self)
+/// let milk = try await todos.insert(Todo(title: "Milk"))
+/// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)))
+/// ```
+public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
+    /// The untyped table underneath.
+    public let table: SyncTable
+
+    init(table: SyncTable) { self.table = table }
+
+    /// The table's name.
+    public var name: String { table.name }
+
+    /// Inserts a model and queues its insert; returns it as stored (with its id).
+    @discardableResult
+    public func insert(_ item: Item) async throws -> Item {
+        var object = try encode(item)
+        if object["id"]?.stringValue?.isEmpty == true { object.removeValue(forKey: "id") }
+        return try decode(try await table.insert(object))
+    }
+
+    /// Replaces a stored model and queues an update; returns it as stored.
+    @discardableResult
+    public func update(_ item: Item) async throws -> Item {
+        try decode(try await table.update(try encode(item)))
+    }
+
+    /// Deletes a model and queues a delete.
+    public func delete(_ item: Item) async throws {
+        try await table.delete(try encode(item))
+    }
+
+    /// Deletes the model with `id` and queues a delete.
+    public func delete(id: String) async throws {
+        try await table.delete(id: id)
+    }
+
+    /// The local model with `id`, or `nil`.
+    public func item(id: String) async throws -> Item? {
+        try await table.item(id: id).map(decode)
+    }
+
+    /// Runs a query on the local models.
+    public func query(_ query: TableQuery = TableQuery()) async throws -> [Item] {
+        try await table.query(query).items.map(decode)
+    }
+
+    /// Pulls the server's items; see ``SyncTable/pull(_:queryID:options:)``.
+    @discardableResult
+    public func pull(
+        _ query: TableQuery = TableQuery(), queryID: String? = nil, options: PullOptions = PullOptions()
+    ) async throws -> PullResult {
+        try await table.pull(query, queryID: queryID, options: options)
+    }
+
+    /// Removes local items; see ``SyncTable/purge(_:force:)``.
+    @discardableResult
+    public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws -> Int {
+        try await table.purge(query, force: force)
+    }
+
+    private func encode(_ item: Item) throws -> JSONObject {
+        let value: JSONValue
+        do {
+            value = try JSONValueEncoder().encode(item)
+        } catch {
+            throw SyncError(
+                .invalidItem, "table '\(name)': a \(Item.self) does not encode: \(error)",
+                underlying: SendableDescription(String(describing: error)))
+        }
+        guard case .object(let object) = value else {
+            throw SyncError(.invalidItem, "table '\(name)': a \(Item.self) must encode as a JSON object")
+        }
+        return object
+    }
+
+    private func decode(_ object: JSONObject) throws -> Item {
+        do {
+            return try JSONValueDecoder().decode(Item.self, from: .object(object))
+        } catch {
+            throw SyncError(
+                .invalidItem, "table '\(name)': item '\(object.id ?? "?")' does not decode as \(Item.self): \(error)",
+                underlying: SendableDescription(String(describing: error)))
+        }
+    }
+}

@@ -1,0 +1,288 @@
+import SyncCore
+import SyncTesting
+import Testing
+
+@Suite("Pull")
+struct PullTests {
+    static func rows(_ count: Int, prefix: String = "r") -> [JSONObject] {
+        (0..<count).map { index in
+            let digits = String(index)
+            let padded = String(repeating: "0", count: max(0, 3 - digits.count)) + digits
+            return ["id": .string(prefix + padded), "n": .int(Int64(index))]
+        }
+    }
+
+    /// Legacy bugs #12 and #14, and the gap hazard of `gt`: a keyset cursor on (updatedAt, id) pages
+    /// through rows that share one millisecond, and the next pull downloads nothing again.
+    @Test(arguments: StoreKind.allCases)
+    func anIncrementalPullPagesByKeysetThroughASharedMillisecond(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(25))  // one commit: all 25 share one updatedAt
+        #expect(Set(server.rows("todo").map(\.updatedAt)).count == 1)
+        let result = try await device.table().pull(queryID: "all", options: PullOptions(pageSize: 4))
+        #expect(result.pages == 7)
+        #expect(result.items.upserted == 25)
+        #expect(try await device.table().query().items.count == 25)
+
+        let queries = server.requests.compactMap(\.query)
+        #expect(queries.count == 7)
+        #expect(queries.allSatisfy { $0.top == 4 && $0.includeDeleted && $0.skip == nil })
+        #expect(queries.allSatisfy { $0.orderBy == [.field("updatedAt"), .field("id")] })
+        #expect(queries[0].filter == nil)
+        let stamp = try #require(server.rows("todo").first?.updatedAt)
+        let time = QueryExpression.literal(.dateTimeOffset(stamp))
+        #expect(
+            queries[1].filter
+                == .binary(
+                    .or, .binary(.greaterThan, .field("updatedAt"), time),
+                    .binary(
+                        .and, .binary(.equal, .field("updatedAt"), time),
+                        .binary(.greaterThan, .field("id"), .literal(.string("r003"))))))
+        // A plain OData filter for both dialects.
+        #expect(
+            queries[1].odataQueryString(dialect: .v2).contains(
+                "$filter=((updatedAt%20gt%20datetimeoffset'2023-11-14T22:13:20.000Z')%20or%20((updatedAt%20eq"))
+
+        server.clearRequests()
+        let again = try await device.table().pull(queryID: "all", options: PullOptions(pageSize: 4))
+        #expect(again.items.received == 0)
+        #expect(server.requests.count == 1)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func laterChangesAndDeletionsArrive(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(10))
+        try await device.table().pull(queryID: "all", options: PullOptions(pageSize: 3))
+        server.touch("todo", ids: ["r001", "r002", "r003"], set: ["n": 100])
+        server.seed("todo", [["id": "new1"], ["id": "new2"]])
+        server.softDelete("todo", ids: ["r004", "r005"])
+        let result = try await device.table().pull(queryID: "all", options: PullOptions(pageSize: 3))
+        #expect(result.items.received == 7)
+        #expect(result.items.upserted == 5)
+        #expect(result.items.deleted == 2)
+        let local = try await device.table().query().items
+        #expect(local.count == 10)
+        #expect(try await device.table().item(id: "r004") == nil)
+        #expect(try await device.table().item(id: "r002")?["n"] == 100)
+        #expect(
+            local.map { $0.filter { $0.key != "deleted" } }
+                == server.rows("todo").map { $0.filter { $0.key != "deleted" } })
+        #expect(try await device.table().pull(queryID: "all").items.received == 0)
+    }
+
+    /// Crash safety: each page commits with its cursor; a pull that stops resumes after the last
+    /// applied page and never applies a page twice or out of order.
+    @Test(arguments: StoreKind.allCases)
+    func aPullThatStopsResumesAfterTheLastAppliedPage(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        var device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(10))
+        server.inject(.dropBeforeApply, on: .query, count: 1)
+        await expectSyncError(.network) { try await device.table().pull(queryID: "q") }
+        #expect(try await device.table().query().items.isEmpty)
+
+        server.inject(.hook { nil }, on: .query, count: 2)  // two pages arrive, the third answer is lost
+        server.inject(.dropAfterApply, on: .query, count: 1)
+        await expectSyncError(.network) {
+            try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 3))
+        }
+        #expect(try await device.table().query().items.map(\.id) == ["r000", "r001", "r002", "r003", "r004", "r005"])
+
+        try await device.restart()
+        server.clearRequests()
+        let rest = try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 3))
+        #expect(rest.items.upserted == 4)
+        #expect(server.requests.first?.query?.filter?.odata(dialect: .v3).contains("'r005'") == true)
+        #expect(try await device.table().query().items.count == 10)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func itemsWithPendingOperationsAreNotOverwritten(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", [["id": "a", "title": "base"], ["id": "b", "title": "base"]])
+        try await device.table().pull(queryID: "all")
+        try await device.table().update(["id": "a", "title": "mine"])
+        server.touch("todo", ids: ["a", "b"], set: ["title": "theirs"])
+        let result = try await device.table().pull(queryID: "all", options: PullOptions(pushesFirst: false))
+        #expect(result.items.skipped == 1)
+        #expect(try await device.table().item(id: "a")?["title"] == "mine")
+        #expect(try await device.table().item(id: "b")?["title"] == "theirs")
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aPullPushesTheTablesOperationsFirst(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        try await device.table().insert(["id": "a", "title": "mine"])
+        try await device.table().insert(["id": "b", "title": "mine"])
+        server.inject(.status(500, "down"), on: .insert, itemID: "b")
+        server.seed("todo", [["id": "c"]])
+        let result = try await device.table().pull(queryID: "all")
+        #expect(result.push?.pushed == 1)
+        #expect(result.push?.failed.map(\.itemID) == ["b"])
+        #expect(server.requests.map(\.kind) == [.insert, .insert, .query])
+        // The pull went on, leaving alone the item whose operation is still queued.
+        #expect(try await device.table().item(id: "a")?.version == server.row("todo", id: "a")?.version)
+        #expect(try await device.table().item(id: "c") != nil)
+        #expect(try await device.table().item(id: "b")?.version == nil)
+        // A push that cannot reach the server stops the pull.
+        server.inject(.dropBeforeApply, on: .insert)
+        await expectSyncError(.network) { try await device.table().pull(queryID: "all") }
+        // A table without pending operations does not push (even if another table has some).
+        try await device.table("other").insert(["id": "x"])
+        server.clearRequests()
+        try await device.table("fresh").pull(queryID: "t")
+        #expect(server.requests.map(\.kind) == [.query])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aCompletePullRemovesDeletedItems(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(6))
+        try await device.table().pull()
+        server.softDelete("todo", ids: ["r001"])
+        server.hardDelete("todo", ids: ["r002"])
+        let plain = try await device.table().pull()
+        #expect(plain.items.deleted == 1)
+        #expect(try await device.table().item(id: "r002") != nil)  // a hard delete is invisible to a pull
+        try await device.table().update(["id": "r003", "n": 33])
+        server.hardDelete("todo", ids: ["r003"])
+        // Legacy bug #15: a complete pull can also drop what the server no longer has.
+        let mirrored = try await device.table().pull(
+            options: PullOptions(pushesFirst: false, removesMissingItems: true))
+        #expect(mirrored.removedMissing == 1)
+        #expect(try await device.table().item(id: "r002") == nil)
+        #expect(try await device.table().item(id: "r003") != nil)  // it has a pending operation
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aPlainPullHonoursTopSkipAndOrder(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(12))
+        let limited = try await device.table().pull(TableQuery().top(5), options: PullOptions(pageSize: 2))
+        #expect(limited.items.received == 5)
+        #expect(server.requests.compactMap(\.query).map(\.top) == [2, 2, 1])
+        server.clearRequests()
+        let ordered = try await device.table().pull(
+            TableQuery().filter(.field("n").ge(4)).orderBy("n", descending: true).skip(1),
+            options: PullOptions(pageSize: 3))
+        #expect(ordered.items.received == 7)
+        let queries = server.requests.compactMap(\.query)
+        #expect(queries.map(\.skip) == [1, 4, 7])
+        #expect(queries.first?.orderBy == [.field("n", descending: true), .field("id")])
+        // r000…r004 from the first pull, n = 10…4 from the second (n = 11 was skipped).
+        #expect(try await device.table().query().items.count == 11)
+        #expect(try await device.table().item(id: "r011") == nil)
+    }
+
+    /// The server caps pages below the requested size: its next-page hint keeps the pull going.
+    @Test func aServerPageCapDoesNotEndThePull() async throws {
+        let server = ModelServer(maximumPageSize: 3)
+        let device = try Device(kind: .memory, server: server)
+        server.seed("todo", Self.rows(10))
+        let result = try await device.table().pull(queryID: "all", options: PullOptions(pageSize: 50))
+        #expect(result.items.received == 10)
+        #expect(result.pages == 4)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func anotherFilterForTheSameQueryIDStartsOver(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(6))
+        try await device.table().pull(TableQuery().filter(.field("n").lt(3)), queryID: "q")
+        #expect(try await device.table().query().items.count == 3)
+        server.clearRequests()
+        try await device.table().pull(TableQuery().filter(.field("n").ge(3)), queryID: "q")
+        #expect(server.requests.first?.query?.filter == .binary(.greaterThanOrEqual, .field("n"), .literal(.int(3))))
+        #expect(try await device.table().query().items.count == 6)
+        // Independent cursors per query id and per table.
+        server.seed("note", Self.rows(2))
+        #expect(try await device.table("note").pull(queryID: "q").items.received == 2)
+        #expect(try await device.table().pull(queryID: "other").items.received == 6)
+    }
+
+    /// Legacy §5.1, bug #18 (select was silently dropped) and bug #21 (query ids were not checked).
+    @Test func invalidPullsAreRejectedBeforeAnyRequest() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        let todos = device.table()
+        let rejected: [(TableQuery, String?, PullOptions)] = [
+            (TableQuery().select("id"), nil, PullOptions()),
+            (TableQuery().includingTotalCount(), nil, PullOptions()),
+            (TableQuery().orderBy("n"), "q", PullOptions()),
+            (TableQuery().skip(1), "q", PullOptions()),
+            (TableQuery().top(1), "q", PullOptions()),
+            (TableQuery(), "", PullOptions()),
+            (TableQuery(), "has space", PullOptions()),
+            (TableQuery(), String(repeating: "q", count: 256), PullOptions()),
+            (TableQuery(), nil, PullOptions(pageSize: 0)),
+            (TableQuery().top(-1), nil, PullOptions()),
+            (TableQuery(), "q", PullOptions(removesMissingItems: true)),
+            (TableQuery().top(3), nil, PullOptions(removesMissingItems: true)),
+        ]
+        for (query, queryID, options) in rejected {
+            await expectSyncError(.invalidQuery, "\(query) \(queryID ?? "-")") {
+                try await todos.pull(query, queryID: queryID, options: options)
+            }
+        }
+        await expectSyncError(.invalidQuery) { try await device.context.table("bad name").pull() }
+        #expect(server.requests.isEmpty)
+        // Accepted: orderBy, skip and top without a query id; a query id with a filter.
+        try await todos.pull(TableQuery().orderBy("n").skip(1).top(2))
+        try await todos.pull(TableQuery().filter(.field("n").eq(1)), queryID: "q-1.a:b_c")
+    }
+
+    /// A server that ignores the cursor cannot make the pull loop forever.
+    @Test func aServerThatIgnoresTheCursorIsReported() async throws {
+        struct Stuck: RemoteTable {
+            func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
+            func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
+            func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
+            func read(id: String) async throws(RemoteError) -> JSONObject? { nil }
+            func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
+                RemotePage(items: [["id": "a", "updatedAt": "2024-01-01T00:00:00.000Z"]], nextPage: query)
+            }
+        }
+        let context = SyncContext(store: try TestStore(.memory).store) { _ in Stuck() }
+        await expectSyncError(.invalidResponse) { try await context.table("t").pull(queryID: "q") }
+        #expect(try await context.table("t").item(id: "a") != nil)  // the first page was fine
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aStoredNewerCopyIsNotReplacedByAnOlderPage(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", [["id": "a", "title": "old"]])
+        try await device.store.upsert("todo", [["id": "a", "title": "newer", "updatedAt": "2099-01-01T00:00:00.000Z"]])
+        let result = try await device.table().pull()
+        #expect(result.items.skipped == 1)
+        #expect(try await device.table().item(id: "a")?["title"] == "newer")
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func cancellingAPullKeepsTheAppliedPages(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(9))
+        server.inject(.hook { nil }, on: .query)
+        server.inject(
+            .hook {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return nil
+            }, on: .query)
+        let todos = device.table()
+        await expectSyncError(.cancelled) {
+            _ = try await Task { try await todos.pull(queryID: "q", options: PullOptions(pageSize: 3)) }.value
+        }
+        #expect(try await todos.query().items.count == 6)
+        let rest = try await todos.pull(queryID: "q", options: PullOptions(pageSize: 3))
+        #expect(rest.items.received == 3)
+    }
+}

@@ -1,0 +1,212 @@
+import SyncCore
+import SyncTesting
+import Testing
+
+@Suite("Purge")
+struct PurgeTests {
+    @Test(arguments: StoreKind.allCases)
+    func aPurgeRefusesWhileTheTableHasPendingOperations(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", PullTests.rows(4))
+        try await device.table().pull()
+        try await device.table().insert(["id": "local"])
+        await expectSyncError(.pendingOperations) { try await device.table().purge() }
+        #expect(try await device.table().query().items.count == 5)
+        // Pending operations on another table do not block it.
+        try await device.context.push()
+        try await device.table("other").insert(["id": "x"])
+        let removed = try await device.table().purge(TableQuery().filter(.field("n").lt(2)))
+        #expect(removed == 2)
+        #expect(try await device.table().query().items.map(\.id) == ["local", "r002", "r003"])
+        #expect(try await device.table().purge() == 3)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aForcedPurgeDropsOperationsErrorsAndCursors(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", PullTests.rows(3))
+        try await device.table().pull(queryID: "all")
+        try await device.table().insert(["id": "a"])
+        try await device.table().insert(["id": "b"])
+        try await device.table("other").insert(["id": "o"])
+        server.inject(.status(400, "no"), on: .insert, itemID: "a")
+        _ = try await device.context.push()
+        try await device.table().update(["id": "r000", "n": 9])
+        #expect(try await device.table().pendingOperationCount() == 2)
+        let removed = try await device.table().purge(force: true)
+        #expect(removed == 5)  // r000…r002, a (failed) and b (pushed)
+        #expect(try await device.table().pendingOperationCount() == 0)
+        #expect(try await device.context.operationErrors(table: "todo").isEmpty)
+        #expect(try await device.store.read { try $0.deltaTokens(table: "todo") }.isEmpty)
+        #expect(try await device.context.pendingOperationCount(table: "other") == 0)  // o was pushed
+        // With its cursor gone, the next pull brings everything back.
+        #expect(try await device.table().pull(queryID: "all").items.received == 4)
+    }
+
+    /// Legacy bug #16: a purge resets the cursors that would never bring the purged items back.
+    @Test(arguments: StoreKind.allCases)
+    func aPurgeResetsTheCursorsItInvalidates(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", PullTests.rows(6))
+        try await device.table().pull(TableQuery().filter(.field("n").lt(3)), queryID: "low")
+        try await device.table().pull(TableQuery().filter(.field("n").ge(3)), queryID: "high")
+        try await device.table().pull(queryID: "all")
+        #expect(try await device.table().purge(TableQuery().filter(.field("n").eq(4))) == 1)
+        let tokens = try await device.store.read { try $0.deltaTokens(table: "todo") }
+        #expect(Set(tokens.keys) == ["low"])
+        #expect(
+            try await device.table().pull(TableQuery().filter(.field("n").lt(3)), queryID: "low").items.received == 0)
+        let back = try await device.table().pull(TableQuery().filter(.field("n").ge(3)), queryID: "high")
+        #expect(back.items.received == 3)
+        #expect(try await device.table().item(id: "r004") != nil)
+    }
+}
+
+@Suite("Errors table")
+struct ErrorResolutionTests {
+    /// A failed update (412) and a failed insert (400), recorded by one context.
+    static func failures(_ device: Device) async throws -> (
+        conflict: OperationErrorRecord, rejected: OperationErrorRecord
+    ) {
+        device.server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine"])
+        try await device.table().insert(["id": "b", "title": "mine"])
+        device.server.touch("todo", ids: ["a"], set: ["title": "theirs"])
+        device.server.inject(.status(400, "title too short"), on: .insert)
+        let failed = try await device.context.push().failed
+        try #require(failed.count == 2)
+        return (failed[0], failed[1])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func discardingTheLocalChangeRestoresTheServersCopy(_ kind: StoreKind) async throws {
+        var device = try Device(kind: kind, server: ModelServer())
+        let (conflict, rejected) = try await Self.failures(device)
+        try await device.restart()  // the actions work from the store alone
+        try await device.context.resolveError(conflict.id, .discardLocalChange)
+        try await device.context.resolveError(rejected.id, .discardLocalChange)
+        #expect(try await device.table().item(id: "a")?["title"] == "theirs")
+        #expect(try await device.table().item(id: "b") == nil)
+        #expect(try await device.operations().isEmpty)
+        #expect(try await device.context.operationErrors().isEmpty)
+        await expectSyncError(.notFound) { try await device.context.resolveError(conflict.id, .useServerItem) }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func takingTheServersItem(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let (conflict, rejected) = try await Self.failures(device)
+        try await device.context.resolveError(conflict.id, .useServerItem)
+        #expect(try await device.table().item(id: "a")?.version == device.server.row("todo", id: "a")?.version)
+        await expectSyncError(.invalidResolution) { try await device.context.resolveError(rejected.id, .useServerItem) }
+        #expect(try await device.operations().map(\.itemID) == ["b"])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func keepingMineRetriesAgainstTheServersVersion(_ kind: StoreKind) async throws {
+        var device = try Device(kind: kind, server: ModelServer())
+        let (conflict, rejected) = try await Self.failures(device)
+        try await device.restart()
+        await expectSyncError(.invalidItem) {
+            try await device.context.resolveError(conflict.id, .retry(with: ["id": "zzz"]))
+        }
+        try await device.context.resolveError(conflict.id, .retry())
+        try await device.context.resolveError(rejected.id, .retry(with: ["id": "b", "title": "a longer title"]))
+        #expect(try await device.operations().map(\.state) == [.pending, .pending])
+        #expect(try await device.context.operationErrors().isEmpty)
+        let result = try await device.context.push()
+        #expect(result.pushed == 2)
+        #expect(device.server.row("todo", id: "a")?["title"] == "mine")
+        #expect(device.server.row("todo", id: "b")?["title"] == "a longer title")
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func changingTheOperation(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let (conflict, rejected) = try await Self.failures(device)
+        // The conflicting update becomes a delete (against the server's version): it goes through.
+        try await device.context.resolveError(conflict.id, .changeOperation(.delete))
+        #expect(try await device.table().item(id: "a") == nil)
+        // The rejected insert becomes an insert of another item body.
+        try await device.context.resolveError(
+            rejected.id, .changeOperation(.insert, item: ["id": "b", "title": "fixed"]))
+        #expect(try await device.operations().map(\.kind) == [.delete, .insert])
+        #expect(try await device.context.push().pushed == 2)
+        #expect(device.server.row("todo", id: "a")?.isDeleted == true)
+        #expect(device.server.row("todo", id: "b")?["title"] == "fixed")
+
+        // A failed delete turned back into an update restores the item locally.
+        device.server.seed("todo", [["id": "c", "title": "base"]])
+        try await device.table().pull()
+        try await device.table().delete(id: "c")
+        device.server.inject(.status(400, "no"), on: .delete)
+        let failed = try #require(try await device.context.push().failed.first)
+        try await device.context.resolveError(failed.id, .changeOperation(.update))
+        #expect(try await device.table().item(id: "c")?["title"] == "base")
+        #expect(try await device.operations().map(\.kind) == [.update])
+    }
+
+    @Test func aStaleErrorIsRemoved() async throws {
+        let device = try Device(kind: .memory, server: ModelServer())
+        try await device.store.write { tx in
+            try tx.saveOperationError(
+                OperationErrorRecord(
+                    id: "e1", operationID: 999, table: "todo", itemID: "x", kind: .insert, message: "old"))
+        }
+        await expectSyncError(.notFound) { try await device.context.resolveError("e1", .discardLocalChange) }
+        #expect(try await device.context.operationErrors().isEmpty)
+        await expectSyncError(.notFound) { try await device.context.resolveError("nope", .discardLocalChange) }
+    }
+}
+
+@Suite("Progress events")
+struct EventTests {
+    @Test func pushAndPullReportTheirProgress() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        let pushEvents = device.context.events()
+        let second = device.context.events()
+        try await device.table().insert(["id": "a"])
+        try await device.table().insert(["id": "b"])
+        server.inject(.status(500, "down"), on: .insert, itemID: "b")
+        _ = try await device.context.push()
+        let pushed = await collect(pushEvents) { if case .pushFinished = $0 { true } else { false } }
+        #expect(pushed.count == 4)
+        #expect(pushed.first == .pushStarted(operations: 2))
+        #expect(pushed[1] == .operationPushed(table: "todo", itemID: "a", kind: .insert))
+        guard case .operationFailed(let record) = pushed[2] else {
+            Issue.record("expected a failure event, got \(pushed[2])")
+            return
+        }
+        #expect(record.statusCode == 500)
+        guard case .pushFinished(let result, let stoppedBy) = pushed[3] else { return }
+        #expect(result.pushed == 1 && stoppedBy == nil)
+        // Every stream gets every event.
+        #expect(await collect(second) { if case .pushFinished = $0 { true } else { false } } == pushed)
+
+        let pullEvents = device.context.events()
+        server.seed("todo", PullTests.rows(5))
+        server.clearFaults()
+        try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 2, pushesFirst: false))
+        let pulled = await collect(pullEvents) { if case .pullFinished = $0 { true } else { false } }
+        let pages = pulled.compactMap { event -> PullPage? in
+            if case .pagePulled(_, _, let page) = event { return page }
+            return nil
+        }
+        #expect(pages.map(\.received) == [2, 2, 2])
+        #expect(pulled.first == .pullStarted(table: "todo", queryID: "q"))
+
+        let failing = device.context.events()
+        server.inject(.dropBeforeApply, on: .query)
+        await expectSyncError(.network) {
+            try await device.table().pull(queryID: "q", options: PullOptions(pushesFirst: false))
+        }
+        let stopped = await collect(failing) { if case .pullFinished = $0 { true } else { false } }
+        guard case .pullFinished(_, _, _, let reason)? = stopped.last else { return }
+        #expect(reason?.contains("lost") == true)
+    }
+}

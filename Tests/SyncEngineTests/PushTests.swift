@@ -1,0 +1,433 @@
+import SyncCore
+import SyncTesting
+import Testing
+
+@Suite("Push: error paths")
+struct PushTests {
+    @Test(arguments: StoreKind.allCases)
+    func aDropBeforeTheServerStopsThePushAndKeepsTheOperation(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        for id in ["a", "b", "c"] { try await device.table().insert(["id": .string(id)]) }
+        server.inject(.dropBeforeApply, on: .insert, itemID: "b")
+        await expectSyncError(.network) { try await device.context.push() }
+        #expect(server.rows("todo").map(\.id) == ["a"])
+        #expect(try await device.operations().map(\.itemID) == ["b", "c"])
+        // The next push checks whether b arrived (it did not) and sends it, then c.
+        server.clearRequests()
+        let result = try await device.context.push()
+        #expect(result.pushed == 2)
+        #expect(server.requests.map(\.kind) == [.read, .insert, .insert])
+        #expect(server.rows("todo").map(\.id) == ["a", "b", "c"])
+        #expect(try await device.operations().isEmpty)
+    }
+
+    /// Exactly-once: an insert whose answer was lost is not sent twice, and is not a conflict.
+    @Test(arguments: StoreKind.allCases)
+    func anInsertWhoseAnswerWasLostIsNotDuplicatedNorAConflict(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler()
+        var device = try Device(kind: kind, server: server, handler: handler)
+        try await device.table().insert(["id": "a", "title": "Milk"])
+        server.inject(.dropAfterApply, on: .insert)
+        await expectSyncError(.network) { try await device.context.push() }
+        #expect(server.rows("todo").count == 1)
+        #expect(try await device.operations().map(\.state) == [.inFlight])
+        // Even across a restart.
+        try await device.restart()
+        server.clearRequests()
+        #expect(try await device.context.push().pushed == 1)
+        #expect(server.requests.map(\.kind) == [.read])
+        #expect(server.commits.count == 1)
+        #expect(handler.seen.isEmpty)
+        #expect(try await device.table().item(id: "a") == server.row("todo", id: "a")?.filter { $0.key != "deleted" })
+        #expect(try await device.operations().isEmpty)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func anEditAfterALostInsertAnswerIsSentAsAnUpdate(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler()
+        let device = try Device(kind: kind, server: server, handler: handler)
+        try await device.table().insert(["id": "a", "title": "Milk"])
+        server.inject(.dropAfterApply, on: .insert)
+        await expectSyncError(.network) { try await device.context.push() }
+        try await device.table().update(["id": "a", "title": "Oat milk"])
+        #expect(try await device.operations().map(\.kind) == [.insert, .update])
+        server.clearRequests()
+        // The insert is found applied; the follow-up folds into it and goes as one update.
+        #expect(try await device.context.push().pushed == 1)
+        #expect(try await device.operations().isEmpty)
+        #expect(server.requests.map(\.kind) == [.read, .update])
+        #expect(server.requests[1].ifVersion == server.commits[0].row.version)
+        #expect(server.row("todo", id: "a")?["title"] == "Oat milk")
+        #expect(handler.seen.isEmpty)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func anUpdateWhoseAnswerWasLostIsNotAFalseConflict(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler()
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "Milk"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "Oat milk"])
+        server.inject(.cancelAfterApply, on: .update)
+        await expectSyncError(.cancelled) { try await device.context.push() }
+        // The answer was lost, then the app edits the item again.
+        try await device.table().update(["id": "a", "title": "Soy milk"])
+        #expect(try await device.context.push().pushed == 1)
+        #expect(try await device.operations().isEmpty)
+        #expect(handler.seen.isEmpty)
+        #expect(server.row("todo", id: "a")?["title"] == "Soy milk")
+        #expect(try await device.table().item(id: "a")?.version == server.row("todo", id: "a")?.version)
+        // Without a later edit, the retried update is recognised as applied.
+        try await device.table().update(["id": "a", "title": "Rice milk"])
+        server.inject(.dropAfterApply, on: .update)
+        await expectSyncError(.network) { try await device.context.push() }
+        server.clearRequests()
+        #expect(try await device.context.push().pushed == 1)
+        #expect(server.requests.map(\.kind) == [.read])
+        #expect(handler.seen.isEmpty)
+    }
+
+    /// Found by the randomized test: a write whose answer was lost, then a local delete of the item.
+    @Test(arguments: StoreKind.allCases)
+    func aDeleteAfterALostAnswerUsesWhatTheServerDid(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler()
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        // The update reached the server; the delete must carry the version it produced.
+        try await device.table().update(["id": "a", "title": "mine"])
+        server.inject(.dropAfterApply, on: .update)
+        await expectSyncError(.network) { try await device.context.push() }
+        try await device.table().delete(id: "a")
+        server.clearRequests()
+        #expect(try await device.context.push().pushed == 2)
+        #expect(server.requests.map(\.kind) == [.read, .delete])
+        #expect(server.requests[1].ifVersion == server.commits[1].row.version)
+        #expect(server.row("todo", id: "a")?.isDeleted == true)
+        // An insert that never arrived, then deleted: nothing is left to send.
+        try await device.table().insert(["id": "b"])
+        server.inject(.dropBeforeApply, on: .insert)
+        await expectSyncError(.network) { try await device.context.push() }
+        try await device.table().delete(id: "b")
+        server.clearRequests()
+        #expect(try await device.context.push().pushed == 0)
+        #expect(server.requests.map(\.kind) == [.read])
+        #expect(try await device.operations().isEmpty)
+        #expect(handler.seen.isEmpty)
+    }
+
+    /// A 409 for an insert whose server item is what we sent is a success (a retried insert).
+    @Test(arguments: StoreKind.allCases)
+    func aConflictWithWhatWeSentIsASuccess(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler()
+        let device = try Device(kind: kind, server: server, handler: handler)
+        try await device.table().insert(["id": "a", "title": "Milk", "n": 1])
+        server.seed("todo", [["id": "a", "title": "Milk", "n": 1.0]])
+        #expect(try await device.context.push().pushed == 1)
+        #expect(handler.seen.isEmpty)
+        #expect(try await device.table().item(id: "a")?.version == server.row("todo", id: "a")?.version)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func unauthorizedStopsThePushAndKeepsTheOperation(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        try await device.table().insert(["id": "a"])
+        try await device.table().insert(["id": "b"])
+        server.inject(.status(401, "token expired"), on: .insert)
+        let error = await expectSyncError(.unauthorized) { try await device.context.push() }
+        #expect(error?.remoteError?.status == 401)
+        #expect(error?.description.contains("token expired") == true)
+        #expect(try await device.operations().map(\.state) == [.pending, .pending])
+        #expect(try await device.context.operationErrors().isEmpty)
+        #expect(server.rows("todo").isEmpty)
+        #expect(try await device.context.push().pushed == 2)
+    }
+
+    /// 4xx and 5xx are recorded, do not block other items, survive a restart, and clear on success.
+    @Test(arguments: StoreKind.allCases)
+    func clientAndServerErrorsAreRecordedWithoutBlockingOthers(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        var device = try Device(kind: kind, server: server)
+        for id in ["a", "b", "c"] { try await device.table().insert(["id": .string(id)]) }
+        server.inject(.status(400, "title is required"), on: .insert, itemID: "a")
+        server.inject(.status(503, "maintenance"), on: .insert, itemID: "b")
+        let result = try await device.context.push()
+        #expect(result.pushed == 1)
+        #expect(result.failed.map(\.itemID) == ["a", "b"])
+        #expect(result.failed.map(\.statusCode) == [400, 503])
+        #expect(server.rows("todo").map(\.id) == ["c"])
+
+        try await device.restart()
+        let errors = try await device.context.operationErrors()
+        #expect(errors.map(\.itemID) == ["a", "b"])
+        #expect(errors.first?.message.contains("title is required") == true)
+        #expect(errors.first?.clientItem == ["id": "a"])
+        let operations = try await device.operations()
+        #expect(operations.map(\.state) == [.failed, .failed])
+        // Legacy bug #1: each error knows its operation.
+        #expect(errors.map(\.operationID) == operations.map(\.id))
+
+        // A second failure replaces the first error; a success removes it.
+        server.inject(.status(400, "still bad"), on: .insert, itemID: "a")
+        let again = try await device.context.push()
+        #expect(again.pushed == 1)
+        let remaining = try await device.context.operationErrors()
+        #expect(remaining.map(\.message) == ["still bad (HTTP 400)"])
+        try await device.context.push()
+        #expect(try await device.context.operationErrors().isEmpty)
+        #expect(server.rows("todo").count == 3)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aConflictIsKeptByDefault(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine"])
+        server.touch("todo", ids: ["a"], set: ["title": "theirs"])
+        let result = try await device.context.push()
+        let error = try #require(result.failed.first)
+        #expect(error.statusCode == 412)
+        #expect(error.kind == .update)
+        #expect(error.serverItem?["title"] == "theirs")
+        #expect(error.clientItem?["title"] == "mine")
+        #expect(try await device.operations().map(\.state) == [.failed])
+        #expect(server.row("todo", id: "a")?["title"] == "theirs")
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func serverWinsTakesTheServersItem(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server, handler: .serverWins)
+        server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine"])
+        server.touch("todo", ids: ["a"], set: ["title": "theirs"])
+        let result = try await device.context.push()
+        #expect(result.pushed == 1)
+        #expect(try await device.table().item(id: "a")?["title"] == "theirs")
+        #expect(try await device.table().item(id: "a")?.version == server.row("todo", id: "a")?.version)
+        #expect(try await device.operations().isEmpty)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func clientWinsRetriesAgainstTheServersVersion(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler(fallback: .useClient)
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "base"], ["id": "d", "title": "base"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine"])
+        try await device.table().delete(id: "d")
+        try await device.table().insert(["id": "new", "title": "mine"])
+        server.touch("todo", ids: ["a", "d"], set: ["title": "theirs"])
+        server.seed("todo", [["id": "new", "title": "theirs"]])
+        let result = try await device.context.push()
+        #expect(result.pushed == 3)
+        #expect(handler.seen.map(\.status) == [412, 412, 409])
+        #expect(handler.seen.map(\.kind) == [.update, .delete, .insert])
+        #expect(server.row("todo", id: "a")?["title"] == "mine")
+        #expect(server.row("todo", id: "d")?.isDeleted == true)
+        #expect(server.row("todo", id: "new")?["title"] == "mine")
+        #expect(try await device.table().item(id: "a")?.version == server.row("todo", id: "a")?.version)
+        #expect(try await device.operations().isEmpty)
+    }
+
+    /// A conflict on an operation whose item was deleted locally while it was in flight: the client's
+    /// latest intent (the delete) is what wins.
+    @Test(arguments: StoreKind.allCases)
+    func clientWinsAppliesTheEditsQueuedDuringTheConflictingRequest(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler(fallback: .useClient)
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        let todos = device.table()
+        try await todos.update(["id": "a", "title": "mine"])
+        server.inject(
+            .hook {
+                _ = try? await todos.delete(id: "a")
+                server.touch("todo", ids: ["a"], set: ["title": "theirs"])
+                return nil
+            }, on: .update)
+        let result = try await device.context.push()
+        #expect(result.failed.isEmpty)
+        #expect(handler.seen.map(\.status) == [412])
+        #expect(server.row("todo", id: "a")?.isDeleted == true)
+        #expect(try await device.operations().isEmpty)
+        #expect(try await todos.item(id: "a") == nil)
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func threeWayMergeKeepsBothSidesChanges(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server, handler: .threeWayMerge())
+        server.seed("todo", [["id": "a", "title": "base", "notes": "base", "n": 1]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine", "notes": "base", "n": 2])
+        server.touch("todo", ids: ["a"], set: ["notes": "theirs", "n": 3])
+        #expect(try await device.context.push().pushed == 1)
+        let row = try #require(server.row("todo", id: "a"))
+        #expect(row["title"] == "mine")  // only the client changed it
+        #expect(row["notes"] == "theirs")  // only the server changed it
+        #expect(row["n"] == 2)  // both changed it: the client is preferred
+        #expect(try await device.table().item(id: "a")?.userFields == row.userFields)
+
+        let merged = ThreeWayMergeConflictHandler.merge(
+            base: ["id": "x", "a": 1, "b": 1], client: ["id": "x", "a": 2, "b": 1],
+            server: ["id": "x", "a": 1, "b": 3, "version": "v"], preferring: .server)
+        #expect(merged == ["id": "x", "a": 2, "b": 3, "version": "v"])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aMergedItemIsStoredAndSent(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler(answers: [.merged(["id": "a", "title": "both"])])
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        let base = try await device.table().item(id: "a")
+        try await device.table().update(["id": "a", "title": "mine"])
+        server.touch("todo", ids: ["a"], set: ["title": "theirs"])
+        #expect(try await device.context.push().pushed == 1)
+        #expect(server.row("todo", id: "a")?["title"] == "both")
+        #expect(try await device.table().item(id: "a")?["title"] == "both")
+        #expect(handler.seen.first?.baseItem == base)
+        #expect(handler.seen.first?.serverItem?["title"] == "theirs")
+    }
+
+    /// The server deleted the item the client updated: the deletion wins (it cannot be revived), unless
+    /// the handler keeps the error.
+    @Test(arguments: StoreKind.allCases)
+    func anUpdateOfAServerDeletedItem(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server, handler: .clientWins)
+        server.seed("todo", [["id": "a"], ["id": "b"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine"])
+        server.softDelete("todo", ids: ["a"])
+        #expect(try await device.context.push().pushed == 1)
+        #expect(try await device.table().item(id: "a") == nil)
+
+        let keeping = try Device(kind: kind, server: server)
+        try await keeping.table().pull()
+        try await keeping.table().update(["id": "b", "title": "mine"])
+        server.softDelete("todo", ids: ["b"])
+        let result = try await keeping.context.push()
+        #expect(result.failed.map(\.statusCode) == [404])
+        #expect(try await keeping.context.operationErrors().first?.serverItem == nil)
+    }
+
+    /// Legacy bug #9: a 409 without the server's item: the engine reads it.
+    @Test(arguments: StoreKind.allCases)
+    func aConflictWithoutTheServersItemReadsIt(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler()
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "theirs"]])
+        try await device.table().insert(["id": "a", "title": "mine"])
+        server.inject(.status(409, "duplicate key"), on: .insert)
+        _ = try await device.context.push()
+        #expect(handler.seen.first?.serverItem?["title"] == "theirs")
+        #expect(try await device.context.operationErrors().first?.serverItem?["title"] == "theirs")
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aConflictThatKeepsComingBackIsRecordedAfterAFewRounds(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler(fallback: .useClient)
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine"])
+        server.setFaultPolicy { request in
+            guard request.kind == .update else { return nil }
+            return .hook {
+                server.touch("todo", ids: ["a"], set: ["title": "busy"])
+                return nil
+            }
+        }
+        let result = try await device.context.push()
+        #expect(result.failed.count == 1)
+        #expect(handler.seen.count == 4)  // the first answer, then three more rounds
+        #expect(result.failed.first?.message.contains("kept changing") == true)
+    }
+
+    /// A handler that throws keeps the conflict.
+    @Test func aThrowingHandlerKeepsTheConflict() async throws {
+        struct Broken: ConflictHandler {
+            struct Failure: Error {}
+            func resolve(_ conflict: SyncConflict) async throws -> ConflictResolution { throw Failure() }
+        }
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server, handler: Broken())
+        server.seed("todo", [["id": "a"]])
+        try await device.table().insert(["id": "a", "title": "mine"])
+        #expect(try await device.context.push().failed.map(\.statusCode) == [409])
+    }
+
+    /// Legacy bug #2: an edit made while the item's update is in flight keeps the server's new version.
+    @Test(arguments: StoreKind.allCases)
+    func editsDuringAnInFlightUpdateOrDeleteGetTheNewVersion(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let handler = RecordingConflictHandler()
+        let device = try Device(kind: kind, server: server, handler: handler)
+        server.seed("todo", [["id": "a", "title": "base"], ["id": "b", "title": "base"]])
+        try await device.table().pull()
+        let todos = device.table()
+        try await todos.update(["id": "a", "title": "one"])
+        try await todos.update(["id": "b", "title": "one"])
+        server.inject(
+            .hook {
+                _ = try? await todos.update(["id": "a", "title": "two"])
+                return nil
+            }, on: .update, itemID: "a")
+        server.inject(
+            .hook {
+                _ = try? await todos.delete(id: "b")
+                return nil
+            }, on: .update, itemID: "b")
+        let result = try await device.context.push()
+        #expect(result.pushed == 4)
+        #expect(result.failed.isEmpty)
+        #expect(handler.seen.isEmpty)
+        #expect(server.row("todo", id: "a")?["title"] == "two")
+        #expect(server.row("todo", id: "b")?.isDeleted == true)
+        let updates = server.requests.filter { $0.kind != .query }
+        #expect(updates.map(\.kind) == [.update, .update, .update, .delete])
+        // Each follow-up carried the version its predecessor produced.
+        let commits = server.commits.filter { $0.device != "server" }
+        #expect(updates[2].ifVersion == commits[0].row.version)
+        #expect(updates[3].ifVersion == commits[1].row.version)
+    }
+
+    /// Cancelling the pushing task stops at the next safe point; the queue stays consistent.
+    @Test(arguments: StoreKind.allCases)
+    func cancellingAPushLeavesTheQueueConsistent(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        for id in ["a", "b", "c"] { try await device.table().insert(["id": .string(id)]) }
+        server.inject(
+            .hook {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return nil
+            }, on: .insert, itemID: "a")
+        let context = device.context
+        let error = await expectSyncError(.cancelled) { _ = try await Task { try await context.push() }.value }
+        #expect(error != nil)
+        // a went through (its answer arrived before the cancellation was noticed); b and c wait.
+        #expect(server.rows("todo").map(\.id) == ["a"])
+        #expect(try await device.operations().map(\.itemID) == ["b", "c"])
+        #expect(try await device.operations().map(\.state) == [.pending, .pending])
+        #expect(try await device.context.push().pushed == 2)
+        #expect(server.rows("todo").count == 3)
+    }
+}
