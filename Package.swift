@@ -18,10 +18,12 @@ let package = Package(
         .library(name: "SyncTesting", targets: ["SyncTesting"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0")
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
-        .target(name: "SyncCore", path: "Modules/SyncCore"),
+        .target(
+            name: "SyncCore", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Modules/SyncCore"),
         .target(name: "StoreMemory", dependencies: ["SyncCore"], path: "Modules/StoreMemory"),
         .target(
             name: "StoreSQLite",

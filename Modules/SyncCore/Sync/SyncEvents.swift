@@ -1,3 +1,4 @@
+import Logging
 import Synchronization
 
 /// Progress of the sync work of a ``SyncContext``, delivered by ``SyncContext/events(bufferingNewest:)``.
@@ -45,6 +46,8 @@ final class EventHub: Sendable {
     }
 
     private let subscribers = Mutex(Subscribers())
+    /// Every event also goes to swift-log (label `ferry.sync`); the app chooses the backend.
+    private let logger = Logger(label: "ferry.sync")
 
     func stream(bufferingNewest limit: Int) -> AsyncStream<SyncEvent> {
         let (stream, continuation) = AsyncStream<SyncEvent>.makeStream(bufferingPolicy: .bufferingNewest(limit))
@@ -60,8 +63,40 @@ final class EventHub: Sendable {
     }
 
     func emit(_ event: SyncEvent) {
+        log(event)
         let continuations = subscribers.withLock { Array($0.continuations.values) }
         for continuation in continuations { continuation.yield(event) }
+    }
+
+    private func log(_ event: SyncEvent) {
+        switch event {
+        case .pushStarted(let operations):
+            logger.debug("push started", metadata: ["operations": "\(operations)"])
+        case .operationPushed(let table, let itemID, let kind):
+            logger.trace("pushed \(kind) of '\(itemID)'", metadata: ["table": "\(table)"])
+        case .operationFailed(let error):
+            logger.notice(
+                "\(error.kind) of '\(error.itemID)' failed: \(error.message)",
+                metadata: ["table": "\(error.table)", "status": "\(error.statusCode.map(String.init) ?? "-")"])
+        case .pushFinished(let result, let stoppedBy):
+            if let stoppedBy {
+                logger.notice("push stopped: \(stoppedBy)", metadata: ["result": "\(result)"])
+            } else {
+                logger.debug("push finished", metadata: ["result": "\(result)"])
+            }
+        case .pullStarted(let table, let queryID):
+            logger.debug("pull started", metadata: ["table": "\(table)", "queryID": "\(queryID ?? "-")"])
+        case .pagePulled(let table, _, let page):
+            logger.trace("page pulled", metadata: ["table": "\(table)", "received": "\(page.received)"])
+        case .pullFinished(let table, _, let result, let stoppedBy):
+            if let stoppedBy {
+                logger.notice("pull of '\(table)' stopped: \(stoppedBy)", metadata: ["result": "\(result)"])
+            } else {
+                logger.debug("pull of '\(table)' finished", metadata: ["result": "\(result)"])
+            }
+        case .purged(let table, let items, let forced):
+            logger.debug("purged \(items) items", metadata: ["table": "\(table)", "forced": "\(forced)"])
+        }
     }
 
     func finish() {
