@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "SyncCore", targets: ["SyncCore"]),
         .library(name: "StoreMemory", targets: ["StoreMemory"]),
         .library(name: "StoreSQLite", targets: ["StoreSQLite"]),
+        .library(name: "Transport", targets: ["Transport"]),
         // The conformance suite and the peer-data loaders, for the Apps package's tests.
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
         // An in-process model of a table server with scripted faults, for sync tests.
@@ -29,6 +30,12 @@ let package = Package(
             name: "StoreSQLite",
             dependencies: ["SyncCore", .product(name: "GRDB", package: "GRDB.swift")],
             path: "Modules/StoreSQLite"
+        ),
+
+        .target(
+            name: "Transport",
+            dependencies: ["SyncCore", .product(name: "Logging", package: "swift-log")],
+            path: "Modules/Transport"
         ),
 
         // The shared store conformance suite: a regular library target kept under Tests/,
@@ -61,6 +68,11 @@ let package = Package(
             name: "SyncEngineTests",
             dependencies: ["SyncCore", "StoreMemory", "StoreSQLite", "StoreConformance", "SyncTesting"],
             path: "Tests/SyncEngineTests"
+        ),
+        .testTarget(
+            name: "TransportTests",
+            dependencies: ["Transport", "SyncCore"],
+            path: "Tests/TransportTests"
         ),
         .testTarget(
             name: "StoreMemoryTests",

@@ -1,0 +1,284 @@
+import Foundation
+import Logging
+import SyncCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One HTTP exchange's answer.
+struct HTTPResponse: Sendable {
+    var status: Int
+    var headers: [String: String]
+    var body: Data
+
+    /// A header, by case-insensitive name.
+    func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.key.lowercased() == wanted }?.value
+    }
+
+    /// The body as JSON, or `nil` when it is empty.
+    func json() throws(RemoteError) -> JSONValue? {
+        if body.isEmpty { return nil }
+        do {
+            return try JSONValue(parsingUTF8: body)
+        } catch {
+            throw RemoteError(
+                .invalidResponse, status: status, "the server answered HTTP \(status) with a body that is not JSON")
+        }
+    }
+
+    /// The version the `ETag` header carries (`"<version>"`; a weak tag's too), or `nil`.
+    var etagVersion: String? {
+        guard var tag = header("ETag")?.trimmingCharacters(in: .whitespaces), !tag.isEmpty else { return nil }
+        if tag.hasPrefix("W/") { tag.removeFirst(2) }
+        if tag.count >= 2, tag.hasPrefix("\""), tag.hasSuffix("\"") { tag = String(tag.dropFirst().dropLast()) }
+        return tag.isEmpty ? nil : tag
+    }
+
+    /// The item in the body, with the `ETag`'s version when there is one.
+    func item() throws(RemoteError) -> JSONObject? {
+        guard case .object(var item)? = try json() else { return nil }
+        if let version = etagVersion { item["version"] = .string(version) }
+        return item
+    }
+
+    /// The one-line message of an error answer: the body's `error`, `message`, `detail` or `title`,
+    /// a JSON string body, or the status.
+    var errorMessage: String {
+        let json = try? self.json()
+        switch json {
+        case .object(let object)?:
+            for key in ["error", "message", "detail", "title"] {
+                if let text = object[key]?.stringValue, !text.isEmpty { return Self.oneLine(text) }
+            }
+        case .string(let text)? where !text.isEmpty:
+            return Self.oneLine(text)
+        default:
+            break
+        }
+        if json == nil, !body.isEmpty, body.count < 300, let text = String(data: body, encoding: .utf8),
+            !text.isEmpty
+        {
+            return Self.oneLine(text)
+        }
+        return "the server answered HTTP \(status) (\(HTTPURLResponse.localizedString(forStatusCode: status)))"
+    }
+
+    static func oneLine(_ text: String) -> String {
+        text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    }
+}
+
+/// Sends the protocol's requests: headers, auth, timeouts, retries of safe requests, and the
+/// mapping of every failure to ``RemoteError``.
+struct HTTPClient: Sendable {
+    let configuration: HTTPRemote.Configuration
+    let tokenProvider: HTTPRemote.TokenProvider?
+    let session: URLSession
+    let logger = Logger(label: "ferry.transport")
+
+    var protocolHeader: String {
+        switch configuration.protocolVersion {
+        case .v2: "2.0.0"
+        case .v3: "3.0.0"
+        }
+    }
+
+    /// `<server>/<tablesPath>/<table>[/<id>][?<query>]`, with the table and id percent-encoded as
+    /// path segments.
+    func url(table: String, id: String? = nil, query: String? = nil) throws(RemoteError) -> URL {
+        var text = configuration.serverURL.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        text += "/" + Self.pathSegment(configuration.tablesPath) + "/" + Self.pathSegment(table)
+        if let id { text += "/" + Self.pathSegment(id) }
+        if let query, !query.isEmpty { text += "?" + query }
+        guard let url = URL(string: text) else {
+            throw RemoteError(.badRequest, "cannot form a URL for table '\(table)' on \(configuration.serverURL)")
+        }
+        return url
+    }
+
+    /// Percent-encodes everything but RFC 3986's unreserved characters.
+    static func pathSegment(_ text: String) -> String {
+        var encoded = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                encoded.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                encoded.unicodeScalars.append("%")
+                encoded.unicodeScalars.append(hex[Int(byte >> 4)])
+                encoded.unicodeScalars.append(hex[Int(byte & 0xF)])
+            }
+        }
+        return encoded
+    }
+
+    /// Sends a request and returns the answer, whatever its status. Retries `GET`s as the policy
+    /// says; asks the token provider again once after a 401.
+    func send(
+        _ method: String, _ url: URL, body: JSONValue? = nil, headers: [String: String] = [:]
+    ) async throws(RemoteError) -> HTTPResponse {
+        let isSafe = method == "GET"
+        var attempt = 1
+        var refreshedToken = false
+        var token = try await currentToken(forceRefresh: false)
+        while true {
+            let request = makeRequest(method, url, body: body, headers: headers, token: token)
+            let response: HTTPResponse
+            do {
+                response = try await exchange(request)
+            } catch let error {
+                if isSafe, error.code == .network, attempt < configuration.retry.maximumAttempts {
+                    try await pause(beforeAttempt: attempt + 1, after: "\(method) \(url.path): \(error.message)")
+                    attempt += 1
+                    continue
+                }
+                throw error
+            }
+            if response.status == 401, tokenProvider != nil, !refreshedToken {
+                refreshedToken = true
+                token = try await currentToken(forceRefresh: true)
+                logger.debug("401 from \(method) \(url.path): asking the token provider again")
+                continue
+            }
+            if isSafe, [429, 502, 503, 504].contains(response.status), attempt < configuration.retry.maximumAttempts {
+                try await pause(beforeAttempt: attempt + 1, after: "\(method) \(url.path): HTTP \(response.status)")
+                attempt += 1
+                continue
+            }
+            return response
+        }
+    }
+
+    private func pause(beforeAttempt attempt: Int, after reason: String) async throws(RemoteError) {
+        let delay = configuration.retry.delay(beforeAttempt: attempt)
+        logger.debug("retrying in \(delay) after \(reason)")
+        do {
+            try await Task.sleep(for: delay)
+        } catch {
+            throw RemoteError(.cancelled, "the request was cancelled while waiting to retry")
+        }
+    }
+
+    private func currentToken(forceRefresh: Bool) async throws(RemoteError) -> String? {
+        guard let tokenProvider else { return nil }
+        do {
+            return try await tokenProvider(forceRefresh)
+        } catch is CancellationError {
+            throw RemoteError(.cancelled, "the request was cancelled while getting an auth token")
+        } catch let error as RemoteError {
+            throw error
+        } catch {
+            throw RemoteError(.unauthorized, "the auth token provider failed: \(error)")
+        }
+    }
+
+    func makeRequest(
+        _ method: String, _ url: URL, body: JSONValue?, headers: [String: String], token: String?
+    ) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.timeoutInterval = configuration.timeout.seconds
+        request.setValue(protocolHeader, forHTTPHeaderField: "ZUMO-API-VERSION")
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if let body {
+            request.httpBody = Data(body.serializedUTF8())
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        if let token {
+            switch configuration.protocolVersion {
+            case .v2: request.setValue(token, forHTTPHeaderField: "X-ZUMO-AUTH")
+            case .v3: request.setValue("Bearer " + token, forHTTPHeaderField: "Authorization")
+            }
+        }
+        for (name, value) in configuration.additionalHeaders { request.setValue(value, forHTTPHeaderField: name) }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return request
+    }
+
+    /// One round trip, cancellable, with every failure mapped to ``RemoteError``.
+    private func exchange(_ request: URLRequest) async throws(RemoteError) -> HTTPResponse {
+        if Task.isCancelled { throw RemoteError(.cancelled, "the request was cancelled before it was sent") }
+        let box = TaskBox()
+        let result: Result<(Data, URLResponse), any Error> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        continuation.resume(returning: .failure(error))
+                    } else if let response {
+                        continuation.resume(returning: .success((data ?? Data(), response)))
+                    } else {
+                        continuation.resume(returning: .failure(URLError(.badServerResponse)))
+                    }
+                }
+                box.set(task)
+                task.resume()
+            }
+        } onCancel: {
+            box.cancel()
+        }
+        let method = request.httpMethod ?? "GET"
+        let path = request.url?.path ?? "?"
+        switch result {
+        case .success((let data, let response)):
+            guard let http = response as? HTTPURLResponse else {
+                throw RemoteError(.invalidResponse, "\(method) \(path): the answer is not HTTP")
+            }
+            var headers: [String: String] = [:]
+            for (name, value) in http.allHeaderFields {
+                if let name = name as? String, let value = value as? String { headers[name] = value }
+            }
+            logger.trace("\(method) \(path) → \(http.statusCode)")
+            return HTTPResponse(status: http.statusCode, headers: headers, body: data)
+        case .failure(let error):
+            if Task.isCancelled || (error as? URLError)?.code == .cancelled {
+                throw RemoteError(
+                    .cancelled, "\(method) \(path) was cancelled; the server may or may not have applied it")
+            }
+            let reason = (error as? URLError).map(Self.describe) ?? "\(error)"
+            throw RemoteError(
+                .network, "\(method) \(path) failed: \(reason)",
+                underlying: error)
+        }
+    }
+
+    static func describe(_ error: URLError) -> String {
+        switch error.code {
+        case .timedOut: "the request timed out"
+        case .cannotConnectToHost: "could not connect to the server"
+        case .cannotFindHost, .dnsLookupFailed: "the server's host name was not found"
+        case .networkConnectionLost: "the connection was lost"
+        case .notConnectedToInternet: "the device is offline"
+        default: error.localizedDescription
+        }
+    }
+}
+
+/// Holds the data task so that cancellation, which may come first, reaches it.
+final class TaskBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: URLSessionDataTask?
+    private var cancelled = false
+
+    func set(_ task: URLSessionDataTask) {
+        lock.lock()
+        self.task = task
+        let cancelNow = cancelled
+        lock.unlock()
+        if cancelNow { task.cancel() }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        let task = self.task
+        lock.unlock()
+        task?.cancel()
+    }
+}

@@ -1,0 +1,122 @@
+public import Foundation
+public import SyncCore
+
+#if canImport(FoundationNetworking)
+    public import FoundationNetworking
+#endif
+
+/// A backend that speaks the table protocol (2.0.0 or 3.0.0) over HTTP: SyncCore's
+/// ``RemoteService`` for the sync engine, and ``OnlineTable`` for direct remote access.
+///
+/// ```swift
+/// let remote = HTTPRemote(
+///     HTTPRemote.Configuration(serverURL: URL(string: "https://example.com")!, protocolVersion: .v3),
+///     tokenProvider: { forceRefresh in try await auth.token(refresh: forceRefresh) })
+/// let context = SyncContext(store: store, remote: remote)
+/// let todos = remote.table("todo")                         // online: no local store involved
+/// let page = try await todos.page(TableQuery().filter(.field("done").eq(false)))
+/// ```
+public struct HTTPRemote: RemoteService {
+    /// Where the server is and how to talk to it.
+    ///
+    /// ```swift
+    /// var configuration = HTTPRemote.Configuration(serverURL: URL(string: "http://127.0.0.1:8080")!)
+    /// configuration.protocolVersion = .v2
+    /// configuration.timeout = .seconds(10)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The server's base URL; tables live at `<serverURL>/<tablesPath>/<table>`.
+        public var serverURL: URL
+        /// The protocol to speak: `.v3` (Datasync 3.0.0, the default) or `.v2` (Azure Mobile Apps 2.0.0).
+        public var protocolVersion: ProtocolVersion
+        /// The path segment before table names: `tables`.
+        public var tablesPath: String
+        /// How long one request may take before it fails with a network error.
+        public var timeout: Duration
+        /// How safe requests (reads and queries) are retried.
+        public var retry: RetryPolicy
+        /// Extra headers sent with every request.
+        public var additionalHeaders: [String: String]
+
+        public init(
+            serverURL: URL, protocolVersion: ProtocolVersion = .v3, tablesPath: String = "tables",
+            timeout: Duration = .seconds(30), retry: RetryPolicy = RetryPolicy(),
+            additionalHeaders: [String: String] = [:]
+        ) {
+            self.serverURL = serverURL
+            self.protocolVersion = protocolVersion
+            self.tablesPath = tablesPath
+            self.timeout = timeout
+            self.retry = retry
+            self.additionalHeaders = additionalHeaders
+        }
+    }
+
+    /// Retries of safe requests (`GET`) after a network failure, a 429 or a 502/503/504, with
+    /// exponential backoff and jitter. Writes are never retried by the transport: the sync engine
+    /// decides, because only it knows how to retry a write whose outcome is unknown.
+    ///
+    /// ```swift
+    /// let patient = RetryPolicy(maximumAttempts: 5, initialDelay: .milliseconds(500))
+    /// let never = RetryPolicy(maximumAttempts: 1)
+    /// ```
+    public struct RetryPolicy: Sendable, Hashable {
+        /// Attempts in all, the first included (1 = no retry).
+        public var maximumAttempts: Int
+        /// The wait before the first retry; doubled for each later one.
+        public var initialDelay: Duration
+        /// The longest wait between two attempts.
+        public var maximumDelay: Duration
+
+        public init(
+            maximumAttempts: Int = 3, initialDelay: Duration = .milliseconds(200), maximumDelay: Duration = .seconds(5)
+        ) {
+            self.maximumAttempts = max(1, maximumAttempts)
+            self.initialDelay = initialDelay
+            self.maximumDelay = maximumDelay
+        }
+
+        /// The wait before attempt `attempt` (2 = the first retry), with up to 25% jitter.
+        func delay(beforeAttempt attempt: Int) -> Duration {
+            let base = initialDelay * Int(1 << min(20, max(0, attempt - 2)))
+            let capped = min(base, maximumDelay)
+            let jitter = Double.random(in: 0.75...1.0)
+            return capped * jitter
+        }
+    }
+
+    /// Gives the token for the auth header, or `nil` to send none. `forceRefresh` is `true` when
+    /// the server has just refused the last token with 401: the request is then sent once more with
+    /// the new token.
+    public typealias TokenProvider = @Sendable (_ forceRefresh: Bool) async throws -> String?
+
+    let client: HTTPClient
+
+    /// A remote for `configuration`, authenticated by `tokenProvider` when given.
+    public init(
+        _ configuration: Configuration, tokenProvider: TokenProvider? = nil,
+        session: URLSession = URLSession(configuration: .ephemeral)
+    ) {
+        client = HTTPClient(configuration: configuration, tokenProvider: tokenProvider, session: session)
+    }
+
+    /// The configuration this remote was made with.
+    public var configuration: Configuration { client.configuration }
+
+    /// The table called `name`, for direct remote access or for the sync engine.
+    public func table(_ name: String) -> any RemoteTable { onlineTable(name) }
+
+    /// The table called `name` with the online API (what the legacy SDK calls `MSTable`).
+    ///
+    /// ```swift
+    /// let movie = try await remote.onlineTable("movies").read(id: "id-001")
+    /// ```
+    public func onlineTable(_ name: String) -> OnlineTable { OnlineTable(name: name, client: client) }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

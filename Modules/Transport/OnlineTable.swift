@@ -1,0 +1,223 @@
+import Foundation
+public import SyncCore
+
+/// A table on the server, used directly: every call is one request (or a few, when following
+/// pages), with no local store. This is what the legacy SDK calls `MSTable`; it is also the
+/// ``RemoteTable`` the sync engine pushes to and pulls from.
+///
+/// ```swift
+/// let movies = remote.onlineTable("movies")
+/// let inserted = try await movies.insert(["id": "m1", "title": "Amélie", "year": 2001])
+/// let updated = try await movies.update(["id": "m1", "title": "Amélie", "year": 2002],
+///                                       ifVersion: inserted.version)
+/// let page = try await movies.page(TableQuery().filter(.field("year").ge(2000)).includingTotalCount())
+/// print(page.count ?? 0, page.items.count)
+/// try await movies.delete(id: "m1", ifVersion: updated.version)
+/// ```
+///
+/// Errors are ``RemoteError``s: `.conflict` (409/412, with ``RemoteError/serverItem``), `.notFound`,
+/// `.unauthorized`, `.badRequest`, `.server`, `.network`, `.cancelled`, `.invalidResponse`.
+public struct OnlineTable: RemoteTable {
+    /// The table's name on the server.
+    public let name: String
+    let client: HTTPClient
+
+    /// One page of a query, as the server sent it.
+    public struct Page: Sendable, Hashable {
+        /// The items of this page.
+        public var items: [JSONObject]
+        /// The total count of matching items, when the query asked for it.
+        public var count: Int?
+        /// The query for the next page (3.0 `nextLink`, 2.0 `Link` header), or `nil` on the last.
+        public var nextPage: TableQuery?
+    }
+
+    // MARK: RemoteTable
+
+    /// Inserts `item` (`POST /tables/<name>`) and returns the server's item.
+    public func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject {
+        let response = try await client.send("POST", try client.url(table: name), body: .object(item))
+        return try expectItem(response, "inserting into '\(name)'")
+    }
+
+    /// Updates the item (3.0: `PUT` of the whole item; 2.0: `PATCH`), only if the server's version
+    /// is `version` when one is given (`If-Match`).
+    public func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject {
+        guard let id = item.id else { throw RemoteError(.badRequest, "an item to update needs an 'id'") }
+        let method = client.configuration.protocolVersion == .v2 ? "PATCH" : "PUT"
+        let response = try await client.send(
+            method, try client.url(table: name, id: id), body: .object(item), headers: Self.ifMatch(version))
+        return try expectItem(response, "updating '\(id)' in '\(name)'")
+    }
+
+    /// Deletes the item, only if the server's version is `version` when one is given.
+    public func delete(id: String, ifVersion version: String?) async throws(RemoteError) {
+        let response = try await client.send(
+            "DELETE", try client.url(table: name, id: id), headers: Self.ifMatch(version))
+        guard (200..<300).contains(response.status) else { throw failure(response, "deleting '\(id)' from '\(name)'") }
+    }
+
+    /// The server's live item, or `nil` when it does not exist or is soft-deleted.
+    public func read(id: String) async throws(RemoteError) -> JSONObject? {
+        try await read(id: id, includeDeleted: false)
+    }
+
+    /// One page of `query`.
+    public func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
+        let page = try await page(query)
+        return RemotePage(items: page.items, nextPage: page.nextPage)
+    }
+
+    // MARK: Online extras
+
+    /// The item with `id`; with `includeDeleted`, a soft-deleted item too.
+    public func read(id: String, includeDeleted: Bool) async throws(RemoteError) -> JSONObject? {
+        let query = includeDeleted ? includeDeletedParameter : nil
+        let response = try await client.send("GET", try client.url(table: name, id: id, query: query))
+        if response.status == 404 || response.status == 410 { return nil }
+        return try expectItem(response, "reading '\(id)' from '\(name)'")
+    }
+
+    /// One page of `query` with the count the server sent.
+    public func page(_ query: TableQuery) async throws(RemoteError) -> Page {
+        var text = query.odataQueryString(dialect: client.configuration.protocolVersion)
+        if client.configuration.protocolVersion == .v2 {
+            // The 2.0 node server reads this one parameter case-sensitively.
+            text = text.replacingOccurrences(of: "__includedeleted=", with: "__includeDeleted=")
+        }
+        let response = try await client.send("GET", try client.url(table: name, query: text))
+        guard response.status == 200 else { throw failure(response, "querying '\(name)'") }
+        return try PageDecoding.decode(response, dialect: client.configuration.protocolVersion, table: name)
+    }
+
+    /// Every item `query` matches, following the server's pages (at most `limit` items).
+    ///
+    /// ```swift
+    /// let unfinished = try await todos.all(TableQuery().filter(.field("done").eq(false)))
+    /// ```
+    public func all(_ query: TableQuery, limit: Int = 1_000_000) async throws(RemoteError) -> [JSONObject] {
+        var items: [JSONObject] = []
+        var next: TableQuery? = query
+        while let current = next, items.count < limit {
+            let page = try await page(current)
+            items += page.items
+            next = page.items.isEmpty ? nil : page.nextPage
+        }
+        return Array(items.prefix(limit))
+    }
+
+    /// Brings back a soft-deleted item (2.0: `POST /tables/<name>/<id>`; 3.0: `PUT` of the item with
+    /// `deleted: false` and `__includedeleted=true`).
+    public func undelete(id: String, ifVersion version: String? = nil) async throws(RemoteError) -> JSONObject {
+        let url: URL
+        let response: HTTPResponse
+        switch client.configuration.protocolVersion {
+        case .v2:
+            url = try client.url(table: name, id: id)
+            response = try await client.send("POST", url, headers: Self.ifMatch(version))
+        case .v3:
+            guard var item = try await read(id: id, includeDeleted: true) else {
+                throw RemoteError(.notFound, status: 404, "item '\(id)' does not exist in '\(name)'")
+            }
+            let expected = version ?? item.version
+            item["deleted"] = false
+            url = try client.url(table: name, id: id, query: includeDeletedParameter)
+            response = try await client.send("PUT", url, body: .object(item), headers: Self.ifMatch(expected))
+        }
+        return try expectItem(response, "undeleting '\(id)' in '\(name)'")
+    }
+
+    // MARK: Answers
+
+    private var includeDeletedParameter: String {
+        client.configuration.protocolVersion == .v2 ? "__includeDeleted=true" : "__includedeleted=true"
+    }
+
+    static func ifMatch(_ version: String?) -> [String: String] {
+        guard let version, !version.isEmpty else { return [:] }
+        return ["If-Match": "\"" + version + "\""]
+    }
+
+    private func expectItem(_ response: HTTPResponse, _ action: String) throws(RemoteError) -> JSONObject {
+        guard (200..<300).contains(response.status) else { throw failure(response, action) }
+        guard let item = try response.item() else {
+            throw RemoteError(
+                .invalidResponse, status: response.status, "\(action): the server's answer holds no item")
+        }
+        return item
+    }
+
+    private func failure(_ response: HTTPResponse, _ action: String) -> RemoteError {
+        let serverItem: JSONObject? =
+            if [409, 412].contains(response.status), let item = try? response.item(), item.id != nil { item } else {
+                nil
+            }
+        return RemoteError(status: response.status, "\(action): \(response.errorMessage)", serverItem: serverItem)
+    }
+}
+
+/// Reads query answers of both protocol versions.
+enum PageDecoding {
+    static func decode(
+        _ response: HTTPResponse, dialect: ProtocolVersion, table: String
+    ) throws(RemoteError) -> OnlineTable.Page {
+        let invalid = RemoteError(
+            .invalidResponse, status: response.status, "the answer to a query of '\(table)' is not a page of items")
+        var items: [JSONValue]
+        var count: Int?
+        var nextLink: String?
+        switch try response.json() {
+        case .array(let array)?:
+            items = array
+        case .object(let object)?:
+            // 3.0: {"items", "count", "nextLink"}; 2.0 with $inlinecount: {"results", "count"}.
+            guard case .array(let array)? = object["items"] ?? object["results"] else { throw invalid }
+            items = array
+            if case .int(let number)? = object["count"] { count = Int(number) }
+            nextLink = object["nextLink"]?.stringValue
+        default:
+            throw invalid
+        }
+        if nextLink == nil, let link = response.header("Link") { nextLink = nextFromLinkHeader(link) }
+        let objects = try items.map { value throws(RemoteError) -> JSONObject in
+            guard case .object(let item) = value else { throw invalid }
+            return item
+        }
+        var nextPage: TableQuery?
+        if let nextLink, !nextLink.isEmpty {
+            do {
+                nextPage = try TableQuery(odata: queryPart(of: nextLink), dialect: dialect)
+            } catch {
+                throw RemoteError(
+                    .invalidResponse, status: response.status,
+                    "the next-page link of '\(table)' is not a query this client reads: \(error)")
+            }
+        }
+        return OnlineTable.Page(items: objects, count: count, nextPage: nextPage)
+    }
+
+    /// The URL of a 2.0 `Link` header's `rel=next` part (`http://host/tables/t?$skip=50; rel=next`,
+    /// with or without angle brackets).
+    static func nextFromLinkHeader(_ header: String) -> String? {
+        for part in header.split(separator: ",") {
+            let pieces = part.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let target = pieces.first,
+                pieces.dropFirst().contains(where: {
+                    $0.replacingOccurrences(of: " ", with: "").lowercased() == "rel=next"
+                        || $0.replacingOccurrences(of: " ", with: "").lowercased() == "rel=\"next\""
+                })
+            else { continue }
+            var url = target
+            if url.hasPrefix("<"), url.hasSuffix(">") { url = String(url.dropFirst().dropLast()) }
+            return url
+        }
+        return nil
+    }
+
+    /// The query component of a link: after the `?` of a URL or path, or the link itself when it is
+    /// a bare query string (3.0 CommunityToolkit).
+    static func queryPart(of link: String) -> String {
+        if let mark = link.firstIndex(of: "?") { return String(link[link.index(after: mark)...]) }
+        return link
+    }
+}
