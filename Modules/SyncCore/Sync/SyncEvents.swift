@@ -75,12 +75,12 @@ final class EventHub: Sendable {
         case .operationPushed(let table, let itemID, let kind):
             logger.trace("pushed \(kind) of '\(itemID)'", metadata: ["table": "\(table)"])
         case .operationFailed(let error):
-            logger.notice(
+            logger.debug(
                 "\(error.kind) of '\(error.itemID)' failed: \(error.message)",
                 metadata: ["table": "\(error.table)", "status": "\(error.statusCode.map(String.init) ?? "-")"])
         case .pushFinished(let result, let stoppedBy):
             if let stoppedBy {
-                logger.notice("push stopped: \(stoppedBy)", metadata: ["result": "\(result)"])
+                logger.debug("push stopped: \(stoppedBy)", metadata: ["result": "\(result)"])
             } else {
                 logger.debug("push finished", metadata: ["result": "\(result)"])
             }
@@ -90,7 +90,7 @@ final class EventHub: Sendable {
             logger.trace("page pulled", metadata: ["table": "\(table)", "received": "\(page.received)"])
         case .pullFinished(let table, _, let result, let stoppedBy):
             if let stoppedBy {
-                logger.notice("pull of '\(table)' stopped: \(stoppedBy)", metadata: ["result": "\(result)"])
+                logger.debug("pull of '\(table)' stopped: \(stoppedBy)", metadata: ["result": "\(result)"])
             } else {
                 logger.debug("pull of '\(table)' finished", metadata: ["result": "\(result)"])
             }
