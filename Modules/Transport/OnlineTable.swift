@@ -62,10 +62,16 @@ public struct OnlineTable: RemoteTable {
         try await read(id: id, includeDeleted: false)
     }
 
-    /// One page of `query`.
+    /// One page of `query`, for the sync engine. A table the server does not know (404: nobody
+    /// has written to a dynamic table yet) is an empty page, so a first pull before any push works;
+    /// ``page(_:)`` reports it as `notFound`.
     public func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
-        let page = try await page(query)
-        return RemotePage(items: page.items, nextPage: page.nextPage)
+        do {
+            let page = try await page(query)
+            return RemotePage(items: page.items, nextPage: page.nextPage)
+        } catch  where error.code == .notFound {
+            return RemotePage(items: [])
+        }
     }
 
     // MARK: Online extras

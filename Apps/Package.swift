@@ -1,0 +1,178 @@
+// swift-tools-version: 6.2
+//
+// The Ferry tools package: the reference server, its storage backends and the `ferry` command.
+// It depends on the SDK package by path, so that an app that adds Ferry never resolves a web server.
+import PackageDescription
+
+let package = Package(
+    name: "FerryApps",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    products: [
+        .library(name: "ServerStorage", targets: ["ServerStorage"]),
+        .library(name: "ServerStorageSQLite", targets: ["ServerStorageSQLite"]),
+        .library(name: "FerryServer", targets: ["FerryServer"]),
+        .library(name: "FerryCommands", targets: ["FerryCommands"]),
+        .library(name: "FerryClient", targets: ["FerryClient"]),
+        .library(name: "FerryConsole", targets: ["FerryConsole"]),
+        .executable(name: "ferry", targets: ["ferry"]),
+    ],
+    dependencies: [
+        .package(name: "Ferry", path: ".."),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+    ],
+    targets: [
+        // The server-storage protocol: what the reference server needs from a database.
+        .target(
+            name: "ServerStorage",
+            dependencies: [
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/ServerStorage"
+        ),
+        // The embedded default backend: SQLite through GRDB, in a file or in memory.
+        .target(
+            name: "ServerStorageSQLite",
+            dependencies: [
+                "ServerStorage",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/ServerStorageSQLite"
+        ),
+        // The server-storage conformance suite, run by every backend's tests.
+        .target(
+            name: "ServerStorageConformance",
+            dependencies: [
+                "ServerStorage",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreConformance", package: "Ferry"),
+            ],
+            path: "Tests/ServerStorageConformance"
+        ),
+        // Line editing with history and completion, and text tables: the REPL's terminal side.
+        .target(name: "FerryConsole", path: "Sources/FerryConsole"),
+        // Devices (a store, a sync context, a switchable connection) and result rendering, shared by
+        // the CLI, the REPL and the demo.
+        .target(
+            name: "FerryClient",
+            dependencies: [
+                "FerryConsole",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreSQLite", package: "Ferry"),
+                .product(name: "StoreMemory", package: "Ferry"),
+                .product(name: "Transport", package: "Ferry"),
+            ],
+            path: "Sources/FerryClient"
+        ),
+        // The reference server: table protocol 2.0.0 and 3.0.0 over Hummingbird.
+        .target(
+            name: "FerryServer",
+            dependencies: [
+                "ServerStorage",
+                "ServerStorageSQLite",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/FerryServer"
+        ),
+        // The `ferry` command tree (`ferry serve`, and later the client commands and the REPL).
+        .target(
+            name: "FerryCommands",
+            dependencies: [
+                "FerryServer", "FerryClient", "FerryConsole",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "Transport", package: "Ferry"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/FerryCommands"
+        ),
+        .executableTarget(
+            name: "ferry",
+            dependencies: [
+                "FerryCommands",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/ferry"
+        ),
+
+        .testTarget(
+            name: "ServerStorageSQLiteTests",
+            dependencies: [
+                "ServerStorage", "ServerStorageSQLite", "ServerStorageConformance",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Tests/ServerStorageSQLiteTests"
+        ),
+        .testTarget(
+            name: "FerryServerTests",
+            dependencies: [
+                "FerryServer", "ServerStorage", "ServerStorageSQLite",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreConformance", package: "Ferry"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Tests/FerryServerTests"
+        ),
+        .testTarget(
+            name: "FerryConsoleTests", dependencies: ["FerryConsole"], path: "Tests/FerryConsoleTests"),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "FerryServer", "ServerStorage",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreSQLite", package: "Ferry"),
+                .product(name: "StoreMemory", package: "Ferry"),
+                .product(name: "Transport", package: "Ferry"),
+                .product(name: "StoreConformance", package: "Ferry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/EndToEndTests"
+        ),
+        .testTarget(
+            name: "FerryCommandsTests",
+            dependencies: [
+                "FerryCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tests/FerryCommandsTests"
+        ),
+    ]
+)
+
+// One place for language settings, the same block as the SDK package: Swift 6 mode (tools 6.2) plus
+// the upcoming features the server-side Swift packages use.
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings += [
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+        .enableUpcomingFeature("InternalImportsByDefault"),
+        .enableUpcomingFeature("NonisolatedNonsendingByDefault"),
+        .enableUpcomingFeature("InferIsolatedConformances"),
+    ]
+    if target.type == .regular {
+        settings.append(.treatWarning("ExplicitSendable", as: .error))
+    }
+    target.swiftSettings = settings
+}

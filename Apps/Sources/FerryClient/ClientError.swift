@@ -1,0 +1,79 @@
+import SyncCore
+
+/// A failure of a client command, as one line with a hint, and the exit code the CLI uses.
+///
+/// ```swift
+/// throw ClientError(.usage, "'{x' is not JSON", hint: "quote the item: '{\"title\":\"Milk\"}'")
+/// ```
+public struct ClientError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, and the process exit code for it.
+    public enum Code: Int32, Sendable, Hashable {
+        /// A command failed (store, server refused, …): exit 1.
+        case failed = 1
+        /// Some operations failed or conflicted; they wait in the errors table: exit 2.
+        case conflicts = 2
+        /// The server could not be reached, or the device is offline: exit 3.
+        case unreachable = 3
+        /// The server refused the credentials: exit 4.
+        case unauthorized = 4
+        /// No such item, table, error or device: exit 5.
+        case notFound = 5
+        /// The command line is wrong: exit 64 (as swift-argument-parser's usage errors).
+        case usage = 64
+    }
+
+    public var code: Code
+    public var message: String
+    public var hint: String?
+
+    public init(_ code: Code, _ message: String, hint: String? = nil) {
+        self.code = code
+        self.message = message
+        self.hint = hint
+    }
+
+    public var description: String {
+        if let hint { return "\(message) (\(hint))" }
+        return message
+    }
+
+    /// Any error as a ``ClientError``: engine, store, query and transport errors get their code and
+    /// a hint.
+    public static func from(_ error: any Error) -> ClientError {
+        switch error {
+        case let error as ClientError:
+            return error
+        case let error as SyncError:
+            switch error.code {
+            case .network:
+                return ClientError(.unreachable, error.message, hint: "check --server, or say `online` in the REPL")
+            case .unauthorized:
+                return ClientError(.unauthorized, error.message, hint: "give a valid token with --token")
+            case .itemNotFound, .notFound:
+                return ClientError(.notFound, error.message)
+            case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution:
+                return ClientError(.usage, error.message)
+            case .pendingOperations:
+                return ClientError(.failed, error.message, hint: "push first, or purge with --force")
+            default:
+                return ClientError(.failed, error.message)
+            }
+        case let error as RemoteError:
+            switch error.code {
+            case .network: return ClientError(.unreachable, error.description, hint: "is the server running?")
+            case .unauthorized: return ClientError(.unauthorized, error.description, hint: "give --token")
+            case .notFound: return ClientError(.notFound, error.description)
+            default: return ClientError(.failed, error.description)
+            }
+        case let error as QueryError:
+            return ClientError(.usage, "invalid query: \(error)", hint: "see docs/query-language.md")
+        case let error as StoreError:
+            return ClientError(.failed, error.description)
+        case let error as JSONParseError:
+            return ClientError(.usage, "invalid JSON: \(error)", hint: #"write items as '{"title":"Milk"}'"#)
+        default:
+            let text = String(describing: error).split(whereSeparator: \.isNewline).joined(separator: " ")
+            return ClientError(.failed, text)
+        }
+    }
+}

@@ -1,0 +1,285 @@
+public import Foundation
+public import SyncCore
+import StoreMemory
+import StoreSQLite
+import Synchronization
+import Transport
+
+/// Where a device keeps its local store: `sqlite:PATH`, `lmdb:PATH` or `memory`.
+///
+/// ```swift
+/// let location = try StoreLocation(parsing: "sqlite:phone.ferry")
+/// let store = try location.open()
+/// ```
+public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
+    case sqlite(String)
+    case lmdb(String)
+    case memory
+
+    /// Reads `sqlite:PATH`, `lmdb:PATH` or `memory`; a bare path ending in `.sqlite` or `.ferry`
+    /// means SQLite.
+    public init(parsing text: String) throws(ClientError) {
+        if text == "memory" {
+            self = .memory
+        } else if text.hasPrefix("sqlite:"), text.count > 7 {
+            self = .sqlite(String(text.dropFirst(7)))
+        } else if text.hasPrefix("lmdb:"), text.count > 5 {
+            self = .lmdb(String(text.dropFirst(5)))
+        } else if !text.contains(":"), text.hasSuffix(".sqlite") || text.hasSuffix(".ferry") {
+            self = .sqlite(text)
+        } else {
+            throw ClientError(
+                .usage, "'\(text)' is not a store", hint: "use sqlite:PATH, lmdb:PATH or memory")
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .sqlite(let path): "sqlite:\(path)"
+        case .lmdb(let path): "lmdb:\(path)"
+        case .memory: "memory"
+        }
+    }
+
+    /// Opens (or creates) the store.
+    public func open() throws -> any LocalStore {
+        switch self {
+        case .sqlite(let path): return try SQLiteStore(path: path)
+        case .memory: return MemoryStore()
+        case .lmdb(let path): return try StoreOpeners.openLMDB(path)
+        }
+    }
+}
+
+/// How to reach the server.
+public struct ServerSettings: Sendable, Hashable {
+    public var url: URL
+    public var protocolVersion: ProtocolVersion
+    public var token: String?
+
+    public init(url: URL, protocolVersion: ProtocolVersion = .v3, token: String? = nil) {
+        self.url = url
+        self.protocolVersion = protocolVersion
+        self.token = token
+    }
+}
+
+/// The conflict policy of a device, by name: `fail`, `server`, `client` or `merge`.
+public enum ConflictPolicy: String, Sendable, Hashable, CaseIterable {
+    case fail, server, client, merge
+
+    var handler: any ConflictHandler {
+        switch self {
+        case .fail: FailingConflictHandler()
+        case .server: ServerWinsConflictHandler()
+        case .client: ClientWinsConflictHandler()
+        case .merge: ThreeWayMergeConflictHandler()
+        }
+    }
+}
+
+/// A remote that can be switched off, to try offline work on purpose.
+final class Connectivity: RemoteService {
+    let inner: (any RemoteService)?
+    let online = Mutex(true)
+
+    init(_ inner: (any RemoteService)?) { self.inner = inner }
+
+    func table(_ name: String) -> any RemoteTable { GatedTable(name: name, connectivity: self) }
+
+    func check() throws(RemoteError) -> any RemoteService {
+        guard online.withLock({ $0 }) else {
+            throw RemoteError(.network, "the device is offline (say `online` to reconnect)")
+        }
+        guard let inner else {
+            throw RemoteError(.network, "no server is configured (give --server URL)")
+        }
+        return inner
+    }
+}
+
+struct GatedTable: RemoteTable {
+    let name: String
+    let connectivity: Connectivity
+
+    func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject {
+        try await connectivity.check().table(name).insert(item)
+    }
+    func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject {
+        try await connectivity.check().table(name).update(item, ifVersion: version)
+    }
+    func delete(id: String, ifVersion version: String?) async throws(RemoteError) {
+        try await connectivity.check().table(name).delete(id: id, ifVersion: version)
+    }
+    func read(id: String) async throws(RemoteError) -> JSONObject? {
+        try await connectivity.check().table(name).read(id: id)
+    }
+    func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
+        try await connectivity.check().table(name).query(query)
+    }
+}
+
+/// Lets the Apps package plug in stores that the client layer does not link (LMDB).
+public enum StoreOpeners: Sendable {
+    static let lmdb = Mutex<(@Sendable (String) throws -> any LocalStore)?>(nil)
+
+    /// Registers how `lmdb:PATH` opens.
+    public static func registerLMDB(_ open: @escaping @Sendable (String) throws -> any LocalStore) {
+        lmdb.withLock { $0 = open }
+    }
+
+    static func openLMDB(_ path: String) throws -> any LocalStore {
+        guard let open = lmdb.withLock({ $0 }) else {
+            throw ClientError(.usage, "this build has no LMDB store", hint: "use sqlite:PATH or memory")
+        }
+        return try open(path)
+    }
+}
+
+/// One device: a local store, its sync context, a connection that can be switched off, and the
+/// client operations the CLI and the REPL run.
+///
+/// ```swift
+/// let phone = try Device(name: "phone", store: .sqlite("phone.ferry"), server: settings)
+/// _ = try await phone.insert("todo", ["title": "Milk"])
+/// let result = try await phone.push()
+/// ```
+public actor Device {
+    public let name: String
+    public let location: StoreLocation
+    public let server: ServerSettings?
+    public let policy: ConflictPolicy
+    private let connectivity: Connectivity
+    private var store: any LocalStore
+    private var context: SyncContext
+
+    public init(
+        name: String, store location: StoreLocation, server: ServerSettings?, policy: ConflictPolicy = .fail
+    ) throws {
+        self.name = name
+        self.location = location
+        self.server = server
+        self.policy = policy
+        let remote: HTTPRemote? = server.map { settings in
+            let token = settings.token
+            return HTTPRemote(
+                HTTPRemote.Configuration(serverURL: settings.url, protocolVersion: settings.protocolVersion),
+                tokenProvider: token.map { token -> HTTPRemote.TokenProvider in { @Sendable _ in token } })
+        }
+        connectivity = Connectivity(remote)
+        store = try location.open()
+        context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
+    }
+
+    /// For tests: a device on any store and remote.
+    public init(name: String, store: any LocalStore, remote: any RemoteService, policy: ConflictPolicy = .fail) {
+        self.name = name
+        location = .memory
+        server = nil
+        self.policy = policy
+        connectivity = Connectivity(remote)
+        self.store = store
+        context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
+    }
+
+    /// Whether the device talks to the server.
+    public var isOnline: Bool { connectivity.online.withLock { $0 } }
+
+    /// Switches the simulated connection.
+    public func setOnline(_ online: Bool) { connectivity.online.withLock { $0 = online } }
+
+    /// Closes and reopens the store, as an app restart would (a memory store starts empty again).
+    public func restart() async throws {
+        try await store.close()
+        store = try location.open()
+        context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
+    }
+
+    /// Closes the store.
+    public func close() async throws { try await store.close() }
+
+    /// Progress events of this device's sync work.
+    public func events() -> AsyncStream<SyncEvent> { context.events(bufferingNewest: 1_000) }
+
+    // MARK: Local data
+
+    public func insert(_ table: String, _ item: JSONObject) async throws -> JSONObject {
+        try await context.table(table).insert(item)
+    }
+
+    /// Merges `changes` into the local item (which must exist) and queues the update.
+    public func update(_ table: String, id: String, changes: JSONObject) async throws -> JSONObject {
+        let handle = context.table(table)
+        guard var item = try await handle.item(id: id) else {
+            throw ClientError(
+                .notFound, "no item '\(id)' in '\(table)' on \(name)", hint: "`get` or `query` lists them")
+        }
+        for (key, value) in changes where key != "id" { item[key] = value }
+        return try await handle.update(item)
+    }
+
+    public func delete(_ table: String, id: String) async throws {
+        try await context.table(table).delete(id: id)
+    }
+
+    public func get(_ table: String, id: String) async throws -> JSONObject? {
+        try await context.table(table).item(id: id)
+    }
+
+    public func query(_ table: String, _ query: TableQuery) async throws -> QueryResult {
+        try await context.table(table).query(query)
+    }
+
+    /// The tables the store knows, for completion and `status`.
+    public func tableNames() async throws -> [String] {
+        try await store.read { try $0.tableNames() }.filter { !$0.hasPrefix("__") }
+    }
+
+    // MARK: Sync
+
+    public func push() async throws -> PushResult { try await context.push() }
+
+    public func pull(_ table: String, query: TableQuery, queryID: String?, pageSize: Int) async throws -> PullResult {
+        try await context.pull(table, query: query, queryID: queryID, options: PullOptions(pageSize: pageSize))
+    }
+
+    public func purge(_ table: String, query: TableQuery, force: Bool) async throws -> Int {
+        try await context.purge(table, query: query, force: force)
+    }
+
+    /// Pending operations per table, the errors, and the pull cursors.
+    public func status() async throws -> DeviceStatus {
+        let operations = try await context.pendingOperations()
+        let errors = try await context.operationErrors()
+        let tables = Set(try await tableNames()).union(operations.map(\.table))
+        var tokens: [String: [String: String]] = [:]
+        for table in tables {
+            let entries = try await store.read { try $0.deltaTokens(table: table) }
+            if !entries.isEmpty { tokens[table] = entries }
+        }
+        var pending: [String: Int] = [:]
+        for operation in operations { pending[operation.table, default: 0] += 1 }
+        return DeviceStatus(
+            device: name, store: location.description, online: isOnline, pending: pending,
+            operations: operations, errors: errors, cursors: tokens)
+    }
+
+    public func conflicts() async throws -> [OperationErrorRecord] { try await context.operationErrors() }
+
+    public func resolve(_ errorID: String, _ resolution: ErrorResolution) async throws {
+        try await context.resolveError(errorID, resolution)
+    }
+}
+
+/// What `status` shows.
+public struct DeviceStatus: Sendable {
+    public var device: String
+    public var store: String
+    public var online: Bool
+    /// Pending operations per table.
+    public var pending: [String: Int]
+    public var operations: [PendingOperation]
+    public var errors: [OperationErrorRecord]
+    /// Pull cursors per table and query id.
+    public var cursors: [String: [String: String]]
+}

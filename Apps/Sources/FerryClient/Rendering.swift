@@ -1,0 +1,150 @@
+import FerryConsole
+public import SyncCore
+
+/// How results are printed: readable tables, or one JSON document for scripts.
+public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
+    case table, json
+}
+
+/// Turns command results into text.
+///
+/// ```swift
+/// print(Rendering.items(result.items, count: result.totalCount, format: .table))
+/// ```
+public enum Rendering: Sendable {
+    static let systemColumns = ["updatedAt", "version", "deleted", "createdAt"]
+
+    /// Items as a table (id first, then the app's fields, then the system properties) or a JSON
+    /// array (`{"items": [...], "count": N}` when a count was asked for).
+    public static func items(_ items: [JSONObject], count: Int? = nil, format: OutputFormat) -> String {
+        switch format {
+        case .json:
+            if let count {
+                return JSONValue.object(["items": .array(items.map(JSONValue.object)), "count": .int(Int64(count))])
+                    .serialized()
+            }
+            return JSONValue.array(items.map(JSONValue.object)).serialized()
+        case .table:
+            guard !items.isEmpty else { return count.map { "(no items; \($0) in all)" } ?? "(no items)" }
+            var keys = Set<String>()
+            for item in items { keys.formUnion(item.keys) }
+            let fields = keys.subtracting(["id"] + systemColumns).sorted()
+            let system = systemColumns.filter(keys.contains)
+            let columns = (keys.contains("id") ? ["id"] : []) + fields + system
+            let rows = items.map { item in columns.map { cell(item[$0]) } }
+            var text = TextTable.render(headers: columns, rows: rows)
+            let shown = "\(items.count) item\(items.count == 1 ? "" : "s")"
+            text += "\n" + (count.map { "\(shown) of \($0)" } ?? shown)
+            return text
+        }
+    }
+
+    /// One item, or a note that there is none.
+    public static func item(_ item: JSONObject?, format: OutputFormat) -> String {
+        guard let item else { return format == .json ? "null" : "(no such item)" }
+        return format == .json ? JSONValue.object(item).serialized() : items([item], format: .table)
+    }
+
+    /// A push's outcome.
+    public static func push(_ result: PushResult, format: OutputFormat) -> String {
+        switch format {
+        case .json:
+            return JSONValue.object([
+                "pushed": .int(Int64(result.pushed)), "failed": .array(result.failed.map { .object($0.json) }),
+            ]).serialized()
+        case .table:
+            var text = "pushed \(result.pushed) operation\(result.pushed == 1 ? "" : "s")"
+            if !result.failed.isEmpty {
+                text += "; \(result.failed.count) failed (see `conflicts`):\n" + errors(result.failed, format: .table)
+            }
+            return text
+        }
+    }
+
+    /// A pull's outcome.
+    public static func pull(_ result: PullResult, table: String, format: OutputFormat) -> String {
+        let items = result.items
+        switch format {
+        case .json:
+            var object: JSONObject = [
+                "table": .string(table), "pages": .int(Int64(result.pages)), "received": .int(Int64(items.received)),
+                "upserted": .int(Int64(items.upserted)), "deleted": .int(Int64(items.deleted)),
+                "skipped": .int(Int64(items.skipped)),
+            ]
+            if let push = result.push { object["pushedFirst"] = .int(Int64(push.pushed)) }
+            return JSONValue.object(object).serialized()
+        case .table:
+            var text =
+                "pulled \(items.received) item\(items.received == 1 ? "" : "s") of '\(table)' in \(result.pages) "
+                + "page\(result.pages == 1 ? "" : "s"): \(items.upserted) written, \(items.deleted) deleted"
+            if items.skipped > 0 { text += ", \(items.skipped) kept (pending local changes)" }
+            if let push = result.push, push.pushed > 0 || !push.failed.isEmpty {
+                text = "pushed \(push.pushed) first; " + text
+            }
+            return text
+        }
+    }
+
+    /// The errors table.
+    public static func errors(_ errors: [OperationErrorRecord], format: OutputFormat) -> String {
+        switch format {
+        case .json:
+            return JSONValue.array(errors.map { .object($0.json) }).serialized()
+        case .table:
+            guard !errors.isEmpty else { return "(no conflicts or failed operations)" }
+            let rows = errors.map { error in
+                [
+                    error.id, error.table, error.itemID, error.kind.rawValue, error.statusCode.map(String.init) ?? "-",
+                    error.message, error.clientItem.map { JSONValue.object($0).serialized() } ?? "-",
+                    error.serverItem.map { JSONValue.object($0).serialized() } ?? "-",
+                ]
+            }
+            return TextTable.render(
+                headers: ["error", "table", "item", "operation", "status", "message", "mine", "server's"], rows: rows)
+        }
+    }
+
+    /// `status`.
+    public static func status(_ status: DeviceStatus, format: OutputFormat) -> String {
+        switch format {
+        case .json:
+            let pending = status.pending.mapValues { JSONValue.int(Int64($0)) }
+            let cursors = status.cursors.mapValues { entries in JSONValue.object(entries.mapValues(JSONValue.string)) }
+            return JSONValue.object([
+                "device": .string(status.device), "store": .string(status.store), "online": .bool(status.online),
+                "pending": .object(pending), "errors": .array(status.errors.map { .object($0.json) }),
+                "cursors": .object(cursors),
+            ]).serialized()
+        case .table:
+            var lines = [
+                "device \(status.device) (\(status.store)), \(status.online ? "online" : "offline"); "
+                    + "\(status.operations.count) pending operation\(status.operations.count == 1 ? "" : "s"), "
+                    + "\(status.errors.count) error\(status.errors.count == 1 ? "" : "s")"
+            ]
+            if !status.operations.isEmpty {
+                let rows = status.operations.map {
+                    [String($0.id), $0.table, $0.itemID, $0.kind.rawValue, $0.state.rawValue]
+                }
+                lines.append(TextTable.render(headers: ["#", "table", "item", "operation", "state"], rows: rows))
+            }
+            if !status.cursors.isEmpty {
+                var rows: [[String]] = []
+                for (table, entries) in status.cursors.sorted(by: { $0.key < $1.key }) {
+                    for (queryID, value) in entries.sorted(by: { $0.key < $1.key }) {
+                        rows.append([table, queryID, value])
+                    }
+                }
+                lines.append(TextTable.render(headers: ["table", "query id", "cursor"], rows: rows, maximumWidth: 60))
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+
+    static func cell(_ value: JSONValue?) -> String {
+        switch value {
+        case nil: ""
+        case .string(let text)?: text
+        case let other?: other.serialized()
+        }
+    }
+}

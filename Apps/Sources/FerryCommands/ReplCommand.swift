@@ -1,0 +1,280 @@
+public import ArgumentParser
+public import FerryClient
+public import FerryConsole
+import Foundation
+import SyncCore
+
+/// The client commands, shared by `ferry` and the REPL.
+let deviceCommands: [any DeviceCommand.Type] = [
+    InsertCommand.self, UpdateCommand.self, DeleteCommand.self, GetCommand.self, QueryCommand.self,
+    PushCommand.self, PullCommand.self, PurgeCommand.self, StatusCommand.self, ConflictsCommand.self,
+]
+
+/// The command tree the REPL parses each line with: the client commands, without `serve` or `repl`.
+struct ReplCommands: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "", subcommands: deviceCommands.map { $0 as any ParsableCommand.Type })
+}
+
+/// `ferry repl`: an exploratory sync session with several named devices.
+///
+/// ```
+/// $ ferry repl --server http://127.0.0.1:8080
+/// ferry(phone)> insert todo '{"title":"Milk"}'
+/// ferry(phone)> use tablet
+/// ferry(tablet)> pull todo
+/// ```
+public struct ReplCommand: AsyncParsableCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "repl", abstract: "An interactive sync session with named devices (scriptable from stdin).",
+        discussion: """
+            Type `help` inside. When stdin is not a terminal, commands are read line by line and echoed, \
+            so a session can be scripted; the exit status is then 1 if any command failed.
+            """)
+
+    @Option(help: ArgumentHelp("The server's URL (default: $FERRY_SERVER).", valueName: "url"))
+    var server: String?
+    @Option(name: .customLong("protocol"), help: "The table protocol: 3 or 2.") var protocolVersion: Int = 3
+    @Option(help: ArgumentHelp("A bearer token (default: $FERRY_TOKEN).", valueName: "token")) var token: String?
+    @Option(help: "Where device stores live: a directory for sqlite stores, or memory.")
+    var stores: String = "ferry-repl"
+    @Option(help: "The conflict policy of new devices: fail, server, client or merge.") var conflicts: String = "fail"
+    @Option(help: "The first device's name.") var device: String = "phone"
+
+    public init() {}
+
+    public func run() async throws {
+        var options = ClientOptions()
+        options.server = server
+        options.protocolVersion = protocolVersion
+        options.token = token
+        options.conflicts = conflicts
+        do {
+            let session = try ReplSession(
+                server: try options.serverSettings(), policy: try options.policy(), stores: stores,
+                output: .standard(.table))
+            try await session.use(device, store: nil)
+            let failed = await session.run(editor: nil)
+            if failed { throw ExitCode(1) }
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw CommandFailure.report(error)
+        }
+    }
+}
+
+/// The REPL's state: devices, the current one, and the loop.
+public actor ReplSession {
+    let server: ServerSettings?
+    let policy: ConflictPolicy
+    let stores: String
+    let output: CommandOutput
+    private(set) var devices: [String: Device] = [:]
+    private(set) var current: String = ""
+    private var tables: [String] = []
+
+    public init(server: ServerSettings?, policy: ConflictPolicy, stores: String, output: CommandOutput) throws {
+        self.server = server
+        self.policy = policy
+        self.stores = stores
+        self.output = output
+        if stores != "memory" {
+            try FileManager.default.createDirectory(atPath: stores, withIntermediateDirectories: true)
+        }
+    }
+
+    /// Switches to device `name`, creating it (with its own store) the first time.
+    public func use(_ name: String, store: String?) async throws {
+        guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+            throw ClientError(.usage, "'\(name)' is not a device name", hint: "letters, digits, - and _")
+        }
+        if devices[name] == nil {
+            let location =
+                try store.map { text throws(ClientError) in try StoreLocation(parsing: text) }
+                ?? (stores == "memory" ? .memory : .sqlite(stores + "/" + name + ".sqlite"))
+            devices[name] = try Device(name: name, store: location, server: server, policy: policy)
+        } else if store != nil {
+            throw ClientError(.usage, "device '\(name)' exists already", hint: "use it without --store")
+        }
+        current = name
+        await refreshTables()
+    }
+
+    var prompt: String { "ferry(\(current))> " }
+
+    /// Reads and runs lines until the end of input; answers whether any command failed.
+    public func run(editor: LineEditor?) async -> Bool {
+        let names =
+            ["help", "exit", "quit", "use", "devices", "offline", "online", "restart"]
+            + deviceCommands.map { $0.configuration.commandName ?? "" }
+        let completionState = CompletionState()
+        await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
+        let editor =
+            editor
+            ?? LineEditor(historyFile: NSHomeDirectory() + "/.ferry_history") { line, _ in
+                completionState.candidates(for: line)
+            }
+        var failed = false
+        while let line = editor.readLine(prompt: prompt) {
+            if !editor.isInteractive { output.print(prompt + line) }
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            if trimmed == "exit" || trimmed == "quit" { break }
+            do {
+                try await execute(trimmed)
+            } catch {
+                failed = true
+                output.print("error: \(ClientError.from(error))")
+            }
+            await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
+        }
+        for device in devices.values { try? await device.close() }
+        return failed && !editor.isInteractive
+    }
+
+    /// Runs one line.
+    public func execute(_ line: String) async throws {
+        let words = try ShellWords.split(line)
+        guard let first = words.first else { return }
+        let rest = Array(words.dropFirst())
+        switch first {
+        case "help":
+            output.print(help(rest.first))
+        case "use":
+            guard let name = rest.first else { throw ClientError(.usage, "use which device?", hint: "use NAME") }
+            var store: String?
+            if rest.count == 3, rest[1] == "--store" {
+                store = rest[2]
+            } else if rest.count != 1 {
+                throw ClientError(.usage, "use NAME [--store sqlite:PATH|lmdb:PATH|memory]")
+            }
+            try await use(name, store: store)
+            output.print("using \(name)")
+        case "devices":
+            var rows: [[String]] = []
+            for (name, device) in devices.sorted(by: { $0.key < $1.key }) {
+                let status = try await device.status()
+                rows.append([
+                    name == current ? "* " + name : "  " + name, status.store, status.online ? "online" : "offline",
+                    String(status.operations.count), String(status.errors.count),
+                ])
+            }
+            output.print(TextTable.render(headers: ["device", "store", "network", "pending", "errors"], rows: rows))
+        case "offline", "online":
+            try await currentDevice().setOnline(first == "online")
+            output.print("\(current) is \(first)")
+        case "restart":
+            try await currentDevice().restart()
+            output.print("\(current) restarted (store closed and reopened)")
+        default:
+            let parsed: any ParsableCommand
+            do {
+                parsed = try ReplCommands.parseAsRoot(words)
+            } catch {
+                let message = ReplCommands.message(for: error).split(whereSeparator: \.isNewline).first ?? ""
+                throw ClientError(.usage, String(message), hint: "`help` lists the commands")
+            }
+            guard let command = parsed as? any DeviceCommand else {
+                throw ClientError(.usage, "unknown command '\(first)'", hint: "`help` lists the commands")
+            }
+            if command.client.namesADevice {
+                throw ClientError(
+                    .usage, "--store, --server and --token name a device here",
+                    hint: "use `use NAME --store …`, or start the REPL with --server")
+            }
+            let format = command.client.format
+            try await command.execute(
+                on: try currentDevice(),
+                output: CommandOutput(format: format, showsProgress: false, write: output.write))
+            await refreshTables()
+        }
+    }
+
+    func currentDevice() throws -> Device {
+        guard let device = devices[current] else { throw ClientError(.notFound, "no device in use") }
+        return device
+    }
+
+    private func refreshTables() async {
+        tables = (try? await devices[current]?.tableNames()) ?? tables
+    }
+
+    func help(_ topic: String?) -> String {
+        if let topic, let command = deviceCommands.first(where: { $0.configuration.commandName == topic }) {
+            return ReplCommands.helpMessage(for: command).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        var rows = deviceCommands.map { [$0.configuration.commandName ?? "", $0.configuration.abstract] }
+        rows += [
+            ["use NAME [--store S]", "switch to device NAME (created with its own store the first time)"],
+            ["devices", "list the devices"], ["offline / online", "cut or restore this device's connection"],
+            ["restart", "close and reopen this device's store, as an app restart"],
+            ["help [COMMAND]", "this list, or one command's options"], ["exit", "leave (Ctrl-D too)"],
+        ]
+        return TextTable.render(headers: ["command", "what it does"], rows: rows, maximumWidth: 80)
+    }
+}
+
+/// What Tab completes: command names first, then table names or device names.
+final class CompletionState: Sendable {
+    private let state = Mutex<(commands: [String], tables: [String], devices: [String])>(([], [], []))
+
+    func update(commands: [String], tables: [String], devices: [String]) async {
+        state.withLock { $0 = (commands, tables, devices) }
+    }
+
+    func candidates(for line: String) -> [String] {
+        let words = line.split(separator: " ", omittingEmptySubsequences: true)
+        let startsNewWord = line.hasSuffix(" ")
+        let position = startsNewWord ? words.count : words.count - 1
+        let snapshot = state.withLock { $0 }
+        if position <= 0 { return snapshot.commands }
+        if words.first == "use" || words.first == "help" {
+            return words.first == "use" ? snapshot.devices : snapshot.commands
+        }
+        return snapshot.tables
+    }
+}
+
+import Synchronization
+
+/// Splits a line into words as a shell would: spaces separate, '…' is literal, "…" allows \" and \\.
+enum ShellWords {
+    static func split(_ line: String) throws(ClientError) -> [String] {
+        var words: [String] = []
+        var word = ""
+        var inWord = false
+        var quote: Character?
+        var escaped = false
+        for character in line {
+            if escaped {
+                word.append(character)
+                escaped = false
+            } else if let open = quote {
+                if character == open {
+                    quote = nil
+                } else if character == "\\" && open == "\"" {
+                    escaped = true
+                } else {
+                    word.append(character)
+                }
+            } else if character == "'" || character == "\"" {
+                quote = character
+                inWord = true
+            } else if character == "\\" {
+                escaped = true
+                inWord = true
+            } else if character.isWhitespace {
+                if inWord { words.append(word) }
+                word = ""
+                inWord = false
+            } else {
+                word.append(character)
+                inWord = true
+            }
+        }
+        if quote != nil { throw ClientError(.usage, "a quote is not closed") }
+        if inWord { words.append(word) }
+        return words
+    }
+}

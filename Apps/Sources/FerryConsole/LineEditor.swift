@@ -1,0 +1,178 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Reads lines from the terminal with editing, history and Tab completion; from a pipe or file
+/// it reads plain lines, so sessions can be scripted.
+///
+/// Keys: ←/→ (Ctrl-B/F), Alt-←/→ by word, Home/End (Ctrl-A/E), Backspace, Delete, ↑/↓ (Ctrl-P/N)
+/// history, Tab completion, Ctrl-K/U/W delete, Ctrl-L clear, Ctrl-C drop the line, Ctrl-D on an
+/// empty line ends input. Characters are counted as one column each (wide CJK characters and emoji
+/// may misplace the cursor).
+///
+/// ```swift
+/// let editor = LineEditor(historyFile: home + "/.ferry_history") { line, word in
+///     ["status", "pull", "push"].filter { $0.hasPrefix(word) }
+/// }
+/// while let line = editor.readLine(prompt: "ferry> ") { run(line) }
+/// ```
+public final class LineEditor: @unchecked Sendable {
+    /// Candidates for the word before the cursor: `(line so far, word)`.
+    public typealias Completer = @Sendable (_ line: String, _ word: String) -> [String]
+
+    private let completer: Completer?
+    private let historyFile: String?
+    private var history: History
+    private let input: Int32
+    private let output: Int32
+    private let lock = NSLock()
+
+    /// Whether input comes from a terminal (then lines are edited; otherwise read as they are).
+    public let isInteractive: Bool
+
+    public init(
+        historyFile: String? = nil, input: Int32 = 0, output: Int32 = 1,
+        completer: Completer? = nil
+    ) {
+        self.completer = completer
+        self.historyFile = historyFile
+        self.input = input
+        self.output = output
+        isInteractive = isatty(input) == 1 && isatty(output) == 1
+        var loaded: [String] = []
+        if let historyFile, let text = try? String(contentsOfFile: historyFile, encoding: .utf8) {
+            loaded = text.split(separator: "\n").map(String.init)
+        }
+        history = History(loaded)
+    }
+
+    /// The next line without its newline, or `nil` at the end of input (Ctrl-D, end of file).
+    public func readLine(prompt: String) -> String? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard isInteractive else { return readPlainLine() }
+        guard let saved = enterRawMode() else { return readPlainLine(prompt: prompt) }
+        defer { restore(saved) }
+        var buffer = EditBuffer(history: history)
+        var decoder = KeyDecoder()
+        redraw(prompt, buffer)
+        var byte: UInt8 = 0
+        while true {
+            let count = read(input, &byte, 1)
+            if count <= 0 {
+                write("\r\n")
+                return nil
+            }
+            for key in decoder.feed([byte]) {
+                switch buffer.apply(key) {
+                case .editing:
+                    redraw(prompt, buffer)
+                case .submit(let line):
+                    write("\r\n")
+                    history = buffer.currentHistory
+                    saveHistory()
+                    return line
+                case .cancel:
+                    write("^C\r\n")
+                    redraw(prompt, buffer)
+                case .endOfInput:
+                    write("\r\n")
+                    return nil
+                case .clearScreen:
+                    write("\u{1B}[H\u{1B}[2J")
+                    redraw(prompt, buffer)
+                case .complete:
+                    complete(&buffer, prompt: prompt)
+                }
+            }
+        }
+    }
+
+    private func complete(_ buffer: inout EditBuffer, prompt: String) {
+        guard let completer else { return }
+        let word = buffer.wordBeforeCursor.text
+        let (matches, prefix) = Completion.complete(word, among: completer(buffer.text, word))
+        if matches.count == 1 {
+            buffer.replaceWordBeforeCursor(with: matches[0] + " ")
+        } else if prefix.count > word.count {
+            buffer.replaceWordBeforeCursor(with: prefix)
+        } else if matches.count > 1 {
+            write("\r\n" + matches.joined(separator: "  ") + "\r\n")
+        }
+        redraw(prompt, buffer)
+    }
+
+    private func redraw(_ prompt: String, _ buffer: EditBuffer) {
+        let text = buffer.text
+        let back = text.count - buffer.cursor
+        var line = "\r" + prompt + text + "\u{1B}[K"
+        if back > 0 { line += "\u{1B}[\(back)D" }
+        write(line)
+    }
+
+    private var pending: [UInt8] = []
+    private var reachedEnd = false
+
+    /// A line from `input` as it is (a pipe, a file, or a terminal we could not switch to raw mode).
+    private func readPlainLine(prompt: String? = nil) -> String? {
+        if let prompt { write(prompt) }
+        var chunk = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            if let newline = pending.firstIndex(of: 0x0A) {
+                var line = Array(pending[..<newline])
+                pending.removeSubrange(...newline)
+                if line.last == 0x0D { line.removeLast() }
+                return String(decoding: line, as: UTF8.self)
+            }
+            if reachedEnd {
+                guard !pending.isEmpty else { return nil }
+                defer { pending = [] }
+                return String(decoding: pending, as: UTF8.self)
+            }
+            let count = read(input, &chunk, chunk.count)
+            if count <= 0 {
+                reachedEnd = true
+            } else {
+                pending += chunk[0..<count]
+            }
+        }
+    }
+
+    private func saveHistory() {
+        guard let historyFile else { return }
+        let text = history.entries.joined(separator: "\n") + "\n"
+        try? text.write(toFile: historyFile, atomically: true, encoding: .utf8)
+    }
+
+    private func write(_ text: String) {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeMutableBytes {
+                Foundation.write(output, $0.baseAddress! + offset, $0.count - offset)
+            }
+            if written <= 0 { return }
+            offset += written
+        }
+    }
+
+    private func enterRawMode() -> termios? {
+        var original = termios()
+        guard tcgetattr(input, &original) == 0 else { return nil }
+        var raw = original
+        raw.c_iflag &= ~tcflag_t(BRKINT | ICRNL | INPCK | ISTRIP | IXON)
+        raw.c_lflag &= ~tcflag_t(ECHO | ICANON | IEXTEN | ISIG)
+        raw.c_cflag |= tcflag_t(CS8)
+        guard tcsetattr(input, TCSAFLUSH, &raw) == 0 else { return nil }
+        return original
+    }
+
+    private func restore(_ saved: termios) {
+        var saved = saved
+        _ = tcsetattr(input, TCSAFLUSH, &saved)
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import SyncCore
+
+/// RFC 6902 JSON Patch on JSON values, for `PATCH` with `application/json-patch+json`.
+///
+/// Paths are JSON Pointers (RFC 6901: `/a/b/0`, `~1` for `/`, `~0` for `~`). As the 3.0 servers
+/// do, a path without the leading `/` names a top-level member (`title` is `/title`).
+enum JSONPatch {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func apply(_ operations: [JSONValue], to document: JSONValue) throws(Failure) -> JSONValue {
+        var result = document
+        for (index, entry) in operations.enumerated() {
+            guard case .object(let operation) = entry, case .string(let op)? = operation["op"],
+                case .string(let pathText)? = operation["path"]
+            else { throw Failure(description: "operation \(index) needs an 'op' and a 'path' string") }
+            let path = try pointer(pathText)
+            switch op {
+            case "add":
+                result = try set(result, path, try value(operation, index), inserting: true)
+            case "replace":
+                _ = try get(result, path)
+                result = try set(result, path, try value(operation, index), inserting: false)
+            case "remove":
+                result = try remove(result, path)
+            case "test":
+                guard try get(result, path) == (try value(operation, index)) else {
+                    throw Failure(description: "test operation \(index) failed at '\(pathText)'")
+                }
+            case "move", "copy":
+                guard case .string(let fromText)? = operation["from"] else {
+                    throw Failure(description: "operation \(index) ('\(op)') needs a 'from' path")
+                }
+                let from = try pointer(fromText)
+                let moved = try get(result, from)
+                if op == "move" {
+                    if path.starts(with: from) && path.count > from.count {
+                        throw Failure(description: "operation \(index) moves a value into itself")
+                    }
+                    result = try remove(result, from)
+                }
+                result = try set(result, path, moved, inserting: true)
+            default:
+                throw Failure(description: "unknown operation '\(op)' (use add, remove, replace, move, copy or test)")
+            }
+        }
+        return result
+    }
+
+    private static func value(_ operation: JSONObject, _ index: Int) throws(Failure) -> JSONValue {
+        guard let value = operation["value"] else { throw Failure(description: "operation \(index) needs a 'value'") }
+        return value
+    }
+
+    static func pointer(_ text: String) throws(Failure) -> [String] {
+        if text.isEmpty { return [] }
+        let body = text.hasPrefix("/") ? String(text.dropFirst()) : text
+        return body.split(separator: "/", omittingEmptySubsequences: false).map {
+            $0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+        }
+    }
+
+    static func get(_ document: JSONValue, _ path: [String]) throws(Failure) -> JSONValue {
+        var current = document
+        for token in path {
+            switch current {
+            case .object(let object):
+                guard let next = object[token] else { throw Failure(description: "no member '\(token)'") }
+                current = next
+            case .array(let array):
+                guard let index = Int(token), array.indices.contains(index) else {
+                    throw Failure(description: "no element '\(token)'")
+                }
+                current = array[index]
+            default:
+                throw Failure(description: "'\(token)' is not inside an object or array")
+            }
+        }
+        return current
+    }
+
+    static func set(_ document: JSONValue, _ path: [String], _ value: JSONValue, inserting: Bool) throws(Failure)
+        -> JSONValue
+    {
+        guard let token = path.first else { return value }
+        let rest = Array(path.dropFirst())
+        switch document {
+        case .object(var object):
+            if rest.isEmpty {
+                object[token] = value
+            } else {
+                guard let child = object[token] else { throw Failure(description: "no member '\(token)'") }
+                object[token] = try set(child, rest, value, inserting: inserting)
+            }
+            return .object(object)
+        case .array(var array):
+            if rest.isEmpty {
+                if token == "-" && inserting {
+                    array.append(value)
+                } else if let index = Int(token), index >= 0,
+                    inserting ? index <= array.count : index < array.count
+                {
+                    if inserting { array.insert(value, at: index) } else { array[index] = value }
+                } else {
+                    throw Failure(description: "no element '\(token)'")
+                }
+            } else {
+                guard let index = Int(token), array.indices.contains(index) else {
+                    throw Failure(description: "no element '\(token)'")
+                }
+                array[index] = try set(array[index], rest, value, inserting: inserting)
+            }
+            return .array(array)
+        default:
+            throw Failure(description: "'\(token)' is not inside an object or array")
+        }
+    }
+
+    static func remove(_ document: JSONValue, _ path: [String]) throws(Failure) -> JSONValue {
+        guard let token = path.first else { throw Failure(description: "the whole document cannot be removed") }
+        let rest = Array(path.dropFirst())
+        switch document {
+        case .object(var object):
+            guard let child = object[token] else { throw Failure(description: "no member '\(token)'") }
+            if rest.isEmpty {
+                object.removeValue(forKey: token)
+            } else {
+                object[token] = try remove(child, rest)
+            }
+            return .object(object)
+        case .array(var array):
+            guard let index = Int(token), array.indices.contains(index) else {
+                throw Failure(description: "no element '\(token)'")
+            }
+            if rest.isEmpty { array.remove(at: index) } else { array[index] = try remove(array[index], rest) }
+            return .array(array)
+        default:
+            throw Failure(description: "'\(token)' is not inside an object or array")
+        }
+    }
+}

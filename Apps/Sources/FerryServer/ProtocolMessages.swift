@@ -1,0 +1,113 @@
+import SyncCore
+
+/// One HTTP request as the table protocol sees it, independent of the HTTP framework.
+struct TableRequest: Sendable {
+    /// The method in upper case.
+    var method: String
+    /// The path exactly as received (percent-encoded), without the query.
+    var path: String
+    /// The query string as received (percent-encoded), without the `?`.
+    var rawQuery: String
+    var headers: RequestHeaders
+    var body: [UInt8]?
+    /// `scheme://host[:port]` of the request, for absolute links.
+    var origin: String
+
+    /// The percent-decoded path segments (`/tables/todo/1` gives `["tables", "todo", "1"]`), or
+    /// `nil` when a segment is not valid percent-encoded UTF-8.
+    var segments: [String]? {
+        var result: [String] = []
+        for part in path.split(separator: "/", omittingEmptySubsequences: true) {
+            guard let decoded = Self.percentDecoded(part) else { return nil }
+            result.append(decoded)
+        }
+        return result
+    }
+
+    static func percentDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = Array(text.utf8)[...]
+        while let byte = iterator.popFirst() {
+            if byte == UInt8(ascii: "%") {
+                guard iterator.count >= 2, let high = hex(iterator.popFirst()!), let low = hex(iterator.popFirst()!)
+                else {
+                    return nil
+                }
+                bytes.append(high << 4 | low)
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    static func hex(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+}
+
+/// Request headers with names compared without regard to case.
+struct RequestHeaders: Sendable {
+    private var fields: [(name: String, value: String)] = []
+
+    init(_ pairs: [(name: String, value: String)] = []) {
+        fields = pairs.map { ($0.name.lowercased(), $0.value) }
+    }
+
+    /// The first value of `name`.
+    subscript(_ name: String) -> String? {
+        let key = name.lowercased()
+        return fields.first { $0.name == key }?.value
+    }
+
+    /// Every value of `name`, comma-joined lists kept as sent.
+    func values(_ name: String) -> [String] {
+        let key = name.lowercased()
+        return fields.filter { $0.name == key }.map(\.value)
+    }
+}
+
+/// One response, before the HTTP framework writes it.
+struct TableResponse: Sendable {
+    var status: Int
+    var headers: [(name: String, value: String)] = []
+    var body: [UInt8]?
+
+    static func json(_ status: Int, _ value: JSONValue, headers: [(name: String, value: String)] = []) -> TableResponse
+    {
+        TableResponse(
+            status: status, headers: [("Content-Type", "application/json; charset=utf-8")] + headers,
+            body: value.serializedUTF8())
+    }
+}
+
+/// A request the protocol refuses: its status, a stable code and one line for people. It becomes
+/// `{"error": message, "code": code}`, or, for conflicts, the server's item.
+struct ProtocolError: Error, Sendable, CustomStringConvertible {
+    var status: Int
+    var code: String
+    var message: String
+    /// For 409 and 412: the item as the server holds it (already rendered), with its ETag.
+    var item: JSONObject?
+    var etag: String?
+    var lastModified: String?
+
+    init(_ status: Int, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    var description: String { "\(status) \(code): \(message)" }
+
+    static func badRequest(_ message: String, code: String = "badRequest") -> ProtocolError {
+        ProtocolError(400, code, message)
+    }
+
+    static func notFound(_ message: String) -> ProtocolError { ProtocolError(404, "notFound", message) }
+}

@@ -1,0 +1,80 @@
+public import SyncCore
+
+/// Where the reference server keeps its tables: one protocol, several database backends.
+///
+/// The server speaks the table protocol; a `ServerStorage` keeps the rows and assigns what the
+/// database must assign. Ferry ships `SQLiteServerStorage` (module ServerStorageSQLite: a file, or
+/// in memory); the protocol is shaped so that a PostgreSQL backend fits beside it (every method is
+/// `async`, each write is one transaction, and no transaction is held across the caller's code).
+///
+/// ```swift
+/// let storage = try SQLiteServerStorage(location: .memory)
+/// let movies = StorageTable(name: "movies")
+/// try await storage.prepare([movies])
+/// let stored = try await storage.insert(into: movies, id: "m1", content: ["title": "Alien"], owner: nil)
+/// let page = try await storage.query(movies, StorageQuery(limit: 50))
+/// print(stored.version, page.items.count)
+/// ```
+///
+/// ## The contract (checked by the shared suite in `Tests/ServerStorageConformance`)
+///
+/// - **Commit-ordered stamps.** Every write (insert, replace, delete) takes the next value of the
+///   table's write sequence, in one transaction with the change: ``StoredItem/version`` is the
+///   table's sequence number (strictly increasing per table, in commit order, never reused) and
+///   ``StoredItem/updatedAt`` is `max(now, previous updatedAt of the table + 1 ms)`, so it too is
+///   unique per table and increases in commit order. A reader that pages with a keyset cursor on
+///   `(updatedAt, id)` can therefore never miss a row that commits after it read a page.
+/// - **Compare and set.** ``replace(in:id:expectedVersion:content:deleted:owner:)`` and
+///   ``delete(from:id:expectedVersion:owner:)`` change a row only while its version is still the one
+///   the caller read; otherwise they fail with ``StorageError/Code/versionMismatch`` carrying the
+///   current row, so the caller can re-check its preconditions and retry.
+/// - **Queries** mean exactly what ``QueryEvaluator`` gives over ``StoredItem/queryable`` with the
+///   table's schema, with the `id` tie-breaker, soft-deleted rows left out unless asked for, and the
+///   owner scope applied. A backend may compile queries to its own language, and must fall back to
+///   the evaluator for what it cannot compile exactly.
+/// - **Dynamic tables and fields.** Writing to a table that does not exist creates it. The JSON kind
+///   of each undeclared field (``FieldKind``) is fixed by its first non-null value; a later value of
+///   another kind fails with ``StorageError/Code/fieldKind``.
+/// - **Owners.** A row may carry an owner (the subject of a per-user table). With
+///   ``OwnerScope/owner(_:)`` every read, query and write sees only that owner's rows.
+/// - Errors are ``StorageError``s.
+public protocol ServerStorage: Sendable {
+    /// A one-line description for logs, such as `sqlite:/var/ferry.sqlite`.
+    var location: String { get }
+
+    /// Creates the declared tables that do not exist yet (idempotent).
+    func prepare(_ tables: [StorageTable]) async throws
+
+    /// The names of every table, declared or created by a write, sorted.
+    func tableNames() async throws -> [String]
+
+    /// Whether `table` exists.
+    func tableExists(_ table: String) async throws -> Bool
+
+    /// The row `id` of `table` within `owner`'s scope, soft-deleted or not; `nil` when absent.
+    func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem?
+
+    /// One page of a query. Fails with ``StorageError/Code/noSuchTable`` for a table that does not
+    /// exist and ``StorageError/Code/invalidQuery`` for a query the schema rejects.
+    func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage
+
+    /// Inserts a new row, creating the table when needed. Fails with
+    /// ``StorageError/Code/conflict`` (and the existing row in ``StorageError/current``) when the id
+    /// exists, soft-deleted or not, whoever owns it.
+    func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws -> StoredItem
+
+    /// Replaces a row's content and deleted flag if its version is still `expectedVersion`.
+    /// Fails with ``StorageError/Code/notFound`` when the row is absent (or outside `owner`'s scope)
+    /// and ``StorageError/Code/versionMismatch`` when it changed.
+    func replace(
+        in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
+        owner: OwnerScope
+    ) async throws -> StoredItem
+
+    /// Removes a row for good if its version is still `expectedVersion`; errors as for
+    /// ``replace(in:id:expectedVersion:content:deleted:owner:)``.
+    func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws
+
+    /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
+    func close() async throws
+}

@@ -1,0 +1,550 @@
+import Foundation
+import GRDB
+public import Logging
+public import ServerStorage
+public import SyncCore
+import Synchronization
+
+/// The reference server's embedded default storage: SQLite through GRDB.swift, in a file or in
+/// memory, with no set-up.
+///
+/// ```swift
+/// let storage = try SQLiteServerStorage(location: .file("ferry.sqlite"))   // or .memory
+/// let todo = StorageTable(name: "todo")
+/// let item = try await storage.insert(into: todo, id: "1", content: ["title": "Milk"], owner: nil)
+/// print(item.updatedAt, item.versionTag)
+/// try await storage.close()
+/// ```
+///
+/// ## Layout
+///
+/// Each table is one SQL table `ferry_items_<n>` (named by its catalog number, never by its name):
+/// `id` (primary key, the table is clustered on it), `item` (the JSON text of the item's own
+/// fields, as ``JSONValue/serialized()`` writes it), `created_at`, `updated_at` (milliseconds,
+/// unique per table), `version` (the table's write sequence), `deleted` and `owner`. The catalog
+/// `ferry_tables` holds each table's number and its write sequence (last `updatedAt`, last
+/// version); `ferry_fields` holds the JSON kind of each undeclared field.
+///
+/// ## Commit order
+///
+/// A file database runs in WAL mode on a GRDB `DatabasePool` (one writer, concurrent snapshot
+/// readers); memory uses a `DatabaseQueue`. Every write is one `BEGIN IMMEDIATE` transaction that
+/// first reads and advances the table's sequence row in `ferry_tables`, so writes to a table are
+/// serialized by SQLite's write lock (even across processes sharing the file) and stamps follow
+/// commit order: `version = last + 1` and `updatedAt = max(now, last updatedAt + 1 ms)`.
+///
+/// ## Queries
+///
+/// Queries compile to SQL with bound parameters only (`QueryCompiler`); what SQL cannot
+/// reproduce exactly runs in ``QueryEvaluator`` over the rows SQLite selected by the compiled part
+/// of the filter (``QueryPlan/evaluator``). Such a query reads every row the compiled part selects.
+public final class SQLiteServerStorage: ServerStorage {
+    /// Where the database lives.
+    public enum Location: Sendable, Hashable {
+        /// A database file, created when absent, in WAL mode.
+        case file(String)
+        /// A private in-memory database, gone when the storage closes.
+        case memory
+    }
+
+    /// How the storage opens, waits and tells time.
+    public struct Configuration: Sendable {
+        /// Seconds to wait for a lock held by another connection or process before failing with
+        /// ``StorageError/Code/busy``.
+        public var busyTimeout: Double
+        /// The most concurrent reader connections of a file database.
+        public var maximumReaderCount: Int
+        /// The clock stamps come from, in milliseconds since 1970 (tests inject their own).
+        public var now: @Sendable () -> Int64
+        /// Where the storage logs (debug level and below, plus warnings).
+        public var logger: Logger
+
+        public init(
+            busyTimeout: Double = 5, maximumReaderCount: Int = 4,
+            now: @escaping @Sendable () -> Int64 = SQLiteServerStorage.systemMilliseconds,
+            logger: Logger = Logger(label: "ferry.storage.sqlite")
+        ) {
+            self.busyTimeout = busyTimeout
+            self.maximumReaderCount = maximumReaderCount
+            self.now = now
+            self.logger = logger
+        }
+    }
+
+    /// The system clock in milliseconds since 1970.
+    @Sendable public static func systemMilliseconds() -> Int64 {
+        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    /// `sqlite:PATH` or `memory`.
+    public let location: String
+    let database: any DatabaseWriter
+    let configuration: Configuration
+    /// Table numbers already looked up (a table's number never changes).
+    private let numbers = Mutex<[String: Int64]>([:])
+    private let closed = Mutex(false)
+
+    /// Opens (or creates) the database.
+    ///
+    /// - Throws: ``StorageError`` — `corrupt` for a file that is not a SQLite database or belongs to
+    ///   another application, `busy` or `io` otherwise.
+    public init(location: Location, configuration: Configuration = Configuration()) throws {
+        self.configuration = configuration
+        var grdb = GRDB.Configuration()
+        grdb.busyMode = .timeout(configuration.busyTimeout)
+        grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
+        grdb.label = "ferry.storage"
+        switch location {
+        case .file(let path):
+            self.location = "sqlite:\(path)"
+            do {
+                database = try DatabasePool(path: path, configuration: grdb)
+            } catch {
+                throw Self.mapped(error, "opening", "sqlite:\(path)")
+            }
+        case .memory:
+            self.location = "memory"
+            do {
+                database = try DatabaseQueue(configuration: grdb)
+            } catch {
+                throw Self.mapped(error, "opening", "memory")
+            }
+        }
+        do {
+            try Self.migrator.migrate(database)
+        } catch {
+            try? database.close()
+            throw Self.mapped(error, "opening", self.location)
+        }
+    }
+
+    /// The application id stamped in the database header: "FRSV".
+    static let applicationID: Int32 = 0x4652_5356
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("ferry-server-1") { db in
+            let current = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+            let tables =
+                try Int.fetchOne(
+                    db, sql: "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'grdb_%'") ?? 0
+            if current != applicationID && (current != 0 || tables > 0) {
+                throw StorageError(
+                    .corrupt, "the database belongs to another application (not a Ferry server database)")
+            }
+            try db.execute(sql: "PRAGMA application_id = \(applicationID)")
+            try db.execute(
+                sql: """
+                    CREATE TABLE ferry_tables (
+                        name TEXT PRIMARY KEY NOT NULL,
+                        number INTEGER NOT NULL UNIQUE,
+                        created_at INTEGER NOT NULL,
+                        last_updated_at INTEGER NOT NULL,
+                        last_version INTEGER NOT NULL
+                    );
+                    CREATE TABLE ferry_fields (
+                        table_name TEXT NOT NULL,
+                        field TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        PRIMARY KEY (table_name, field)
+                    ) WITHOUT ROWID;
+                    """)
+        }
+        return migrator
+    }
+
+    // MARK: - Tables
+
+    public func prepare(_ tables: [StorageTable]) async throws {
+        for table in tables { try Self.validateName(table.name) }
+        try await write("preparing tables") { db in
+            for table in tables { _ = try Self.tableRecord(db, table.name, creating: true) }
+        }
+    }
+
+    public func tableNames() async throws -> [String] {
+        try await read("listing tables") { db in
+            try String.fetchAll(db, sql: "SELECT name FROM ferry_tables ORDER BY name")
+        }
+    }
+
+    public func tableExists(_ table: String) async throws -> Bool {
+        try await number(of: table) != nil
+    }
+
+    /// The catalog number of `name`, or `nil` when the table does not exist.
+    func number(of name: String) async throws -> Int64? {
+        if let known = numbers.withLock({ $0[name] }) { return known }
+        let found = try await read("reading the catalog") { db in
+            try Int64.fetchOne(db, sql: "SELECT number FROM ferry_tables WHERE name = ?", arguments: [name])
+        }
+        if let found { numbers.withLock { $0[name] = found } }
+        return found
+    }
+
+    struct TableRecord {
+        var number: Int64
+        var lastUpdatedAt: Int64
+        var lastVersion: Int64
+        var sqlName: String { "ferry_items_\(number)" }
+    }
+
+    static func tableRecord(_ db: Database, _ name: String, creating: Bool) throws -> TableRecord? {
+        if let row = try Row.fetchOne(
+            db, sql: "SELECT number, last_updated_at, last_version FROM ferry_tables WHERE name = ?", arguments: [name])
+        {
+            return TableRecord(number: row[0], lastUpdatedAt: row[1], lastVersion: row[2])
+        }
+        guard creating else { return nil }
+        let number = (try Int64.fetchOne(db, sql: "SELECT MAX(number) FROM ferry_tables") ?? 0) + 1
+        let record = TableRecord(number: number, lastUpdatedAt: 0, lastVersion: 0)
+        try db.execute(
+            sql:
+                "INSERT INTO ferry_tables (name, number, created_at, last_updated_at, last_version) VALUES (?, ?, ?, 0, 0)",
+            arguments: [name, number, systemMilliseconds()])
+        let table = record.sqlName
+        try db.execute(
+            sql: """
+                CREATE TABLE \(table) (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    item TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    updated_at INTEGER NOT NULL,
+                    version INTEGER NOT NULL,
+                    deleted INTEGER NOT NULL,
+                    owner TEXT
+                ) WITHOUT ROWID;
+                CREATE UNIQUE INDEX \(table)_updated ON \(table) (updated_at);
+                CREATE INDEX \(table)_owner ON \(table) (owner, updated_at) WHERE owner IS NOT NULL;
+                """)
+        return record
+    }
+
+    /// Advances the table's write sequence inside the current transaction.
+    func nextStamp(_ db: Database, _ name: String, _ record: inout TableRecord) throws -> (
+        updatedAt: Int64, version: Int64
+    ) {
+        let updatedAt = max(configuration.now(), record.lastUpdatedAt + 1)
+        let version = record.lastVersion + 1
+        record.lastUpdatedAt = updatedAt
+        record.lastVersion = version
+        try db.execute(
+            sql: "UPDATE ferry_tables SET last_updated_at = ?, last_version = ? WHERE name = ?",
+            arguments: [updatedAt, version, name])
+        return (updatedAt, version)
+    }
+
+    /// Fixes the JSON kind of new undeclared fields and rejects values of another kind.
+    static func checkFieldKinds(_ db: Database, _ table: StorageTable, _ content: JSONObject) throws {
+        let undeclared = content.compactMap { name, value -> (String, FieldKind)? in
+            guard table.schema.fields[name] == nil, let kind = FieldKind(of: value) else { return nil }
+            return (name, kind)
+        }
+        if undeclared.isEmpty { return }
+        var known: [String: String] = [:]
+        for row in try Row.fetchAll(
+            db, sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?", arguments: [table.name])
+        {
+            known[row[0]] = row[1]
+        }
+        for (name, kind) in undeclared.sorted(by: { $0.0 < $1.0 }) {
+            if let existing = known[name] {
+                guard existing == kind.rawValue else {
+                    throw StorageError(
+                        .fieldKind,
+                        "field '\(name)' of table '\(table.name)' holds \(existing) values; a \(kind.rawValue) cannot be stored in it"
+                    )
+                }
+            } else {
+                try db.execute(
+                    sql: "INSERT INTO ferry_fields (table_name, field, kind) VALUES (?, ?, ?)",
+                    arguments: [table.name, name, kind.rawValue])
+            }
+        }
+    }
+
+    /// The JSON kinds recorded for the undeclared fields of `table`.
+    public func fieldKinds(of table: String) async throws -> [String: FieldKind] {
+        try await read("reading field kinds") { db in
+            var result: [String: FieldKind] = [:]
+            for row in try Row.fetchAll(
+                db, sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?", arguments: [table])
+            {
+                if let kind = FieldKind(rawValue: row[1]) { result[row[0]] = kind }
+            }
+            return result
+        }
+    }
+
+    // MARK: - Rows
+
+    static let columns = "id, item, created_at, updated_at, version, deleted, owner"
+
+    static func decode(_ row: Row) throws -> StoredItem {
+        let id: String = row[0]
+        let text: String = row[1]
+        guard case .object(let content) = try? JSONValue(parsing: text) else {
+            throw StorageError(.corrupt, "the stored item '\(id)' is not a JSON object")
+        }
+        return StoredItem(
+            id: id, content: content, createdAt: Timestamp(millisecondsSince1970: row[2]),
+            updatedAt: Timestamp(millisecondsSince1970: row[3]), version: row[4], deleted: (row[5] as Int64) != 0,
+            owner: row[6])
+    }
+
+    static func ownerCondition(_ owner: OwnerScope) -> SQLFragment {
+        switch owner {
+        case .all: .alwaysTrue
+        case .owner(let subject): "owner = \(bind: subject)"
+        }
+    }
+
+    static func fetch(_ db: Database, _ record: TableRecord, id: String, owner: OwnerScope) throws -> StoredItem? {
+        let condition = SQLFragment.and(["id = \(bind: id)", ownerCondition(owner)])
+        let sql = "SELECT \(columns) FROM \(record.sqlName) WHERE \(condition.text)"
+        guard let row = try Row.fetchOne(db, sql: sql, arguments: condition.statementArguments) else { return nil }
+        return try decode(row)
+    }
+
+    public func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {
+        guard let number = try await number(of: table.name) else { return nil }
+        let record = TableRecord(number: number, lastUpdatedAt: 0, lastVersion: 0)
+        return try await read("reading an item of '\(table.name)'") { db in
+            try Self.fetch(db, record, id: id, owner: owner)
+        }
+    }
+
+    public func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws
+        -> StoredItem
+    {
+        try Self.validateName(table.name)
+        try Self.validateID(id)
+        let text = JSONValue.object(content).serialized()
+        return try await write("inserting into '\(table.name)'") { db in
+            guard var record = try Self.tableRecord(db, table.name, creating: true) else {
+                throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+            }
+            if let existing = try Self.fetch(db, record, id: id, owner: .all) {
+                throw StorageError(
+                    .conflict, "an item with id '\(id)' already exists in '\(table.name)'", current: existing)
+            }
+            try Self.checkFieldKinds(db, table, content)
+            let stamp = try self.nextStamp(db, table.name, &record)
+            try db.execute(
+                sql: "INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)",
+                arguments: [id, text, stamp.updatedAt, stamp.updatedAt, stamp.version, owner])
+            return StoredItem(
+                id: id, content: content, createdAt: Timestamp(millisecondsSince1970: stamp.updatedAt),
+                updatedAt: Timestamp(millisecondsSince1970: stamp.updatedAt), version: stamp.version, deleted: false,
+                owner: owner)
+        }
+    }
+
+    public func replace(
+        in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
+        owner: OwnerScope
+    ) async throws -> StoredItem {
+        let text = JSONValue.object(content).serialized()
+        return try await write("replacing an item of '\(table.name)'") { db in
+            var record = try Self.existingRecord(db, table.name, id: id)
+            guard var current = try Self.fetch(db, record, id: id, owner: owner) else {
+                throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
+            }
+            guard current.version == expectedVersion else {
+                throw StorageError(
+                    .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
+            }
+            try Self.checkFieldKinds(db, table, content)
+            let stamp = try self.nextStamp(db, table.name, &record)
+            try db.execute(
+                sql: "UPDATE \(record.sqlName) SET item = ?, updated_at = ?, version = ?, deleted = ? WHERE id = ?",
+                arguments: [text, stamp.updatedAt, stamp.version, deleted ? 1 : 0, id])
+            current.content = content
+            current.updatedAt = Timestamp(millisecondsSince1970: stamp.updatedAt)
+            current.version = stamp.version
+            current.deleted = deleted
+            return current
+        }
+    }
+
+    public func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws {
+        try await write("deleting an item of '\(table.name)'") { db in
+            var record = try Self.existingRecord(db, table.name, id: id)
+            guard let current = try Self.fetch(db, record, id: id, owner: owner) else {
+                throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
+            }
+            guard current.version == expectedVersion else {
+                throw StorageError(
+                    .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
+            }
+            // A delete advances the sequence too: the next write's stamps must still exceed it.
+            _ = try self.nextStamp(db, table.name, &record)
+            try db.execute(sql: "DELETE FROM \(record.sqlName) WHERE id = ?", arguments: [id])
+        }
+    }
+
+    static func existingRecord(_ db: Database, _ name: String, id: String) throws -> TableRecord {
+        guard let record = try tableRecord(db, name, creating: false) else {
+            throw StorageError(.notFound, "no item with id '\(id)' in '\(name)' (the table does not exist)")
+        }
+        return record
+    }
+
+    // MARK: - Queries
+
+    public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
+        try Self.validate(query, table)
+        guard let number = try await number(of: table.name) else {
+            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+        }
+        let sqlName = "ferry_items_\(number)"
+        let compiler = QueryCompiler(schema: table.schema)
+        let split = compiler.split(query.filter)
+        let order = try? compiler.order(query.orderBy)
+        var conditions = [split.sql, Self.ownerCondition(query.owner)]
+        if !query.includeDeleted { conditions.append("deleted = 0") }
+        let condition = SQLFragment.and(conditions)
+        let skip = max(0, query.skip)
+        let limit = query.limit.map { max(0, $0) }
+        let schema = table.schema
+        let logger = configuration.logger
+
+        return try await read("querying '\(table.name)'") { db in
+            if split.residual == nil, let order {
+                // Everything runs in SQLite; one extra row tells whether more follow.
+                let fetchLimit = limit.map { $0 == Int.max ? -1 : $0 + 1 } ?? -1
+                let sql =
+                    "SELECT \(Self.columns) FROM \(sqlName) WHERE \(condition.text) ORDER BY \(order.text) LIMIT ? OFFSET ?"
+                let arguments = StatementArguments(condition.arguments + order.arguments) + [fetchLimit, skip]
+                var items = try Row.fetchAll(db, sql: sql, arguments: arguments).map(Self.decode)
+                var hasMore = false
+                if let limit, items.count > limit {
+                    items.removeLast(items.count - limit)
+                    hasMore = true
+                }
+                var total: Int?
+                if query.includeTotalCount {
+                    total = try Int.fetchOne(
+                        db, sql: "SELECT COUNT(*) FROM \(sqlName) WHERE \(condition.text)",
+                        arguments: condition.statementArguments)
+                }
+                return StoragePage(items: items, totalCount: total, hasMore: hasMore, plan: .database)
+            }
+            // Part of the query runs in the evaluator, over the rows the compiled part selects.
+            logger.debug(
+                "query runs partly in the evaluator",
+                metadata: [
+                    "ferry.table": "\(table.name)",
+                    "ferry.residual": "\(split.residual.map { $0.odata(dialect: .v3) } ?? "-")",
+                ])
+            var sql = "SELECT \(Self.columns) FROM \(sqlName) WHERE \(condition.text)"
+            var arguments = condition.arguments
+            if let order {
+                sql += " ORDER BY \(order.text)"
+                arguments += order.arguments
+            }
+            var items = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map(Self.decode)
+            let evaluator = QueryEvaluator(schema: schema)
+            if let residual = split.residual {
+                items = items.filter { evaluator.matches(residual, $0.queryable) }
+            }
+            if order == nil {
+                var byID: [String: StoredItem] = [:]
+                for item in items { byID[item.id] = item }
+                var queryables = items.map(\.queryable)
+                evaluator.sort(&queryables, by: query.orderBy)
+                items = queryables.compactMap { $0.id.flatMap { byID[$0] } }
+            }
+            let total = items.count
+            let start = min(skip, total)
+            let end = limit.map { min(total, start + min($0, total)) } ?? total
+            return StoragePage(
+                items: Array(items[start..<end]), totalCount: query.includeTotalCount ? total : nil,
+                hasMore: end < total, plan: .evaluator)
+        }
+    }
+
+    static func validate(_ query: StorageQuery, _ table: StorageTable) throws {
+        var check = TableQuery(filter: query.filter, orderBy: query.orderBy)
+        check.skip = query.skip
+        check.top = query.limit
+        do {
+            try QueryEvaluator(schema: table.schema).validate(check)
+        } catch {
+            throw StorageError(.invalidQuery, error.description, underlying: error)
+        }
+        guard query.skip >= 0, (query.limit ?? 0) >= 0 else {
+            throw StorageError(.invalidQuery, "skip and limit must not be negative")
+        }
+    }
+
+    // MARK: - Lifecycle
+
+    public func close() async throws {
+        let wasClosed = closed.withLock { flag in
+            defer { flag = true }
+            return flag
+        }
+        if wasClosed { return }
+        do {
+            try database.close()
+        } catch {
+            throw Self.mapped(error, "closing", location)
+        }
+    }
+
+    // MARK: - Plumbing
+
+    private func ensureOpen() throws {
+        if closed.withLock({ $0 }) { throw StorageError(.closed, "the storage \(location) is closed") }
+    }
+
+    func read<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try ensureOpen()
+        do {
+            return try await database.read(body)
+        } catch {
+            throw Self.mapped(error, action, location)
+        }
+    }
+
+    func write<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try ensureOpen()
+        do {
+            return try await database.write(body)
+        } catch {
+            throw Self.mapped(error, action, location)
+        }
+    }
+
+    static func mapped(_ error: any Error, _ action: String, _ place: String) -> any Error {
+        if error is StorageError { return error }
+        guard let error = error as? DatabaseError else {
+            return StorageError(.io, "\(action) \(place) failed: \(error)")
+        }
+        let native = String((error.message ?? "\(error.resultCode)").map { $0.isNewline ? " " : $0 })
+        let code: StorageError.Code
+        switch error.resultCode {
+        case .SQLITE_CORRUPT, .SQLITE_NOTADB: code = .corrupt
+        case .SQLITE_BUSY, .SQLITE_LOCKED: code = .busy
+        default: code = .io
+        }
+        return StorageError(code, "\(action) \(place) failed (SQLite: \(native))", underlying: error)
+    }
+
+    static func validateName(_ name: String) throws {
+        do {
+            try StoreValidation.validateTableName(name)
+        } catch {
+            throw StorageError(.invalidName, error.message)
+        }
+    }
+
+    static func validateID(_ id: String) throws {
+        do {
+            try ItemID.validate(id)
+        } catch {
+            throw StorageError(.invalidName, error.description)
+        }
+    }
+}

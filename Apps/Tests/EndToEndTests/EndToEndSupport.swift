@@ -1,0 +1,96 @@
+import FerryServer
+import Foundation
+import Logging
+import ServerStorage
+import StoreMemory
+import StoreSQLite
+import SyncCore
+import Transport
+
+/// The local stores the end-to-end tests run on.
+enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
+    case memory, sqlite
+
+    var description: String { rawValue }
+    var persists: Bool { self != .memory }
+
+    /// Opens the store called `name` in `directory` (memory stores are always new).
+    func open(_ directory: URL, _ name: String) throws -> any LocalStore {
+        switch self {
+        case .memory: MemoryStore()
+        case .sqlite: try SQLiteStore(path: directory.appendingPathComponent(name + ".sqlite").path)
+        }
+    }
+}
+
+/// A scratch directory removed at the end of a test.
+struct Scratch: Sendable {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-e2e-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// The reference server on loopback, on a SQLite file; dynamic tables soft-delete, as sync needs.
+struct TestServer: Sendable {
+    let server: ReferenceServer
+    let databasePath: String
+
+    static func start(in scratch: Scratch, port: Int = 0, pageSize: Int = 100) async throws -> TestServer {
+        var logger = Logger(label: "ferry.e2e")
+        logger.logLevel = .critical
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: port, logger: logger)
+        configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
+        let path = scratch.url.appendingPathComponent("server.sqlite").path
+        let server = try await ReferenceServer.start(configuration, database: .sqlite(path: path))
+        return TestServer(server: server, databasePath: path)
+    }
+
+    var url: URL { URL(string: server.url)! }
+
+    func stop() async throws { try await server.shutdown() }
+
+    func remote(_ version: ProtocolVersion) -> HTTPRemote {
+        Self.remote(url, version)
+    }
+
+    static func remote(_ url: URL, _ version: ProtocolVersion) -> HTTPRemote {
+        HTTPRemote(
+            HTTPRemote.Configuration(
+                serverURL: url, protocolVersion: version, timeout: .seconds(20),
+                retry: HTTPRemote.RetryPolicy(maximumAttempts: 1)))
+    }
+
+    /// Every live item of `table` on the server, by id.
+    func items(_ table: String, _ version: ProtocolVersion) async throws -> [String: JSONObject] {
+        let items: [JSONObject]
+        do {
+            items = try await remote(version).onlineTable(table).all(TableQuery())
+        } catch {
+            if error.code == .notFound { return [:] }  // nobody has written to the table yet
+            throw error
+        }
+        return Dictionary(uniqueKeysWithValues: items.map { ($0.id ?? "", $0) })
+    }
+}
+
+/// A free loopback port: bound by a server that then stops.
+func freePort(in scratch: Scratch) async throws -> Int {
+    let probe = try await TestServer.start(in: Scratch())
+    let port = probe.server.port
+    try await probe.stop()
+    return port
+}
+
+/// The app's fields of an item (no system properties), for comparing devices and server.
+func appFields(_ item: JSONObject) -> JSONObject {
+    item.filter { !["updatedAt", "createdAt", "version", "deleted"].contains($0.key) }
+}
+
+extension ProtocolVersion {
+    static let both: [ProtocolVersion] = [.v2, .v3]
+}

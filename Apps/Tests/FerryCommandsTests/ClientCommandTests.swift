@@ -1,0 +1,208 @@
+import ArgumentParser
+import FerryClient
+import FerryConsole
+import FerryServer
+import Foundation
+import Logging
+import Synchronization
+import SyncCore
+import Testing
+import Transport
+
+@testable import FerryCommands
+
+/// Collects what commands print.
+final class Transcript: Sendable {
+    private let text = Mutex("")
+    var value: String { text.withLock { $0 } }
+
+    var output: CommandOutput { output(.table) }
+
+    func output(_ format: OutputFormat) -> CommandOutput {
+        CommandOutput(format: format, showsProgress: false) { [self] line in text.withLock { $0 += line } }
+    }
+}
+
+/// A reference server in-process on a free loopback port, tables soft-deleting.
+func startServer() async throws -> ReferenceServer {
+    var logger = Logger(label: "ferry.cli-test")
+    logger.logLevel = .critical
+    var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, logger: logger)
+    configuration.dynamicTableDefaults.softDelete = true
+    return try await ReferenceServer.start(configuration, database: .memory)
+}
+
+func temporaryDirectory() throws -> String {
+    let path = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-cli-" + UUID().uuidString).path
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}
+
+@Suite("ferry client commands")
+struct ClientCommandTests {
+    @Test func theCommandTreeParsesEveryClientCommand() throws {
+        let query = try FerryCommand.parseAsRoot([
+            "query", "todo", "--filter", "done eq false", "--orderby", "title desc", "--top", "5", "--store", "memory",
+            "--json",
+        ])
+        let parsed = try #require(query as? QueryCommand)
+        #expect(parsed.table == "todo" && parsed.top == 5 && parsed.client.json)
+        #expect(try FerryCommand.parseAsRoot(["push", "--protocol", "2"]) is PushCommand)
+        #expect(try FerryCommand.parseAsRoot(["pull", "todo", "--query-id", "all"]) is PullCommand)
+        #expect(try FerryCommand.parseAsRoot(["purge", "todo", "--force"]) is PurgeCommand)
+        #expect(try FerryCommand.parseAsRoot(["conflicts", "resolve", "e1", "--take", "server"]) is ConflictsCommand)
+        #expect(try FerryCommand.parseAsRoot(["repl", "--stores", "memory"]) is ReplCommand)
+        #expect(try FerryCommand.parseAsRoot(["demo"]) is DemoCommand)
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["frobnicate"]) }
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["insert", "todo"]) }
+    }
+
+    @Test func commandsRunOnADeviceAndPrintTablesOrJSON() async throws {
+        let device = try Device(name: "test", store: .memory, server: nil)
+        let transcript = Transcript()
+        var insert = try #require(
+            try FerryCommand.parseAsRoot(["insert", "todo", #"{"id":"a","title":"Milk","done":false}"#])
+                as? InsertCommand)
+        try await insert.execute(on: device, output: transcript.output)
+        let update = try #require(
+            try FerryCommand.parseAsRoot(["update", "todo", "a", #"{"done":true}"#]) as? UpdateCommand)
+        try await update.execute(on: device, output: transcript.output)
+        #expect(try await device.get("todo", id: "a")?["done"] == true)
+        #expect(try await device.get("todo", id: "a")?["title"] == "Milk")
+
+        let json = Transcript()
+        let query = try #require(try FerryCommand.parseAsRoot(["query", "todo", "--json"]) as? QueryCommand)
+        try await query.execute(on: device, output: json.output(.json))
+        let parsed = try JSONValue(parsing: json.value.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(parsed == [["id": "a", "title": "Milk", "done": true]])
+        #expect(transcript.value.contains("Milk"))
+
+        let get = try #require(try FerryCommand.parseAsRoot(["get", "todo", "zzz"]) as? GetCommand)
+        let missing = await #expect(throws: ClientError.self) {
+            try await get.execute(on: device, output: transcript.output)
+        }
+        #expect(missing?.code == .notFound)
+        insert = try #require(try FerryCommand.parseAsRoot(["insert", "todo", "{not json"]) as? InsertCommand)
+        let bad = await #expect(throws: ClientError.self) {
+            try await insert.execute(on: device, output: transcript.output)
+        }
+        #expect(bad?.code == .usage)
+        #expect(bad?.description.contains("\n") == false)
+        try await device.close()
+    }
+
+    /// The REPL read from a pipe: two devices, offline edits, a restart, a conflict and its resolution.
+    @Test func aScriptedReplSessionSyncsTwoDevicesThroughAConflict() async throws {
+        let server = try await startServer()
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let transcript = Transcript()
+        let session = try ReplSession(
+            server: ServerSettings(url: URL(string: server.url)!), policy: .fail, stores: directory,
+            output: transcript.output)
+        try await session.use("phone", store: nil)
+        let script = """
+            offline
+            insert todo '{"id":"milk","title":"Milk"}'
+            push
+            restart
+            status
+            online
+            push
+            use tablet
+            pull todo --query-id all
+            update todo milk '{"title":"Oat milk"}'
+            push
+            use phone
+            update todo milk '{"title":"Milk, 2 litres"}'
+            push
+            conflicts
+            conflicts resolve milk --take mine
+            push
+            use tablet
+            pull todo --query-id all
+            get todo milk
+            devices
+            exit
+            """
+        var pipe: [Int32] = [0, 0]
+        #expect(Foundation.pipe(&pipe) == 0)
+        let bytes = Array((script + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(pipe[1], $0.baseAddress, $0.count) }
+        close(pipe[1])
+        let editor = LineEditor(input: pipe[0], output: 1)
+        #expect(!editor.isInteractive)
+        let failed = await session.run(editor: editor)
+        close(pipe[0])
+        let text = transcript.value
+        #expect(failed, "the offline push and the conflicting push fail, so a scripted session reports failure")
+        #expect(text.contains("ferry(phone)> offline"))
+        #expect(text.contains("the device is offline"))
+        #expect(text.contains("1 pending operation"))
+        #expect(text.contains("pushed 1 operation"))
+        #expect(text.contains("1 failed (see `conflicts`)"))
+        #expect(text.contains("resolved"))
+        #expect(text.contains("Milk, 2 litres"))
+        let onServer = try await HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
+            .onlineTable("todo").read(id: "milk")
+        #expect(onServer?["title"] == "Milk, 2 litres")
+        try await server.shutdown()
+    }
+
+    @Test func shellWordsSplitLikeAShell() throws {
+        #expect(
+            try ShellWords.split(#"insert todo '{"a": 1}' "x y" z\ w"#) == [
+                "insert", "todo", #"{"a": 1}"#, "x y", "z w",
+            ])
+        #expect(try ShellWords.split("  ") == [])
+        #expect(throws: ClientError.self) { try ShellWords.split("'open") }
+    }
+}
+
+/// The built `ferry` binary, run as a user would.
+@Suite("ferry binary")
+struct FerryBinaryTests {
+    static func ferryURL() -> URL? {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = executable.deletingLastPathComponent()
+        for _ in 0..<4 {
+            let candidate = directory.appendingPathComponent("ferry")
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+            directory = directory.deletingLastPathComponent()
+        }
+        return nil
+    }
+
+    static func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+        let process = Process()
+        guard let url = ferryURL() else {
+            throw ClientError(.notFound, "the ferry executable was not built beside the tests")
+        }
+        process.executableURL = url
+        process.arguments = arguments
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+    }
+
+    @Test func theDemoRunsFromStartToEnd() throws {
+        let result = try Self.run(["demo"])
+        #expect(result.status == 0, "\(result.errors)")
+        #expect(result.output.contains("phone, tablet and server hold the same 3 todos"), "\(result.output)")
+    }
+
+    @Test func failuresAreOneLineWithAnExitCode() throws {
+        let result = try Self.run(["get", "todo", "nothing", "--store", "memory"])
+        #expect(result.status == 5)
+        #expect(result.errors.hasPrefix("error: no item 'nothing' in 'todo'"))
+        #expect(result.errors.split(separator: "\n").count == 1)
+        let usage = try Self.run(["insert", "todo", "[1]", "--store", "memory"])
+        #expect(usage.status == 64)
+    }
+}

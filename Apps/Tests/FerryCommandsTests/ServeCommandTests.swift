@@ -1,0 +1,87 @@
+import ArgumentParser
+import FerryCommands
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite("ferry serve")
+struct ServeCommandTests {
+    @Test func parsesServeAndItsOptions() throws {
+        let command = try FerryCommand.parseAsRoot([
+            "serve", "--port", "0", "--host", "0.0.0.0", "--db", "memory", "--tables", "t.json", "--auth-secret", "s",
+        ])
+        #expect(command is ServeCommand)
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["serve", "--port", "eighty"]) }
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["serve", "--bogus"]) }
+        #expect(FerryCommand.helpMessage(for: ServeCommand.self).contains("--auth-secret"))
+    }
+
+    /// The built `ferry` executable, when the package was built.
+    static var executable: String? {
+        let apps = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        for configuration in ["debug", "release"] {
+            let path = apps.appendingPathComponent(".build/\(configuration)/ferry").path
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }
+
+    /// Runs `ferry serve --port 0 --db memory`, reads the line that says where it listens, asks for
+    /// `/health`, then stops it with `signal` and expects a clean exit.
+    func serveAndStop(with signal: Int32) async throws {
+        guard let executable = Self.executable else {
+            Issue.record("the ferry executable is not built; run swift build first")
+            return
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["serve", "--port", "0", "--db", "memory", "--log-level", "warning"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let line = try await Self.firstLine(of: output.fileHandleForReading, from: process)
+        #expect(line.hasPrefix("ferry serve: listening on http://127.0.0.1:"), "\(line)")
+        let url = try #require(line.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
+        let (data, response) = try await URLSession.shared.data(from: URL(string: url + "/health")!)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: data, as: UTF8.self).contains("\"status\":\"ok\""))
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 0)
+    }
+
+    /// The first line `process` writes, or an error after 30 seconds (the process is then killed,
+    /// which also ends the blocked read).
+    static func firstLine(of handle: FileHandle, from process: Process) async throws -> String {
+        try await withThrowingTaskGroup(of: String.self) { group in
+            group.addTask {
+                var bytes: [UInt8] = []
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    bytes += chunk
+                    if bytes.contains(UInt8(ascii: "\n")) { break }
+                }
+                return String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+            }
+            group.addTask {
+                try await Task.sleep(for: .seconds(30))
+                process.terminate()
+                throw CancellationError()
+            }
+            let line = try await group.next()!
+            group.cancelAll()
+            return line
+        }
+    }
+
+    @Test func stopsCleanlyOnSIGTERM() async throws { try await serveAndStop(with: SIGTERM) }
+
+    @Test func stopsCleanlyOnSIGINT() async throws { try await serveAndStop(with: SIGINT) }
+}

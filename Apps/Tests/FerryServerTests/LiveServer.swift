@@ -1,0 +1,72 @@
+import FerryServer
+import Foundation
+import Logging
+import ServerStorage
+import ServerStorageSQLite
+import SyncCore
+
+/// A reference server running in-process on a free loopback port, and a real HTTP client for it.
+struct LiveServer: Sendable {
+    let server: ReferenceServer
+    static let secret = "ferry-test-secret-0123456789"
+
+    /// Starts a server on a fresh in-memory database, after `seed` has filled it.
+    static func start(
+        tables: [TableSettings], allowsDynamicTables: Bool = true,
+        dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
+        seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
+    ) async throws -> LiveServer {
+        var logger = Logger(label: "ferry.test")
+        logger.logLevel = .critical
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
+        configuration.allowsDynamicTables = allowsDynamicTables
+        configuration.dynamicTableDefaults = dynamicDefaults
+        configuration.authSecret = secret
+        configuration.limits = limits
+        let storage = try SQLiteServerStorage(location: .memory)
+        try await storage.prepare(tables.map { StorageTable(name: $0.name, schema: $0.schema) })
+        try await seed(storage)
+        let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
+        return LiveServer(server: server)
+    }
+
+    func stop() async throws { try await server.shutdown() }
+
+    /// A token for `subject`, valid for an hour.
+    static func token(_ subject: String, secret: String = LiveServer.secret, expired: Bool = false) -> String {
+        TokenVerifier(secret: secret).sign(
+            subject: subject, expiresAt: Date().addingTimeInterval(expired ? -60 : 3600))
+    }
+
+    struct Reply: Sendable {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+
+        var text: String { String(decoding: body, as: UTF8.self) }
+        var json: JSONValue? { body.isEmpty ? nil : try? JSONValue(parsingUTF8: body) }
+        func header(_ name: String) -> String? { headers[name.lowercased()] }
+    }
+
+    /// Sends one request over a new loopback connection. `target` is the path and query, already
+    /// percent-encoded.
+    func send(
+        _ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil
+    ) async throws -> Reply {
+        let response = try await LoopbackHTTP.send(
+            port: server.port, method: method, target: target, headers: headers, body: body)
+        return Reply(status: response.status, headers: response.headers, body: response.body)
+    }
+
+    func send(_ method: String, _ target: String, headers: [(String, String)] = [], json: JSONValue) async throws
+        -> Reply
+    {
+        try await send(
+            method, target, headers: [("Content-Type", "application/json")] + headers, body: json.serializedUTF8())
+    }
+}
+
+/// Percent-encodes a raw OData query string parameter by parameter.
+func encodedQuery(_ raw: String) -> String {
+    ODataParameters(parsing: raw).percentEncodedQueryString
+}

@@ -1,0 +1,126 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// A minimal HTTP/1.1 client over a plain loopback socket, for tests: it sends exactly the bytes
+/// of the request (any method, any header, a body on any method) and reads the answer as the
+/// server wrote it, with `Connection: close`. No redirects, caching or header rewriting.
+enum LoopbackHTTP {
+    struct Response: Sendable {
+        var status: Int
+        /// Header names lowercased.
+        var headers: [String: String]
+        var body: [UInt8]
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    static func send(
+        port: Int, method: String, target: String, headers: [(String, String)], body: [UInt8]?
+    ) async throws -> Response {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(
+                    with: Result {
+                        try exchange(port: port, method: method, target: target, headers: headers, body: body)
+                    })
+            }
+        }
+    }
+
+    static func exchange(
+        port: Int, method: String, target: String, headers: [(String, String)], body: [UInt8]?
+    ) throws -> Response {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket() failed") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw Failure(description: "cannot connect to 127.0.0.1:\(port)") }
+
+        var head = "\(method) \(target) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        if let body { head += "Content-Length: \(body.count)\r\n" }
+        head += "\r\n"
+        try writeAll(fd, Array(head.utf8) + (body ?? []))
+
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 { throw Failure(description: "read failed (errno \(errno))") }
+            if count == 0 { break }
+            received.append(contentsOf: buffer[0..<count])
+        }
+        return try parse(received, method: method)
+    }
+
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if written <= 0 { throw Failure(description: "write failed (errno \(errno))") }
+            offset += written
+        }
+    }
+
+    static func parse(_ data: [UInt8], method: String) throws -> Response {
+        let separator: [UInt8] = [13, 10, 13, 10]
+        guard let end = data.firstRange(of: separator) else { throw Failure(description: "no HTTP head in the answer") }
+        let head = String(decoding: data[..<end.lowerBound], as: UTF8.self)
+        var lines = head.components(separatedBy: "\r\n")
+        let statusLine = lines.removeFirst().split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else {
+            throw Failure(description: "bad status line")
+        }
+        var headers: [String: String] = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[name] = headers[name].map { $0 + ", " + value } ?? value
+        }
+        var body = Array(data[end.upperBound...])
+        if headers["transfer-encoding"]?.lowercased().contains("chunked") == true { body = try unchunk(body) }
+        if let length = headers["content-length"].flatMap(Int.init), length < body.count {
+            body = Array(body.prefix(length))
+        }
+        if method == "HEAD" { body = [] }
+        return Response(status: status, headers: headers, body: body)
+    }
+
+    static func unchunk(_ data: [UInt8]) throws -> [UInt8] {
+        var output: [UInt8] = []
+        var index = 0
+        while index < data.count {
+            guard let lineEnd = data[index...].firstRange(of: [13, 10]) else { break }
+            let sizeText =
+                String(decoding: data[index..<lineEnd.lowerBound], as: UTF8.self)
+                .split(separator: ";").first.map(String.init) ?? ""
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16) else {
+                throw Failure(description: "bad chunk size '\(sizeText)'")
+            }
+            index = lineEnd.upperBound
+            if size == 0 { break }
+            guard index + size <= data.count else { throw Failure(description: "truncated chunk") }
+            output.append(contentsOf: data[index..<index + size])
+            index += size + 2
+        }
+        return output
+    }
+}
