@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "SyncCore", targets: ["SyncCore"]),
         .library(name: "StoreMemory", targets: ["StoreMemory"]),
         .library(name: "StoreSQLite", targets: ["StoreSQLite"]),
+        .library(name: "StoreLMDB", targets: ["StoreLMDB"]),
         .library(name: "Transport", targets: ["Transport"]),
         // The conformance suite and the peer-data loaders, for the Apps package's tests.
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
@@ -32,6 +33,15 @@ let package = Package(
             path: "Modules/StoreSQLite"
         ),
 
+        .systemLibrary(
+            name: "CLMDB", path: "Modules/CLMDB", pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]
+        ),
+        .target(
+            name: "StoreLMDB",
+            dependencies: ["SyncCore", "CLMDB", .product(name: "Logging", package: "swift-log")],
+            path: "Modules/StoreLMDB"
+        ),
         .target(
             name: "Transport",
             dependencies: ["SyncCore", .product(name: "Logging", package: "swift-log")],
@@ -46,7 +56,7 @@ let package = Package(
         // The child process of the crash-atomicity tests: writes transactions until it is killed.
         .executableTarget(
             name: "StoreCrashWriter",
-            dependencies: ["SyncCore", "StoreSQLite"],
+            dependencies: ["SyncCore", "StoreSQLite", "StoreLMDB"],
             path: "Tools/StoreCrashWriter"
         ),
 
@@ -54,7 +64,7 @@ let package = Package(
         .executableTarget(
             name: "StoreBenchmark",
             dependencies: [
-                "SyncCore", "StoreSQLite", .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                "SyncCore", "StoreSQLite", "StoreLMDB", "CLMDB", .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             path: "Tools/StoreBenchmark"
         ),
@@ -68,6 +78,11 @@ let package = Package(
             name: "SyncEngineTests",
             dependencies: ["SyncCore", "StoreMemory", "StoreSQLite", "StoreConformance", "SyncTesting"],
             path: "Tests/SyncEngineTests"
+        ),
+        .testTarget(
+            name: "StoreLMDBTests",
+            dependencies: ["StoreLMDB", "StoreConformance", "SyncCore", "CLMDB"],
+            path: "Tests/StoreLMDBTests"
         ),
         .testTarget(
             name: "TransportTests",

@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "FerryClient", targets: ["FerryClient"]),
         .library(name: "FerryConsole", targets: ["FerryConsole"]),
         .executable(name: "ferry", targets: ["ferry"]),
+        .executable(name: "SyncBenchmark", targets: ["SyncBenchmark"]),
     ],
     dependencies: [
         .package(name: "Ferry", path: ".."),
@@ -48,6 +49,17 @@ let package = Package(
             ],
             path: "Sources/ServerStorageSQLite"
         ),
+        // The sync benchmark (Tools/bench-sync.sh): pull and push against a `ferry serve` child.
+        .executableTarget(
+            name: "SyncBenchmark",
+            dependencies: [
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreSQLite", package: "Ferry"),
+                .product(name: "Transport", package: "Ferry"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            path: "Sources/SyncBenchmark"
+        ),
         // The server-storage conformance suite, run by every backend's tests.
         .target(
             name: "ServerStorageConformance",
@@ -68,6 +80,7 @@ let package = Package(
                 "FerryConsole",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreSQLite", package: "Ferry"),
+                .product(name: "StoreLMDB", package: "Ferry"),
                 .product(name: "StoreMemory", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
             ],
@@ -142,6 +155,7 @@ let package = Package(
                 "FerryServer", "ServerStorage",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreSQLite", package: "Ferry"),
+                .product(name: "StoreLMDB", package: "Ferry"),
                 .product(name: "StoreMemory", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),

@@ -81,6 +81,7 @@ final class StubProtocol: URLProtocol {
         // URLProtocol is not Sendable; the loading system calls back on its own terms.
         nonisolated(unsafe) let loader = self
         let respond: @Sendable () -> Void = {
+            if loader.stopped.withLock({ $0 }) { return }
             let response = HTTPURLResponse(
                 url: request.url!, statusCode: answer.status, httpVersion: "HTTP/1.1", headerFields: answer.headers)!
             loader.client?.urlProtocol(loader, didReceive: response, cacheStoragePolicy: .notAllowed)
@@ -94,7 +95,11 @@ final class StubProtocol: URLProtocol {
         }
     }
 
-    override func stopLoading() {}
+    /// Set when the loading system stops this load (a cancelled task): a delayed answer must not
+    /// reach it then (FoundationNetworking traps on callbacks for tasks it has forgotten).
+    private let stopped = Mutex(false)
+
+    override func stopLoading() { stopped.withLock { $0 = true } }
 }
 
 func stubbedRemote(

@@ -1,6 +1,6 @@
 // The child process of the crash-atomicity tests (Tests/StoreConformance/CrashAtomicity.swift).
 //
-//     StoreCrashWriter sqlite:/path/to/store.ferry
+//     StoreCrashWriter sqlite:/path/to/store.ferry | lmdb:/path/to/store-directory
 //
 // Opens the store, finds the last committed transaction number `n` (the delta token "last" of table
 // "crash"), and writes transactions n+1, n+2, ... forever. Transaction t, in ONE store write:
@@ -12,6 +12,7 @@
 // After each commit it writes the line `committed <t>` to stdout with one write(2), so everything the
 // parent has read was committed. The parent kills it with SIGKILL at a random moment.
 import Foundation
+import StoreLMDB
 import StoreSQLite
 import SyncCore
 
@@ -20,7 +21,7 @@ enum StoreCrashWriter {
     static func main() async {
         let arguments = CommandLine.arguments.dropFirst()
         guard let spec = arguments.first, arguments.count == 1 else {
-            fail("usage: StoreCrashWriter sqlite:PATH")
+            fail("usage: StoreCrashWriter sqlite:PATH | lmdb:PATH")
         }
         do {
             let store = try open(spec)
@@ -41,7 +42,8 @@ enum StoreCrashWriter {
 
     static func open(_ spec: String) throws -> any LocalStore {
         if spec.hasPrefix("sqlite:") { return try SQLiteStore(path: String(spec.dropFirst("sqlite:".count))) }
-        fail("StoreCrashWriter: unknown store '\(spec)' (expected sqlite:PATH)")
+        if spec.hasPrefix("lmdb:") { return try LMDBStore(path: String(spec.dropFirst("lmdb:".count))) }
+        fail("StoreCrashWriter: unknown store '\(spec)' (expected sqlite:PATH or lmdb:PATH)")
     }
 
     static func write(_ t: Int, _ tx: any StoreTransaction) throws {

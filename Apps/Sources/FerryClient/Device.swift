@@ -1,5 +1,6 @@
 public import Foundation
 public import SyncCore
+import StoreLMDB
 import StoreMemory
 import StoreSQLite
 import Synchronization
@@ -46,7 +47,7 @@ public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .sqlite(let path): return try SQLiteStore(path: path)
         case .memory: return MemoryStore()
-        case .lmdb(let path): return try StoreOpeners.openLMDB(path)
+        case .lmdb(let path): return try LMDBStore(path: path)
         }
     }
 }
@@ -116,23 +117,6 @@ struct GatedTable: RemoteTable {
     }
     func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
         try await connectivity.check().table(name).query(query)
-    }
-}
-
-/// Lets the Apps package plug in stores that the client layer does not link (LMDB).
-public enum StoreOpeners: Sendable {
-    static let lmdb = Mutex<(@Sendable (String) throws -> any LocalStore)?>(nil)
-
-    /// Registers how `lmdb:PATH` opens.
-    public static func registerLMDB(_ open: @escaping @Sendable (String) throws -> any LocalStore) {
-        lmdb.withLock { $0 = open }
-    }
-
-    static func openLMDB(_ path: String) throws -> any LocalStore {
-        guard let open = lmdb.withLock({ $0 }) else {
-            throw ClientError(.usage, "this build has no LMDB store", hint: "use sqlite:PATH or memory")
-        }
-        return try open(path)
     }
 }
 

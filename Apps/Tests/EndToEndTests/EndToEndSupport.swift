@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import Logging
 import ServerStorage
+import StoreLMDB
 import StoreMemory
 import StoreSQLite
 import SyncCore
@@ -9,7 +10,7 @@ import Transport
 
 /// The local stores the end-to-end tests run on.
 enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
-    case memory, sqlite
+    case memory, sqlite, lmdb
 
     var description: String { rawValue }
     var persists: Bool { self != .memory }
@@ -19,6 +20,7 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
         switch self {
         case .memory: MemoryStore()
         case .sqlite: try SQLiteStore(path: directory.appendingPathComponent(name + ".sqlite").path)
+        case .lmdb: try LMDBStore(path: directory.appendingPathComponent(name + ".lmdb").path)
         }
     }
 }

@@ -82,6 +82,24 @@ enum StoreBenchmark {
             try await store.close()
         }
 
+        if options.runs("lmdb") {
+            // StoreLMDB against plain mdb_put of the same rows, page by page, durable commits.
+            let lmdbPages = pages.map { page in page.map { (id: $0.id, json: $0.json, item: $0.item) } }
+            let lmdbDirectory = directory.appendingPathComponent("lmdb").path
+            let (ferry, raw) = try await onThread { try benchmarkLMDB(directory: lmdbDirectory, pages: lmdbPages) }
+            report(
+                "apply into StoreLMDB (one transaction per page, interleaved with the baseline)", unit: "items/s",
+                count: rows.count, ferry: ferry, baseline: raw, baselineName: "raw LMDB mdb_put", storeName: "StoreLMDB"
+            )
+            var random = SplitMix(seed: 4)
+            let ids = (0..<options.reads).map { _ in rows[Int(random.next() % UInt64(rows.count))].id }
+            let reads = try await onThread { try benchmarkLMDBPointReads(directory: lmdbDirectory, ids: ids) }
+            report(
+                "StoreLMDB point reads by id, in one read", unit: "reads/s", count: ids.count,
+                ferry: reads.ferrySeconds,
+                baseline: reads.rawParsedSeconds, baselineName: "mdb_get + parse", storeName: "StoreLMDB")
+        }
+
         if options.runs("query") {
             try await queryPage(options: options, directory: directory)
         }
@@ -133,12 +151,21 @@ enum StoreBenchmark {
         try await store.close()
     }
 
-    static func report(_ title: String, unit: String, count: Int, ferry: Double, baseline: Double, baselineName: String)
-    {
+    /// Runs blocking work on its own thread (the LMDB part waits on semaphores), off Swift's pool.
+    static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
+    }
+
+    static func report(
+        _ title: String, unit: String, count: Int, ferry: Double, baseline: Double, baselineName: String,
+        storeName: String = "StoreSQLite"
+    ) {
         let ferryRate = Double(count) / ferry
         let baselineRate = Double(count) / baseline
         print(title)
-        print("  StoreSQLite       \(pad(Int(ferryRate))) \(unit)")
+        print("  \(storeName.padding(toLength: 17, withPad: " ", startingAt: 0)) \(pad(Int(ferryRate))) \(unit)")
         print("  \(baselineName.padding(toLength: 17, withPad: " ", startingAt: 0)) \(pad(Int(baselineRate))) \(unit)")
         print("  ratio             \(format(ferryRate / baselineRate)) of the baseline")
         print("")

@@ -1,0 +1,322 @@
+// The sync benchmark: see Tools/README.md (`bash Tools/bench-sync.sh`).
+//
+// Against a `ferry serve` child process on a seeded SQLite database:
+// - initial pull of N rows into a SQLiteStore (rows/s, RSS growth), beside a baseline that
+//   downloads the same keyset pages through the Transport without a store; prints the ratio;
+// - optionally the same pull of a bigger table, for memory (RSS growth must follow the page size);
+// - a push of M queued inserts (operations/s).
+import Foundation
+import GRDB
+import StoreSQLite
+import SyncCore
+import Transport
+
+@main
+enum SyncBenchmark {
+    static func main() async {
+        do {
+            try await run(Options(CommandLine.arguments.dropFirst()))
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run(_ options: Options) async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ferry-syncbench-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        print(
+            "Ferry sync benchmark: rows of about 200 bytes, pages of \(options.page), server = ferry serve (SQLite file)"
+        )
+
+        try await pullBenchmark(rows: options.rows, options: options, directory: directory, baseline: true)
+        if let big = options.memoryRows {
+            try await pullBenchmark(rows: big, options: options, directory: directory, baseline: false)
+        }
+        if options.push > 0 { try await pushBenchmark(options: options, directory: directory) }
+    }
+
+    static func pullBenchmark(rows: Int, options: Options, directory: URL, baseline: Bool) async throws {
+        let database = directory.appendingPathComponent("server-\(rows).sqlite").path
+        print("\nseeding \(rows) rows…")
+        try await Seeder.seed(database: database, rows: rows, directory: directory)
+        let server = try ServerProcess.start(database: database, directory: directory, page: options.page)
+        defer { server.stop() }
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url, retry: .init(maximumAttempts: 1)))
+
+        var baselineSeconds: Double?
+        if baseline {
+            // Download only: the same keyset pages the engine asks for, through the Transport.
+            let table = remote.onlineTable("bench")
+            var cursor: (Timestamp, String)?
+            var received = 0
+            baselineSeconds = try await Clock.measure {
+                while true {
+                    var query = TableQuery(top: options.page, includeDeleted: true)
+                    query.orderBy = [.field("updatedAt"), .field("id")]
+                    if let (time, id) = cursor {
+                        let stamp = QueryExpression.literal(.dateTimeOffset(time))
+                        query.filter = .binary(
+                            .or, .binary(.greaterThan, .field("updatedAt"), stamp),
+                            .binary(
+                                .and, .binary(.equal, .field("updatedAt"), stamp),
+                                .binary(.greaterThan, .field("id"), .literal(.string(id)))))
+                    }
+                    let page = try await table.page(query)
+                    received += page.items.count
+                    guard let last = page.items.last, let time = last.updatedAt, let id = last.id else { break }
+                    cursor = (time, id)
+                    if page.items.count < options.page { break }
+                }
+            }
+            // The rows, plus the soft-deleted row the seeding left (pulls include deleted rows).
+            guard received == rows + 1 else {
+                throw BenchmarkError("the baseline received \(received) of \(rows + 1) rows")
+            }
+        }
+
+        let storePath = directory.appendingPathComponent("client-\(rows).sqlite").path
+        let store = try SQLiteStore(path: storePath)
+        let context = SyncContext(store: store, remote: remote)
+        let before = Memory.residentBytes()
+        let sampler = Memory.Sampler()
+        let seconds = try await Clock.measure {
+            let result = try await context.pull("bench", queryID: "all", options: PullOptions(pageSize: options.page))
+            guard result.items.received == rows + 1 else {
+                throw BenchmarkError("the pull received \(result.items.received) of \(rows + 1) rows")
+            }
+        }
+        let peak = sampler.stop()
+        let stored = try await store.read { try $0.count("bench") }
+        try await store.close()
+        guard stored == rows else { throw BenchmarkError("the store holds \(stored) of \(rows) rows") }
+
+        let rate = Double(rows) / seconds
+        print("initial pull of \(rows) rows into StoreSQLite")
+        print("  client (pull into the store)  \(pad(Int(rate))) rows/s  (\(format(seconds)) s)")
+        if let baselineSeconds {
+            print(
+                "  baseline (download only)      \(pad(Int(Double(rows) / baselineSeconds))) rows/s  (\(format(baselineSeconds)) s)"
+            )
+            print("  client cost                   \(format(seconds / baselineSeconds))x the baseline's time")
+        }
+        print("  RSS: \(mb(before)) MB before, peak \(mb(peak)) MB during the pull, growth \(mb(peak - before)) MB")
+    }
+
+    static func pushBenchmark(options: Options, directory: URL) async throws {
+        let database = directory.appendingPathComponent("server-push.sqlite").path
+        try await Seeder.seed(database: database, rows: 0, directory: directory)
+        let server = try ServerProcess.start(database: database, directory: directory, page: options.page)
+        defer { server.stop() }
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url, retry: .init(maximumAttempts: 1)))
+        let store = try SQLiteStore(path: directory.appendingPathComponent("client-push.sqlite").path)
+        let context = SyncContext(store: store, remote: remote)
+        let table = context.table("bench")
+        for index in 0..<options.push {
+            try await table.insert(Workload.item(index))
+        }
+        let seconds = try await Clock.measure {
+            let result = try await context.push()
+            guard result.pushed == options.push else {
+                throw BenchmarkError("pushed \(result.pushed) of \(options.push)")
+            }
+        }
+        try await store.close()
+        print(
+            "\npush of \(options.push) queued inserts: \(pad(Int(Double(options.push) / seconds))) operations/s  (\(format(seconds)) s)"
+        )
+    }
+
+    static func pad(_ value: Int) -> String {
+        let text = String(value)
+        return String(repeating: " ", count: max(0, 9 - text.count)) + text
+    }
+    static func format(_ value: Double) -> String { String(format: "%.2f", value) }
+    static func mb(_ bytes: Int) -> String { String(format: "%.1f", Double(bytes) / 1_048_576) }
+}
+
+struct Options {
+    var rows = 100_000
+    var page = 1_000
+    var push = 10_000
+    var memoryRows: Int?
+
+    init(_ arguments: ArraySlice<String>) throws {
+        var arguments = arguments
+        while let flag = arguments.popFirst() {
+            guard let text = arguments.popFirst(), let value = Int(text), value >= 0 else {
+                throw BenchmarkError("\(flag) needs a number")
+            }
+            switch flag {
+            case "--rows": rows = max(1, value)
+            case "--page": page = max(1, min(1_000, value))
+            case "--push": push = value
+            case "--memory-rows": memoryRows = value
+            default: throw BenchmarkError("unknown option \(flag) (see Tools/README.md)")
+            }
+        }
+    }
+}
+
+struct BenchmarkError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+enum Workload {
+    static let words = ["milk", "bread", "call", "mother", "write", "report", "fix", "bike", "book", "flight"]
+
+    /// An app item of about 200 bytes once the server adds its system properties.
+    static func item(_ index: Int) -> JSONObject {
+        [
+            "id": .string(String(format: "row-%08d", index)),
+            "title": .string((0..<4).map { words[($0 * 7 + index) % words.count] }.joined(separator: " ")),
+            "done": .bool(index % 3 == 0), "priority": .int(Int64(index % 5)), "note": .string("note \(index)"),
+        ]
+    }
+}
+
+/// Writes the rows straight into a reference-server database (the layout of ServerStorageSQLite),
+/// in a few big transactions: seeding through HTTP would take longer than the benchmark.
+enum Seeder {
+    static func seed(database: String, rows: Int, directory: URL) async throws {
+        // Let the server create its layout and the table, then stop it.
+        let server = try ServerProcess.start(database: database, directory: directory, page: 1_000)
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url))
+        _ = try await remote.onlineTable("bench").insert([
+            "id": "seed", "title": "seed", "done": false, "priority": 0, "note": "seed",
+        ])
+        try await remote.onlineTable("bench").delete(id: "seed", ifVersion: nil)
+        server.stop()
+        guard rows > 0 else { return }
+        let queue = try DatabaseQueue(path: database)
+        try await queue.write { db in
+            let table = try String.fetchOne(
+                db, sql: "SELECT 'ferry_items_' || number FROM ferry_tables WHERE name = 'bench'")!
+            let base = try Int64.fetchOne(db, sql: "SELECT last_updated_at FROM ferry_tables WHERE name = 'bench'")!
+            var version = try Int64.fetchOne(db, sql: "SELECT last_version FROM ferry_tables WHERE name = 'bench'")!
+            let insert = try db.makeStatement(
+                sql:
+                    "INSERT INTO \(table) (id, item, created_at, updated_at, version, deleted, owner) VALUES (?, ?, ?, ?, ?, 0, NULL)"
+            )
+            for index in 0..<rows {
+                version += 1
+                var content = Workload.item(index)
+                let id = content.removeValue(forKey: "id")!.stringValue!
+                let stamp = base + 1 + Int64(index)
+                try insert.execute(arguments: [id, JSONValue.object(content).serialized(), stamp, stamp, version])
+            }
+            try db.execute(
+                sql: "UPDATE ferry_tables SET last_updated_at = ?, last_version = ? WHERE name = 'bench'",
+                arguments: [base + 1 + Int64(rows), version])
+        }
+        try queue.close()
+    }
+}
+
+/// `ferry serve` as a child process, so the client's memory is measured alone.
+final class ServerProcess: @unchecked Sendable {
+    let process: Process
+    let url: URL
+
+    private init(process: Process, url: URL) {
+        self.process = process
+        self.url = url
+    }
+
+    static func start(database: String, directory: URL, page: Int) throws -> ServerProcess {
+        let tables = directory.appendingPathComponent("tables.json")
+        try Data(#"{"defaults": {"softDelete": true, "pageSize": \#(page), "maxTop": 1000}}"#.utf8).write(to: tables)
+        let ferry = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+            "ferry")
+        guard FileManager.default.isExecutableFile(atPath: ferry.path) else {
+            throw BenchmarkError("build ferry beside SyncBenchmark first (swift build -c release)")
+        }
+        let process = Process()
+        process.executableURL = ferry
+        process.arguments = [
+            "serve", "--port", "0", "--db", "sqlite:" + database, "--tables", tables.path, "--log-level", "error",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        // "ferry serve: listening on http://127.0.0.1:PORT (…)"
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { throw BenchmarkError("ferry serve exited before it listened") }
+            line.append(chunk)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let range = text.range(of: "http://"), let end = text[range.lowerBound...].firstIndex(of: " "),
+            let url = URL(string: String(text[range.lowerBound..<end]))
+        else { throw BenchmarkError("unexpected first line from ferry serve: \(text)") }
+        return ServerProcess(process: process, url: url)
+    }
+
+    func stop() {
+        guard process.isRunning else { return }
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+enum Clock {
+    static func measure(_ body: () async throws -> Void) async rethrows -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try await body()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+}
+
+enum Memory {
+    /// VmRSS of this process, from /proc (0 where there is none).
+    static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            let digits = line.filter(\.isNumber)
+            return (Int(digits) ?? 0) * 1024
+        }
+        return 0
+    }
+
+    /// Samples VmRSS every 20 ms on a thread until stopped; answers the peak.
+    final class Sampler: @unchecked Sendable {
+        private let lock = NSLock()
+        private var peak = Memory.residentBytes()
+        private var running = true
+        private let thread: Thread
+
+        init() {
+            let box = Box()
+            thread = Thread { box.sampler?.loop() }
+            box.sampler = self
+            thread.start()
+        }
+
+        private final class Box: @unchecked Sendable { weak var sampler: Sampler? }
+
+        private func loop() {
+            while true {
+                let value = Memory.residentBytes()
+                lock.lock()
+                peak = max(peak, value)
+                let keepGoing = running
+                lock.unlock()
+                if !keepGoing { return }
+                usleep(20_000)
+            }
+        }
+
+        func stop() -> Int {
+            lock.lock()
+            running = false
+            peak = max(peak, Memory.residentBytes())
+            let result = peak
+            lock.unlock()
+            return result
+        }
+    }
+}

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The sync benchmark (Apps/Sources/SyncBenchmark): initial pull of 100,000 rows from `ferry serve`
+# into StoreSQLite beside a download-only baseline, optionally a 1,000,000-row pull for memory, and a
+# push of 10,000 queued inserts. Release build; see Tools/README.md.
+#
+# Usage: Tools/bench-sync.sh [--rows N] [--page N] [--push N] [--memory-rows N]
+set -euo pipefail
+cd "$(dirname "$0")/../Apps"
+swift build -c release --product ferry
+swift build -c release --product SyncBenchmark
+exec .build/release/SyncBenchmark "$@"
