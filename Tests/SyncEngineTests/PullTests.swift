@@ -35,14 +35,16 @@ struct PullTests {
         #expect(
             queries[1].filter
                 == .binary(
-                    .or, .binary(.greaterThan, .field("updatedAt"), time),
+                    .and, .binary(.greaterThanOrEqual, .field("updatedAt"), time),
                     .binary(
-                        .and, .binary(.equal, .field("updatedAt"), time),
-                        .binary(.greaterThan, .field("id"), .literal(.string("r003"))))))
+                        .or, .binary(.greaterThan, .field("updatedAt"), time),
+                        .binary(
+                            .and, .binary(.equal, .field("updatedAt"), time),
+                            .binary(.greaterThan, .field("id"), .literal(.string("r003")))))))
         // A plain OData filter for both dialects.
         #expect(
             queries[1].odataQueryString(dialect: .v2).contains(
-                "$filter=((updatedAt%20gt%20datetimeoffset'2023-11-14T22:13:20.000Z')%20or%20((updatedAt%20eq"))
+                "$filter=((updatedAt%20ge%20datetimeoffset'2023-11-14T22:13:20.000Z')%20and%20((updatedAt%20gt"))
 
         server.clearRequests()
         let again = try await device.table().pull(queryID: "all", options: PullOptions(pageSize: 4))

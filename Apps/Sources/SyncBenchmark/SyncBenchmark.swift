@@ -58,11 +58,14 @@ enum SyncBenchmark {
                     query.orderBy = [.field("updatedAt"), .field("id")]
                     if let (time, id) = cursor {
                         let stamp = QueryExpression.literal(.dateTimeOffset(time))
+                        // The engine's keyset filter, word for word.
                         query.filter = .binary(
-                            .or, .binary(.greaterThan, .field("updatedAt"), stamp),
+                            .and, .binary(.greaterThanOrEqual, .field("updatedAt"), stamp),
                             .binary(
-                                .and, .binary(.equal, .field("updatedAt"), stamp),
-                                .binary(.greaterThan, .field("id"), .literal(.string(id)))))
+                                .or, .binary(.greaterThan, .field("updatedAt"), stamp),
+                                .binary(
+                                    .and, .binary(.equal, .field("updatedAt"), stamp),
+                                    .binary(.greaterThan, .field("id"), .literal(.string(id))))))
                     }
                     let page = try await table.page(query)
                     received += page.items.count
