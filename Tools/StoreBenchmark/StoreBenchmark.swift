@@ -91,8 +91,7 @@ enum StoreBenchmark {
                 "apply into StoreLMDB (one transaction per page, interleaved with the baseline)", unit: "items/s",
                 count: rows.count, ferry: ferry, baseline: raw, baselineName: "raw LMDB mdb_put", storeName: "StoreLMDB"
             )
-            var random = SplitMix(seed: 4)
-            let ids = (0..<options.reads).map { _ in rows[Int(random.next() % UInt64(rows.count))].id }
+            let ids = Self.randomIDs(rows, count: options.reads, seed: 4)
             let reads = try await onThread { try benchmarkLMDBPointReads(directory: lmdbDirectory, ids: ids) }
             report(
                 "StoreLMDB point reads by id, in one read", unit: "reads/s", count: ids.count,
@@ -149,6 +148,15 @@ enum StoreBenchmark {
             "100-row page on an indexed field from \(options.queryRows) rows (\(options.queries) queries): "
                 + "median \(format(median)) ms, p90 \(format(p90)) ms (target: median under 1 ms)")
         try await store.close()
+    }
+
+    /// `count` ids of `rows` in a fixed random order.
+    nonisolated static func randomIDs(_ rows: [Row], count: Int, seed: UInt64) -> [String] {
+        var random = SplitMix(seed: seed)
+        var ids: [String] = []
+        ids.reserveCapacity(count)
+        for _ in 0..<count { ids.append(rows[Int(random.next() % UInt64(rows.count))].id) }
+        return ids
     }
 
     /// Runs blocking work on its own thread (the LMDB part waits on semaphores), off Swift's pool.

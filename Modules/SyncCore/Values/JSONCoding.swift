@@ -63,7 +63,7 @@ extension JSONValue {
     /// Non-finite doubles, which JSON cannot express, are written as `null`.
     public func serialized() -> String {
         var output: [UInt8] = []
-        output.reserveCapacity(64)
+        output.reserveCapacity(256)
         JSONWriter.write(self, into: &output)
         return String(decoding: output, as: UTF8.self)
     }
@@ -342,12 +342,13 @@ enum JSONWriter {
         case .object(let members):
             output.append(UInt8(ascii: "{"))
             var first = true
-            for key in members.keys.sorted() {
+            // Sorted pairs, not sorted keys then lookups: the lookups cost more than the sort.
+            for (key, value) in members.sorted(by: { $0.key < $1.key }) {
                 if !first { output.append(UInt8(ascii: ",")) }
                 first = false
                 writeString(key, into: &output)
                 output.append(UInt8(ascii: ":"))
-                write(members[key]!, into: &output)
+                write(value, into: &output)
             }
             output.append(UInt8(ascii: "}"))
         }
