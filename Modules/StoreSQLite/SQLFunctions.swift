@@ -188,7 +188,7 @@ enum SQLFunctions {
 }
 
 /// SQLite's `SQLITE_TRANSIENT`: SQLite copies the bytes before the call returns.
-private let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
 
 /// The C entry point of every function; the user data pointer says which one (raw value + 1).
 private func ferrySQLFunction(

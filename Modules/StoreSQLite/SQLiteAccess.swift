@@ -93,33 +93,6 @@ enum ItemTable {
         }
     }
 
-    /// The row of an item, in the column order of ``upsertSQL(_:)``.
-    static func row(id: String, item: JSONObject) -> StatementArguments {
-        let text = JSONValue.object(item).serialized()
-        let (updatedAt, irregular, deleted, version) = columns(of: item)
-        let hasNUL = containsEscapedNUL(text) ? Int64(1).databaseValue : .null
-        return [id, updatedAt, irregular, deleted, version, hasNUL, text]
-    }
-
-    /// Whether the serialized JSON holds the six bytes `\u0000` (a byte scan: the generic
-    /// `firstRange(of:)` cost more than the rest of an upsert).
-    static func containsEscapedNUL(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8 { bytes in
-            var index = 0
-            let end = bytes.count - 6
-            while index <= end {
-                if bytes[index] == 0x5C, bytes[index + 1] == 0x75, bytes[index + 2] == 0x30, bytes[index + 3] == 0x30,
-                    bytes[index + 4] == 0x30, bytes[index + 5] == 0x30
-                {
-                    return true
-                }
-                index += 1
-            }
-            return false
-        }
-    }
-
     static func upsertSQL(_ table: String) -> String {
         """
         INSERT INTO \(table) (id, updatedAt, updatedAtIrregular, deleted, version, hasNUL, item)
@@ -128,25 +101,6 @@ enum ItemTable {
             updatedAtIrregular = excluded.updatedAtIrregular, deleted = excluded.deleted,
             version = excluded.version, hasNUL = excluded.hasNUL, item = excluded.item
         """
-    }
-
-    /// The column values of an item: (updatedAt, updatedAtIrregular, deleted, version).
-    static func columns(of item: JSONObject) -> (DatabaseValue, DatabaseValue, Int64, DatabaseValue) {
-        var updatedAt = DatabaseValue.null
-        var irregular = DatabaseValue.null
-        switch item["updatedAt"] {
-        case nil, .null?: break
-        case .string(let text)?:
-            if let milliseconds = SQLFunctions.instantMilliseconds(text) {
-                updatedAt = milliseconds.databaseValue
-            } else {
-                irregular = Int64(1).databaseValue
-            }
-        default: irregular = Int64(1).databaseValue
-        }
-        var version = DatabaseValue.null
-        if let text = item.version, !text.utf8.contains(0) { version = text.databaseValue }
-        return (updatedAt, irregular, item.isDeleted ? 1 : 0, version)
     }
 }
 
@@ -409,9 +363,9 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
             }
             guard !items.isEmpty else { return }
             let entry = try ensureTable(table)
-            let statement = try db.cachedStatement(sql: ItemTable.upsertSQL(entry.sqlName))
+            var writer = try ItemWriter(db, table: entry.sqlName)
             for (id, item) in zip(ids, items) {
-                try statement.execute(arguments: ItemTable.row(id: id, item: item))
+                try writer.write(id: id, item: item)
             }
         }
     }

@@ -163,52 +163,6 @@ struct LMDBQueryTests {
         #expect(try await store.plan(for: keyset, table: "todo")?.streamed == true)
         try await store.close()
     }
-
-    @Test func itemJSONRoundTripsThroughTheParser() throws {
-        var random = SeededRandom(seed: 42)
-        for _ in 0..<2000 {
-            let value = PlanFuzz.json(&random, depth: 0)
-            #expect(try JSONValue(parsingUTF8: JSONText.bytes(of: value)) == value, "\(value)")
-        }
-        for number in [Int64.min, Int64.max, 0, -1, 9, 10, -10, 1_234_567_890_123] {
-            #expect(String(decoding: JSONText.bytes(of: .int(number)), as: UTF8.self) == String(number))
-        }
-        for text in [
-            "q\"b\\n\n\r\t\u{0}\u{1F}é🎬", "0123456789abcdef\"", "long text without escapes, é🎬", "12345678\u{7F}\u{1}",
-        ] {
-            #expect(JSONText.bytes(of: .string(text)) == JSONValue.string(text).serializedUTF8())
-        }
-    }
-
-    @Test func theASCIIIDFastPathAgreesWithItemIDValidation() {
-        var random = SeededRandom(seed: 7)
-        var candidates = StoreConformanceIDs.all + [" ", "  x", ". ", " .", "a b", String(repeating: "y", count: 255)]
-        for _ in 0..<5000 {
-            let length = Int.random(in: 0...6, using: &random)
-            let alphabet =
-                Array(" .+?`\"/\\azAZ09~-_\u{7F}\u{1F}\t") + (0x20..<0x80).map { Character(Unicode.Scalar($0)) }
-            candidates.append(String((0..<length).map { _ in alphabet.randomElement(using: &random)! }))
-        }
-        for id in candidates {
-            let fast = FastID.validASCII(["id": .string(id)])
-            if let fast {
-                #expect(fast == id)
-                #expect(ItemID.isValid(id), "fast path accepted \(id.debugDescription)")
-            } else if id.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) {
-                #expect(!ItemID.isValid(id), "fast path refused valid \(id.debugDescription)")
-            }
-        }
-    }
-}
-
-/// The ids the conformance suite uses, for the fast-path check.
-enum StoreConformanceIDs {
-    static let all = [
-        "a", "item-1", "ID with spaces", "日本語", "émoji-🎉", "a.b", "...", "under_score", "x:y", "1234",
-        String(repeating: "z", count: 255), "#hash", "percent%20", "~tilde", "a'b", "", " ", "   ", "\t", "a/b",
-        "a\\b", "a?b", "a+b", "a`b", "a\"b", ".", "..", "nul\u{0}", "line\nbreak", "del\u{7F}", "c1\u{85}",
-        String(repeating: "z", count: 256),
-    ]
 }
 
 /// Items and queries that exercise the planner: ids and updatedAt in every form.
@@ -322,28 +276,5 @@ enum PlanFuzz {
         query.includeTotalCount = Bool.random(using: &random)
         if Int.random(in: 0..<5, using: &random) == 0 { query.select = ["id", "updatedAt"] }
         return query
-    }
-
-    static func json(_ random: inout SeededRandom, depth: Int) -> JSONValue {
-        switch Int.random(in: 0..<(depth > 3 ? 6 : 9), using: &random) {
-        case 0: return .null
-        case 1: return .bool(Bool.random(using: &random))
-        case 2: return .int([0, 1, -1, 10, Int64.max, Int64.min, 123_456].randomElement(using: &random)!)
-        case 3:
-            return .double(
-                [0.5, -0.0, 1e300, 3.0, 1e-7, 123.456, 9_007_199_254_740_992.0].randomElement(using: &random)!)
-        case 4, 5:
-            return .string(
-                ["", "a", "é", "🎬", "q\"", "back\\", "nl\n", "\u{0}", "\u{1F}x", "tab\t"].randomElement(using: &random)!
-            )
-        case 6:
-            return .array((0..<Int.random(in: 0..<4, using: &random)).map { _ in json(&random, depth: depth + 1) })
-        default:
-            var object: JSONObject = [:]
-            for key in ["k", "", "é\"", "\u{0}"].prefix(Int.random(in: 0..<4, using: &random)) {
-                object[key] = json(&random, depth: depth + 1)
-            }
-            return .object(object)
-        }
     }
 }

@@ -28,6 +28,27 @@ struct TemporalTests {
         #expect(throws: TemporalParseError.self) { try Timestamp(parsing: text) }
     }
 
+    @Test func theCanonicalFormFastPathAgreesWithTheGeneralParser() {
+        // Every canonical text round-trips, and a canonical-length text with one byte changed parses
+        // exactly as the same text with an offset spelled out does (which takes the general path).
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state >> 11
+        }
+        let bytes = Array("0123456789-T:.Zx ".utf8)
+        for _ in 0..<20_000 {
+            let milliseconds = Int64(next() % 253_402_300_800_000)  // 1970 to 9999
+            let text = Timestamp(millisecondsSince1970: milliseconds).iso8601
+            #expect(Timestamp(iso8601: text)?.millisecondsSince1970 == milliseconds)
+            var changed = Array(text.utf8)
+            changed[Int(next() % 24)] = bytes[Int(next() % UInt64(bytes.count))]
+            let mutated = String(decoding: changed, as: UTF8.self)
+            let general = mutated.hasSuffix("Z") ? String(mutated.dropLast()) + "+00:00" : mutated
+            #expect(Timestamp(iso8601: mutated) == Timestamp(iso8601: general), "\(mutated)")
+        }
+    }
+
     @Test func timestampArithmeticIsExact() throws {
         let epoch = try Timestamp(parsing: "1970-01-01T00:00:00.000Z")
         #expect(epoch.millisecondsSince1970 == 0)

@@ -11,8 +11,21 @@ import SyncCore
 
 @main
 enum StoreBenchmark {
-    static func main() async throws {
-        let options = try Options(CommandLine.arguments.dropFirst())
+    static func main() async {
+        do {
+            let options = try Options(CommandLine.arguments.dropFirst())
+            if options.showsHelp {
+                print(Options.usage)
+                return
+            }
+            try await run(options)
+        } catch {
+            FileHandle.standardError.write(Data("StoreBenchmark: \(error)\n\(Options.usage)\n".utf8))
+            exit(2)
+        }
+    }
+
+    static func run(_ options: Options) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "ferry-bench-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -86,7 +99,9 @@ enum StoreBenchmark {
             // StoreLMDB against plain mdb_put of the same rows, page by page, durable commits.
             let lmdbPages = pages.map { page in page.map { (id: $0.id, json: $0.json, item: $0.item) } }
             let lmdbDirectory = directory.appendingPathComponent("lmdb").path
-            let (ferry, raw) = try await onThread { try benchmarkLMDB(directory: lmdbDirectory, pages: lmdbPages) }
+            let (ferry, raw) = try await onThread {
+                try benchmarkLMDB(directory: lmdbDirectory, pages: lmdbPages, syncs: options.syncs)
+            }
             report(
                 "apply into StoreLMDB (one transaction per page, interleaved with the baseline)", unit: "items/s",
                 count: rows.count, ferry: ferry, baseline: raw, baselineName: "raw LMDB mdb_put", storeName: "StoreLMDB"
@@ -197,10 +212,28 @@ struct Options {
     var queries = 200
     var repeats = 3
     var only: String?
+    /// Whether the LMDB part syncs every commit (both sides); `--no-sync` measures CPU alone.
+    var syncs = true
+    var showsHelp = false
+
+    static let usage = """
+        usage: StoreBenchmark [--only apply|lmdb|query] [--items N] [--page N] [--repeat N] [--reads N]
+                              [--query-rows N] [--queries N] [--no-sync] [--help]
+        (see Tools/README.md)
+        """
 
     init(_ arguments: ArraySlice<String>) throws {
         var arguments = arguments
         while let flag = arguments.popFirst() {
+            switch flag {
+            case "--help", "-h":
+                showsHelp = true
+                continue
+            case "--no-sync":
+                syncs = false
+                continue
+            default: break
+            }
             guard let value = arguments.popFirst() else { throw BenchmarkError("\(flag) needs a value") }
             switch flag {
             case "--items": items = try Self.number(flag, value)
@@ -209,7 +242,11 @@ struct Options {
             case "--query-rows": queryRows = try Self.number(flag, value)
             case "--queries": queries = try Self.number(flag, value)
             case "--repeat": repeats = try Self.number(flag, value)
-            case "--only": only = value
+            case "--only":
+                guard ["apply", "lmdb", "query"].contains(value) else {
+                    throw BenchmarkError("--only takes apply, lmdb or query, not '\(value)'")
+                }
+                only = value
             default: throw BenchmarkError("unknown option \(flag) (see Tools/README.md)")
             }
         }

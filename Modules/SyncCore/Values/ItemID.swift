@@ -17,6 +17,12 @@ public enum ItemID: Sendable {
 
     /// Throws ``ItemIDError`` when `id` breaks a rule; see the type's documentation.
     public static func validate(_ id: String) throws(ItemIDError) {
+        if isValidASCII(id) { return }
+        try validateInGeneral(id)
+    }
+
+    /// The rules for any id, scalar by scalar (the fast path's reference).
+    static func validateInGeneral(_ id: String) throws(ItemIDError) {
         if id.isEmpty { throw ItemIDError(id: id, reason: .empty) }
         if id.utf16.count > maximumLength { throw ItemIDError(id: id, reason: .tooLong) }
         if id == "." || id == ".." { throw ItemIDError(id: id, reason: .reservedName) }
@@ -36,6 +42,60 @@ public enum ItemID: Sendable {
         }
         if onlyWhitespace { throw ItemIDError(id: id, reason: .whitespaceOnly) }
     }
+
+    /// Whether `id` is plain printable ASCII that passes ``validate(_:)``, checked a byte at a time
+    /// without Unicode property lookups (the common case). `false` says nothing: ``validate(_:)``
+    /// then takes the general path, which gives the reason.
+    ///
+    /// For ASCII the rules reduce to: 1 to 255 bytes, none below 0x20 or equal to 0x7F, none of
+    /// `+ ? ` " / \`, not `.` or `..`, and not only spaces.
+    static func isValidASCII(_ id: String) -> Bool {
+        id.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            guard !bytes.isEmpty, bytes.count <= maximumLength else { return false }
+            var onlySpaces = true
+            // Eight bytes at a time while they are all allowed, then byte by byte.
+            var start = 0
+            let raw = UnsafeRawBufferPointer(bytes)
+            while start + 8 <= raw.count {
+                let word = raw.loadUnaligned(fromByteOffset: start, as: UInt64.self)
+                guard !wordHasForbiddenByte(word) else { return false }
+                if word != 0x2020_2020_2020_2020 { onlySpaces = false }
+                start += 8
+            }
+            for byte in bytes[start...] {
+                let allowed =
+                    byte < 64
+                    ? (allowedBelow64 >> UInt64(byte)) & 1 : byte < 128 ? (allowedFrom64 >> UInt64(byte - 64)) & 1 : 0
+                if allowed == 0 { return false }
+                if byte != 0x20 { onlySpaces = false }
+            }
+            if onlySpaces { return false }
+            if bytes.count <= 2, bytes.allSatisfy({ $0 == UInt8(ascii: ".") }) { return false }
+            return true
+        } ?? false
+    }
+
+    /// Whether one of eight bytes may not appear in an ASCII id: below 0x20, from 0x7F on, or one of
+    /// `" + / ? \ `` (bit tricks: a byte of `x - 0x01…` borrows only where `x` was zero).
+    @inline(__always)
+    static func wordHasForbiddenByte(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZeroByte(_ value: UInt64) -> UInt64 { (value &- ones) & ~value & highs }
+        func hasByte(_ byte: UInt64) -> UInt64 { hasZeroByte(word ^ (ones &* byte)) }
+        // Below 0x20 or from 0x80 on: subtracting 0x20 borrows, or the high bit is set.
+        let outside = ((word &- ones &* 0x20) | word) & highs
+        let forbidden =
+            hasByte(0x7F) | hasByte(0x22) | hasByte(0x2B) | hasByte(0x2F) | hasByte(0x3F) | hasByte(0x5C)
+            | hasByte(0x60)
+        return (outside | forbidden) != 0
+    }
+
+    /// Bit `n` is set when byte `n` may appear in an ASCII id: 0x20–0x3F but `" + / ?`.
+    static let allowedBelow64: UInt64 = 0x7FFF_77FB_0000_0000
+
+    /// Bit `n` is set when byte `64 + n` may appear in an ASCII id: 0x40–0x7E but `\ ``.
+    static let allowedFrom64: UInt64 = 0x7FFF_FFFE_EFFF_FFFF
 
     /// `true` when `id` is valid.
     public static func isValid(_ id: String) -> Bool {

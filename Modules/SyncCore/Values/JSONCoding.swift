@@ -62,18 +62,16 @@ extension JSONValue {
     ///
     /// Non-finite doubles, which JSON cannot express, are written as `null`.
     public func serialized() -> String {
-        var output: [UInt8] = []
-        output.reserveCapacity(256)
-        JSONWriter.write(self, into: &output)
-        return String(decoding: output, as: UTF8.self)
+        var buffer = JSONTextBuffer()
+        buffer.appendJSON(self)
+        return buffer.withBytes { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The compact JSON text of this value as UTF-8 bytes. See ``serialized()``.
     public func serializedUTF8() -> [UInt8] {
-        var output: [UInt8] = []
-        output.reserveCapacity(64)
-        JSONWriter.write(self, into: &output)
-        return output
+        var buffer = JSONTextBuffer()
+        buffer.appendJSON(self)
+        return buffer.array
     }
 }
 
@@ -322,78 +320,4 @@ private struct JSONParser {
     }
 
     func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
-}
-
-enum JSONWriter {
-    static func write(_ value: JSONValue, into output: inout [UInt8]) {
-        switch value {
-        case .null: output.append(contentsOf: "null".utf8)
-        case .bool(let flag): output.append(contentsOf: (flag ? "true" : "false").utf8)
-        case .int(let number): output.append(contentsOf: String(number).utf8)
-        case .double(let number): writeDouble(number, into: &output)
-        case .string(let string): writeString(string, into: &output)
-        case .array(let elements):
-            output.append(UInt8(ascii: "["))
-            for (position, element) in elements.enumerated() {
-                if position > 0 { output.append(UInt8(ascii: ",")) }
-                write(element, into: &output)
-            }
-            output.append(UInt8(ascii: "]"))
-        case .object(let members):
-            output.append(UInt8(ascii: "{"))
-            var first = true
-            // Sorted pairs, not sorted keys then lookups: the lookups cost more than the sort.
-            for (key, value) in members.sorted(by: { $0.key < $1.key }) {
-                if !first { output.append(UInt8(ascii: ",")) }
-                first = false
-                writeString(key, into: &output)
-                output.append(UInt8(ascii: ":"))
-                write(value, into: &output)
-            }
-            output.append(UInt8(ascii: "}"))
-        }
-    }
-
-    static func writeDouble(_ number: Double, into output: inout [UInt8]) {
-        guard number.isFinite else {
-            output.append(contentsOf: "null".utf8)
-            return
-        }
-        // Swift's description is the shortest text that parses back to the same bits, and it
-        // always carries a '.' or an exponent, so the value stays a double when read again.
-        output.append(contentsOf: number.description.utf8)
-    }
-
-    static func writeString(_ string: String, into output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        var string = string
-        string.withUTF8 { bytes in
-            // Copy runs of bytes that need no escape in one go.
-            var runStart = 0
-            for index in bytes.indices {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                if runStart < index {
-                    output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                }
-                runStart = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): output.append(contentsOf: [0x5C, 0x22])
-                case UInt8(ascii: "\\"): output.append(contentsOf: [0x5C, 0x5C])
-                case 0x0A: output.append(contentsOf: [0x5C, UInt8(ascii: "n")])
-                case 0x0D: output.append(contentsOf: [0x5C, UInt8(ascii: "r")])
-                case 0x09: output.append(contentsOf: [0x5C, UInt8(ascii: "t")])
-                default:
-                    let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                    output.append(contentsOf: [
-                        0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)],
-                    ])
-                }
-            }
-            if runStart < bytes.count {
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
-            }
-        }
-        output.append(UInt8(ascii: "\""))
-    }
 }

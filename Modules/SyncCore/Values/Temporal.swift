@@ -28,7 +28,19 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
 
     /// Parses an ISO 8601 date-time, or returns `nil`.
     public init?(iso8601 text: some StringProtocol) {
-        var scanner = DigitScanner(Array(text.utf8))
+        guard let milliseconds = DigitScanner.scan(text, Timestamp.milliseconds) else { return nil }
+        self.millisecondsSince1970 = milliseconds
+    }
+
+    /// Parses an ISO 8601 date-time, or returns `nil` (the `String` form, which callers in other
+    /// modules reach without generic dispatch: stores parse an `updatedAt` per item written).
+    public init?(iso8601 text: String) {
+        guard let milliseconds = DigitScanner.scan(text, Timestamp.milliseconds) else { return nil }
+        self.millisecondsSince1970 = milliseconds
+    }
+
+    private static func milliseconds(_ scanner: inout DigitScanner) -> Int64? {
+        if let milliseconds = canonicalMilliseconds(scanner.bytes) { return milliseconds }
         guard let year = scanner.number(digits: 4), scanner.skip("-"),
             let month = scanner.number(digits: 2), scanner.skip("-"),
             let day = scanner.number(digits: 2), CalendarDate.isValid(year: year, month: month, day: day)
@@ -61,7 +73,37 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
         guard scanner.isAtEnd else { return nil }
         let days = Int64(CalendarDate.daysSince1970(year: year, month: month, day: day))
         let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
-        self.millisecondsSince1970 = seconds * 1000 + Int64(millisecond)
+        return seconds * 1000 + Int64(millisecond)
+    }
+
+    /// The wire form `yyyy-MM-ddTHH:mm:ss.SSSZ` read in one pass (every item a store writes carries
+    /// one); `nil` for any other form, which the general parser then reads.
+    private static func canonicalMilliseconds(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard bytes.count == 24, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+            bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            bytes[19] == UInt8(ascii: "."), bytes[23] == UInt8(ascii: "Z")
+        else { return nil }
+        var valid = true
+        func number(_ start: Int, _ count: Int) -> Int {
+            var value = 0
+            for index in start..<(start + count) {
+                let digit = bytes[index] &- UInt8(ascii: "0")
+                if digit > 9 { valid = false }
+                value = value * 10 + Int(digit)
+            }
+            return value
+        }
+        let year = number(0, 4)
+        let month = number(5, 2)
+        let day = number(8, 2)
+        let hour = number(11, 2)
+        let minute = number(14, 2)
+        let second = number(17, 2)
+        let millisecond = number(20, 3)
+        guard valid, hour < 24, minute < 60, second < 60, CalendarDate.isValid(year: year, month: month, day: day)
+        else { return nil }
+        let days = Int64(CalendarDate.daysSince1970(year: year, month: month, day: day))
+        return (days * 86_400 + Int64(hour * 3600 + minute * 60 + second)) * 1000 + Int64(millisecond)
     }
 
     /// The wire form: `yyyy-MM-ddTHH:mm:ss.SSSZ` in UTC.
@@ -120,10 +162,13 @@ public struct CalendarDate: Sendable, Hashable, Comparable, CustomStringConverti
 
     /// Parses `yyyy-MM-dd`, or returns `nil`.
     public init?(iso8601 text: some StringProtocol) {
-        var scanner = DigitScanner(Array(text.utf8))
-        guard let year = scanner.number(digits: 4), scanner.skip("-"), let month = scanner.number(digits: 2),
-            scanner.skip("-"), let day = scanner.number(digits: 2), scanner.isAtEnd
-        else { return nil }
+        let parts = DigitScanner.scan(text) { scanner -> (Int, Int, Int)? in
+            guard let year = scanner.number(digits: 4), scanner.skip("-"), let month = scanner.number(digits: 2),
+                scanner.skip("-"), let day = scanner.number(digits: 2), scanner.isAtEnd
+            else { return nil }
+            return (year, month, day)
+        }
+        guard let (year, month, day) = parts else { return nil }
         self.init(year: year, month: month, day: day)
     }
 
@@ -160,9 +205,13 @@ public struct CalendarDate: Sendable, Hashable, Comparable, CustomStringConverti
 
     static func isValid(year: Int, month: Int, day: Int) -> Bool {
         guard (1...12).contains(month), day >= 1 else { return false }
-        let isLeap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-        let lengths = [31, isLeap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        return day <= lengths[month - 1]
+        switch month {
+        case 2:
+            let isLeap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+            return day <= (isLeap ? 29 : 28)
+        case 4, 6, 9, 11: return day <= 30
+        default: return day <= 31
+        }
     }
 
     static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
@@ -198,20 +247,23 @@ public struct TimeOfDay: Sendable, Hashable, Comparable, CustomStringConvertible
 
     /// Parses `HH:mm[:ss[.fff…]]`, or returns `nil`.
     public init?(iso8601 text: some StringProtocol) {
-        var scanner = DigitScanner(Array(text.utf8))
-        guard let hour = scanner.number(digits: 2), scanner.skip(":"), let minute = scanner.number(digits: 2)
-        else { return nil }
-        var second = 0
-        var millisecond = 0
-        if scanner.skip(":") {
-            guard let value = scanner.number(digits: 2) else { return nil }
-            second = value
-            if scanner.skip(".") {
-                guard let fraction = scanner.fractionMilliseconds() else { return nil }
-                millisecond = fraction
+        let parts = DigitScanner.scan(text) { scanner -> (Int, Int, Int, Int)? in
+            guard let hour = scanner.number(digits: 2), scanner.skip(":"), let minute = scanner.number(digits: 2)
+            else { return nil }
+            var second = 0
+            var millisecond = 0
+            if scanner.skip(":") {
+                guard let value = scanner.number(digits: 2) else { return nil }
+                second = value
+                if scanner.skip(".") {
+                    guard let fraction = scanner.fractionMilliseconds() else { return nil }
+                    millisecond = fraction
+                }
             }
+            guard scanner.isAtEnd else { return nil }
+            return (hour, minute, second, millisecond)
         }
-        guard scanner.isAtEnd else { return nil }
+        guard let (hour, minute, second, millisecond) = parts else { return nil }
         self.init(hour: hour, minute: minute, second: second, millisecond: millisecond)
     }
 
@@ -248,10 +300,24 @@ public struct TemporalParseError: Error, Sendable, Hashable, CustomStringConvert
 }
 
 struct DigitScanner {
-    let bytes: [UInt8]
+    let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+
+    /// Runs `body` on a scanner over the UTF-8 of `text`, without copying native strings.
+    static func scan<R>(_ text: some StringProtocol, _ body: (inout DigitScanner) -> R?) -> R? {
+        if let result = text.utf8.withContiguousStorageIfAvailable({ bytes -> R? in
+            var scanner = DigitScanner(bytes)
+            return body(&scanner)
+        }) {
+            return result
+        }
+        return Array(text.utf8).withUnsafeBufferPointer { bytes -> R? in
+            var scanner = DigitScanner(bytes)
+            return body(&scanner)
+        }
+    }
 
     var isAtEnd: Bool { index == bytes.count }
 

@@ -1,0 +1,96 @@
+import StoreConformance
+import Testing
+
+@testable import SyncCore
+
+@Suite("JSONTextBuffer")
+struct JSONTextBufferTests {
+    @Test func textRoundTripsThroughTheParserInEitherMemberOrder() throws {
+        var random = SeededRandom(seed: 42)
+        var buffer = JSONTextBuffer(capacity: 8)
+        for round in 0..<2000 {
+            let value = RandomJSON.value(&random, depth: 0)
+            buffer.removeAll()
+            let problems = buffer.appendJSON(value, sortingKeys: round % 2 == 0)
+            let text = buffer.array
+            #expect(problems.isEmpty)
+            #expect(try JSONValue(parsingUTF8: text) == value, "\(value)")
+            if round % 2 == 0 { #expect(text == value.serializedUTF8()) }
+        }
+    }
+
+    @Test func integersAndStringsAreWrittenExactly() {
+        for number in [Int64.min, Int64.max, 0, -1, 9, 10, -10, 1_234_567_890_123] {
+            var buffer = JSONTextBuffer()
+            buffer.appendInteger(number)
+            let text = buffer.array
+            #expect(String(decoding: text, as: UTF8.self) == String(number))
+        }
+        let cases: [(String, String)] = [
+            ("q\"b\\n\n\r\t\u{0}\u{1F}é🎬", #""q\"b\\n\n\r\t\u0000\u001fé🎬""#),
+            ("0123456789abcdef\"", #""0123456789abcdef\"""#),
+            ("long text without escapes, é🎬", #""long text without escapes, é🎬""#),
+            ("12345678\u{7F}\u{1}", "\"12345678\u{7F}\\u0001\""),
+        ]
+        for (text, expected) in cases {
+            var buffer = JSONTextBuffer()
+            buffer.appendJSONString(text)
+            let written = buffer.array
+            #expect(String(decoding: written, as: UTF8.self) == expected)
+        }
+    }
+
+    @Test func problemsAreReported() {
+        var buffer = JSONTextBuffer()
+        let nonFinite = buffer.appendJSON(["a": [1, .double(.nan)]])
+        let text = buffer.array
+        #expect(nonFinite.nonFinite && !nonFinite.tooDeep)
+        #expect(String(decoding: text, as: UTF8.self) == #"{"a":[1,null]}"#)
+
+        var deep: JSONValue = 1
+        for _ in 0..<JSONValue.maximumNestingDepth { deep = [deep] }
+        buffer.removeAll()
+        let atTheLimit = buffer.appendJSON(deep)
+        #expect(atTheLimit.isEmpty)
+        buffer.removeAll()
+        let beyond = buffer.appendJSON([deep])
+        #expect(beyond.tooDeep)
+    }
+
+    @Test func escapedNULIsFound() {
+        var buffer = JSONTextBuffer()
+        buffer.appendJSON(["a": "x\u{0}"])
+        let escaped = buffer.containsEscapedNUL
+        #expect(escaped)
+        buffer.removeAll()
+        buffer.appendJSON(["a": "u0000 and 0000", "b": [1, 2]])
+        let plain = buffer.containsEscapedNUL
+        #expect(!plain)
+    }
+}
+
+/// Random JSON values with every kind of number, escape and nesting.
+enum RandomJSON {
+    static func value(_ random: inout SeededRandom, depth: Int) -> JSONValue {
+        switch Int.random(in: 0..<(depth > 3 ? 6 : 9), using: &random) {
+        case 0: return .null
+        case 1: return .bool(Bool.random(using: &random))
+        case 2: return .int([0, 1, -1, 10, Int64.max, Int64.min, 123_456].randomElement(using: &random)!)
+        case 3:
+            return .double(
+                [0.5, -0.0, 1e300, 3.0, 1e-7, 123.456, 9_007_199_254_740_992.0].randomElement(using: &random)!)
+        case 4, 5:
+            return .string(
+                ["", "a", "é", "🎬", "q\"", "back\\", "nl\n", "\u{0}", "\u{1F}x", "tab\t", "a longer string of text"]
+                    .randomElement(using: &random)!)
+        case 6:
+            return .array((0..<Int.random(in: 0..<4, using: &random)).map { _ in value(&random, depth: depth + 1) })
+        default:
+            var object: JSONObject = [:]
+            for key in ["k", "", "é\"", "\u{0}", "zeta", "alpha"].prefix(Int.random(in: 0..<6, using: &random)) {
+                object[key] = value(&random, depth: depth + 1)
+            }
+            return .object(object)
+        }
+    }
+}
