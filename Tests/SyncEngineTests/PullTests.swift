@@ -273,18 +273,27 @@ struct PullTests {
         let server = ModelServer()
         let device = try Device(kind: kind, server: server)
         server.seed("todo", Self.rows(9))
+        // The request for the second page (sent while the first is applied) waits until released.
+        let gate = AsyncStream<Void>.makeStream()
         server.inject(.hook { nil }, on: .query)
         server.inject(
             .hook {
-                withUnsafeCurrentTask { $0?.cancel() }
+                for await _ in gate.stream {}
                 return nil
             }, on: .query)
         let todos = device.table()
-        await expectSyncError(.cancelled) {
-            _ = try await Task { try await todos.pull(queryID: "q", options: PullOptions(pageSize: 3)) }.value
+        let pull = Task { try await todos.pull(queryID: "q", options: PullOptions(pageSize: 3)) }
+        for _ in 0..<500 where try await todos.query().items.count < 3 {
+            try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(try await todos.query().items.count == 6)
+        #expect(try await todos.query().items.count == 3)
+        pull.cancel()
+        gate.continuation.finish()
+        await expectSyncError(.cancelled) { _ = try await pull.value }
+        // The page that arrived after the cancellation was not applied; the next pull starts after page 1.
+        #expect(try await todos.query().items.count == 3)
         let rest = try await todos.pull(queryID: "q", options: PullOptions(pageSize: 3))
-        #expect(rest.items.received == 3)
+        #expect(rest.items.received == 6)
+        #expect(try await todos.query().items.count == 9)
     }
 }

@@ -66,6 +66,9 @@ extension SyncContext {
         }
     }
 
+    /// Pulls page after page. The request for the next page is known as soon as a page has arrived
+    /// (its last item is the next cursor), so the next page downloads and parses while this one is
+    /// applied to the store: one page ahead, never more, so memory stays bounded by the page size.
     private func pullPages(
         _ table: String, _ query: TableQuery, _ queryID: String?, _ options: PullOptions,
         into result: inout PullResult
@@ -82,12 +85,10 @@ extension SyncContext {
         var remaining = query.top
         var offset = query.skip ?? 0
         var seen = Set<String>()
-        while remaining.map({ $0 > 0 }) ?? true {
-            if Task.isCancelled {
-                throw SyncError(.cancelled, "pull of '\(table)' cancelled after \(result.pages) pages")
-            }
-            let top = min(options.pageSize, remaining ?? Int.max)
-            var request = TableQuery(top: top, includeDeleted: true)
+
+        /// The request for the page after `cursor` (keyset) or at `offset`, and its `$top`.
+        func request(cursor: PullCursor?, offset: Int, remaining: Int?) -> TableQuery {
+            var request = TableQuery(top: min(options.pageSize, remaining ?? Int.max), includeDeleted: true)
             if keyset {
                 request.filter = PullPlan.filter(query.filter, after: cursor)
                 request.orderBy = [.field("updatedAt"), .field("id")]
@@ -99,18 +100,30 @@ extension SyncContext {
                 }
                 request.skip = offset
             }
-            let page: RemotePage
-            do throws(RemoteError) {
-                page = try await remote.query(request)
-            } catch {
-                throw SyncError.wrapping(error, "pull of '\(table)'")
+            return request
+        }
+
+        guard remaining.map({ $0 > 0 }) ?? true else { return }
+        var pending = PageFetch(remote, request(cursor: cursor, offset: offset, remaining: remaining))
+        defer { pending.cancel() }
+        while true {
+            if Task.isCancelled {
+                throw SyncError(.cancelled, "pull of '\(table)' cancelled after \(result.pages) pages")
             }
+            let top = pending.request.top ?? options.pageSize
+            let page = try await pending.page(table)
             if page.items.isEmpty { break }
             var next: PullCursor?
             if keyset {
                 next = try PullPlan.cursor(after: page.items, previous: cursor, filter: filterKey, table: table)
             }
             let items = page.items
+            let nextRemaining = remaining.map { $0 - items.count }
+            let more = !(items.count < top && page.nextPage == nil) && (nextRemaining.map { $0 > 0 } ?? true)
+            if more {
+                pending = PageFetch(
+                    remote, request(cursor: next, offset: offset + items.count, remaining: nextRemaining))
+            }
             let token = queryID.flatMap { _ in next?.token }
             let applied = try await write("pull") { [next] tx in
                 let applied = try PullSteps.apply(items, table: table, in: tx)
@@ -121,12 +134,12 @@ extension SyncContext {
             }
             cursor = next
             offset += items.count
-            remaining = remaining.map { $0 - items.count }
+            remaining = nextRemaining
             if options.removesMissingItems { seen.formUnion(items.compactMap(\.id)) }
             result.pages += 1
             result.items.add(applied)
             hub.emit(.pagePulled(table: table, queryID: queryID, page: applied))
-            if items.count < top && page.nextPage == nil { break }
+            if !more { break }
         }
         if options.removesMissingItems {
             let filter = query.filter
@@ -136,6 +149,42 @@ extension SyncContext {
             }
         }
     }
+}
+
+/// One page request running in its own task, so that it downloads while the page before is applied.
+struct PageFetch {
+    let request: TableQuery
+    private let task: Task<RemotePage, any Error>
+
+    init(_ remote: any RemoteTable, _ request: TableQuery) {
+        self.request = request
+        task = Task { try await Self.fetch(remote, request) }
+    }
+
+    @concurrent
+    private static func fetch(_ remote: any RemoteTable, _ request: TableQuery) async throws -> RemotePage {
+        try await remote.query(request)
+    }
+
+    /// The page; cancelling the waiting task cancels the request, and a page that arrives after the
+    /// cancellation is dropped.
+    func page(_ table: String) async throws(SyncError) -> RemotePage {
+        let task = task
+        let page: RemotePage
+        do {
+            page = try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            throw SyncError.wrapping(error, "pull of '\(table)'")
+        }
+        if Task.isCancelled { throw SyncError(.cancelled, "pull of '\(table)': cancelled") }
+        return page
+    }
+
+    func cancel() { task.cancel() }
 }
 
 /// Where an incremental pull stands: the last item applied, in (updatedAt, id) order.
