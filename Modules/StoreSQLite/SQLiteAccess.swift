@@ -356,10 +356,10 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
             // Validate everything first so that a bad item leaves nothing half-written.
             let ids = try items.map { item throws(StoreError) in try StoreValidation.validatedID(of: item, table: table)
             }
-            for (id, item) in zip(ids, items) where !Self.isFinite(.object(item)) {
-                throw StoreError(
-                    .invalidItem,
-                    "item '\(id)' of table '\(table)' holds a number JSON cannot represent (NaN or infinity)")
+            for (id, item) in zip(ids, items) {
+                if let problem = Self.unrepresentable(.object(item), depth: 1) {
+                    throw StoreError(.invalidItem, "item '\(id)' of table '\(table)' \(problem)")
+                }
             }
             guard !items.isEmpty else { return }
             let entry = try ensureTable(table)
@@ -370,12 +370,21 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
         }
     }
 
-    static func isFinite(_ value: JSONValue) -> Bool {
+    /// What JSON text cannot carry back in `value` (nested at `depth`, the item being 1), or `nil`.
+    static func unrepresentable(_ value: JSONValue, depth: Int) -> String? {
         switch value {
-        case .double(let number): return number.isFinite
-        case .array(let elements): return elements.allSatisfy(isFinite)
-        case .object(let members): return members.values.allSatisfy(isFinite)
-        default: return true
+        case .double(let number):
+            return number.isFinite ? nil : "holds a number JSON cannot represent (NaN or infinity)"
+        case .array, .object:
+            if depth > JSONValue.maximumNestingDepth {
+                return "nests arrays and objects deeper than \(JSONValue.maximumNestingDepth) levels"
+            }
+            let children = value.arrayValue ?? value.objectValue.map { Array($0.values) } ?? []
+            for child in children {
+                if let problem = unrepresentable(child, depth: depth + 1) { return problem }
+            }
+            return nil
+        default: return nil
         }
     }
 

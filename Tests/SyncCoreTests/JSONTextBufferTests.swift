@@ -55,6 +55,16 @@ struct JSONTextBufferTests {
         buffer.removeAll()
         let beyond = buffer.appendJSON([deep])
         #expect(beyond.tooDeep)
+
+        // Writing stops at the parser's depth instead of recursing on.
+        var deeper: JSONValue = 1
+        for _ in 0..<2000 { deeper = [deeper] }
+        buffer.removeAll()
+        let stopped = buffer.appendJSON(deeper)
+        let cut = String(decoding: buffer.array, as: UTF8.self)
+        let limit = JSONValue.maximumNestingDepth
+        #expect(stopped.tooDeep)
+        #expect(cut == String(repeating: "[", count: limit) + "null" + String(repeating: "]", count: limit))
     }
 
     @Test func escapedNULIsFound() {

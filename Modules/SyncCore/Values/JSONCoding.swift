@@ -60,7 +60,8 @@ extension JSONValue {
 
     /// The compact JSON text of this value, object keys sorted, no insignificant white space.
     ///
-    /// Non-finite doubles, which JSON cannot express, are written as `null`.
+    /// Non-finite doubles, which JSON cannot express, and arrays or objects nested deeper than
+    /// ``maximumNestingDepth`` (which the parser refuses) are written as `null`.
     public func serialized() -> String {
         var buffer = JSONTextBuffer()
         buffer.appendJSON(self)

@@ -2,8 +2,8 @@
 public struct JSONTextProblems: Sendable, Hashable {
     /// A NaN or an infinity, written as `null`.
     public var nonFinite = false
-    /// An array or object nested deeper than ``JSONValue/maximumNestingDepth``: written in full, but
-    /// the parser will refuse to read it back.
+    /// An array or object nested deeper than ``JSONValue/maximumNestingDepth`` (the parser would
+    /// refuse to read it back), written as `null`.
     public var tooDeep = false
 
     public init() {}
@@ -162,7 +162,7 @@ public struct JSONTextBuffer: ~Copyable {
             }
         case .string(let text): appendJSONString(text)
         case .array(let elements):
-            if depth > JSONValue.maximumNestingDepth { problems.tooDeep = true }
+            guard depth <= JSONValue.maximumNestingDepth else { return appendTooDeep(&problems) }
             append(UInt8(ascii: "["))
             var first = true
             for element in elements {
@@ -172,7 +172,7 @@ public struct JSONTextBuffer: ~Copyable {
             }
             append(UInt8(ascii: "]"))
         case .object(let members):
-            if depth > JSONValue.maximumNestingDepth { problems.tooDeep = true }
+            guard depth <= JSONValue.maximumNestingDepth else { return appendTooDeep(&problems) }
             append(UInt8(ascii: "{"))
             var first = true
             if sortingKeys, members.count > 1 {
@@ -191,6 +191,13 @@ public struct JSONTextBuffer: ~Copyable {
             }
             append(UInt8(ascii: "}"))
         }
+    }
+
+    /// Stops at the parser's depth rather than recursing on: a value nested 100,000 deep must not
+    /// exhaust the stack.
+    private mutating func appendTooDeep(_ problems: inout JSONTextProblems) {
+        problems.tooDeep = true
+        append("null")
     }
 
     private mutating func appendMember(
