@@ -92,7 +92,8 @@ struct ItemWriter: ~Copyable {
             sqlite3_reset(statement)
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
         }
-        sqlite3_clear_bindings(statement)
+        // Every parameter is bound again before the next step, and the statement is finalized with
+        // the writer, so the buffer pointer left bound is never read.
     }
 
     private func bind(_ index: Int32, text: String) {

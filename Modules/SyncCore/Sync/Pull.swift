@@ -86,7 +86,8 @@ extension SyncContext {
         var offset = query.skip ?? 0
         var seen = Set<String>()
 
-        /// The request for the page after `cursor` (keyset) or at `offset`, and its `$top`.
+        /// The request for the page after `cursor` (keyset) or at `offset`; `$top` is the page size,
+        /// or what is left of `top` when less.
         func request(cursor: PullCursor?, offset: Int, remaining: Int?) -> TableQuery {
             var request = TableQuery(top: min(options.pageSize, remaining ?? Int.max), includeDeleted: true)
             if keyset {
