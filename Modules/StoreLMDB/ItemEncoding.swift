@@ -15,8 +15,9 @@ struct EncodedBatch: ~Copyable {
         ranges.reserveCapacity(items.count)
         ids.reserveCapacity(items.count)
         summaries.reserveCapacity(items.count)
-        for item in items {
-            try add(item, table: table)
+        // By index: the items are borrowed from the array rather than copied out of it.
+        for index in items.indices {
+            try add(items[index], table: table)
         }
     }
 
@@ -27,7 +28,7 @@ struct EncodedBatch: ~Copyable {
         for _ in 0..<ItemSummary.encodedSize { writer.append(0) }
         var summary = ItemSummary(deleted: false, kind: .null, milliseconds: 0)
         var problems = JSONTextProblems()
-        var idValue: JSONValue?
+        var idText: String?
         writer.append(UInt8(ascii: "{"))
         var first = true
         for (key, member) in item {
@@ -35,10 +36,16 @@ struct EncodedBatch: ~Copyable {
             first = false
             writer.appendJSONString(key)
             writer.append(UInt8(ascii: ":"))
-            writer.appendJSON(member, sortingKeys: false, depth: 2, problems: &problems)
+            switch member {
+            case .string(let text): writer.appendJSONString(text)
+            case .bool(let flag): writer.append(flag ? "true" : "false")
+            case .int(let number): writer.appendInteger(number)
+            default: writer.appendJSON(member, sortingKeys: false, depth: 2, problems: &problems)
+            }
             // The length first: most keys are none of these three.
             switch key.utf8.count {
-            case 2 where key == "id": idValue = member
+            case 2 where key == "id":
+                if case .string(let text) = member { idText = text }
             case 9 where key == "updatedAt":
                 let deleted = summary.deleted
                 summary = ItemSummary(updatedAt: member)
@@ -50,7 +57,7 @@ struct EncodedBatch: ~Copyable {
         }
         writer.append(UInt8(ascii: "}"))
         let id: String
-        if case .string(let text)? = idValue, ItemID.isValid(text) {
+        if let text = idText, ItemID.isValid(text) {
             id = text
         } else {
             id = try StoreValidation.validatedID(of: item, table: table)

@@ -40,6 +40,55 @@ struct JSONTextBufferTests {
         }
     }
 
+    /// Every length up to 40 bytes, with each kind of byte at each position: the word-at-a-time
+    /// copy must agree with escaping byte by byte.
+    @Test func stringsOfEveryLengthAreEscapedLikeByteByByte() {
+        func reference(_ text: String) -> String {
+            var out = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                case _ where scalar.value < 0x20:
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+            return out + "\""
+        }
+        var buffer = JSONTextBuffer(capacity: 8)
+        var checked = 0
+        for length in 0...40 {
+            let plain = String((0..<length).map { Character(UnicodeScalar(UInt8(ascii: "a") + UInt8($0 % 26))) })
+            buffer.removeAll()
+            buffer.appendJSONString(plain)
+            #expect(String(decoding: buffer.array, as: UTF8.self) == "\"" + plain + "\"")
+            for position in 0..<max(length, 1) {
+                for special in ["\"", "\\", "\n", "\u{0}", "\u{1F}", "\u{7F}", " ", "é", "~"] {
+                    var characters = Array(plain)
+                    if position < characters.count {
+                        characters[position] = Character(special)
+                    } else {
+                        characters.append(Character(special))
+                    }
+                    let text = String(characters)
+                    buffer.removeAll()
+                    buffer.append(UInt8(ascii: "["))
+                    buffer.appendJSONString(text)
+                    buffer.append(UInt8(ascii: "]"))
+                    let written = String(decoding: buffer.array, as: UTF8.self)
+                    #expect(written == "[" + reference(text) + "]", "length \(length), position \(position)")
+                    checked += 1
+                }
+            }
+        }
+        #expect(checked > 7_000)
+    }
+
     @Test func problemsAreReported() {
         var buffer = JSONTextBuffer()
         let nonFinite = buffer.appendJSON(["a": [1, .double(.nan)]])

@@ -98,16 +98,29 @@ enum StoreBenchmark {
         if options.runs("lmdb") {
             // StoreLMDB against plain mdb_put of the same rows, page by page, durable commits.
             let lmdbPages = pages.map { page in page.map { (id: $0.id, json: $0.json, item: $0.item) } }
-            let lmdbDirectory = directory.appendingPathComponent("lmdb").path
-            let (ferry, raw) = try await onThread {
-                try benchmarkLMDB(directory: lmdbDirectory, pages: lmdbPages, syncs: options.syncs)
+            // Fresh environments each run; each side's median run, as for SQLite above.
+            var ferryRuns: [Double] = []
+            var rawRuns: [Double] = []
+            var lmdbDirectory = ""
+            for run in 0..<options.repeats {
+                lmdbDirectory = directory.appendingPathComponent("lmdb-\(run)").path
+                let path = lmdbDirectory
+                let (ferry, raw) = try await onThread {
+                    try benchmarkLMDB(directory: path, pages: lmdbPages, syncs: options.syncs)
+                }
+                ferryRuns.append(ferry)
+                rawRuns.append(raw)
+                print("  run \(run + 1): ratio \(String(format: "%.3f", raw / ferry))")
             }
             report(
-                "apply into StoreLMDB (one transaction per page, interleaved with the baseline)", unit: "items/s",
-                count: rows.count, ferry: ferry, baseline: raw, baselineName: "raw LMDB mdb_put", storeName: "StoreLMDB"
-            )
+                "apply into StoreLMDB (one transaction per page, interleaved with the baseline; median of "
+                    + "\(options.repeats) runs each)", unit: "items/s",
+                count: rows.count, ferry: median(ferryRuns), baseline: median(rawRuns),
+                baselineName: "raw LMDB mdb_put",
+                storeName: "StoreLMDB")
             let ids = Self.randomIDs(rows, count: options.reads, seed: 4)
-            let reads = try await onThread { try benchmarkLMDBPointReads(directory: lmdbDirectory, ids: ids) }
+            let lastDirectory = lmdbDirectory
+            let reads = try await onThread { try benchmarkLMDBPointReads(directory: lastDirectory, ids: ids) }
             report(
                 "StoreLMDB point reads by id, in one read", unit: "reads/s", count: ids.count,
                 ferry: reads.ferrySeconds,

@@ -231,12 +231,69 @@ public struct JSONTextBuffer: ~Copyable {
 
     /// Appends `text` as a JSON string: quoted, with `"`, `\` and control characters escaped.
     public mutating func appendJSONString(_ text: String) {
+        // Most strings need no escape: copied in one pass that checks as it goes.
+        if text.utf8.withContiguousStorageIfAvailable({ appendQuotedIfClean(UnsafeRawBufferPointer($0)) }) == true {
+            return
+        }
         append(UInt8(ascii: "\""))
         if text.utf8.withContiguousStorageIfAvailable({ appendEscaped($0) }) == nil {
             let copy = Array(text.utf8)
             copy.withUnsafeBufferPointer { appendEscaped($0) }
         }
         append(UInt8(ascii: "\""))
+    }
+
+    /// Appends `"bytes"` when no byte needs an escape and returns `true`; otherwise appends
+    /// nothing and returns `false`. Checks and copies eight bytes at a time, the last few bytes as
+    /// one word too, with no call to `memmove` (the strings of an item are short).
+    @inline(__always)
+    private mutating func appendQuotedIfClean(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let count = bytes.count
+        // Room for a whole word past the last byte: the closing quote and later text overwrite it.
+        reserve(count + 10)
+        let target = base + written
+        target.storeBytes(of: UInt8(ascii: "\""), as: UInt8.self)
+        if let source = bytes.baseAddress {
+            if count >= 8 {
+                var index = 0
+                while index + 8 <= count {
+                    let word = source.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                    if Self.needsEscape(word) { return false }
+                    target.storeBytes(of: word, toByteOffset: index + 1, as: UInt64.self)
+                    index += 8
+                }
+                if index < count {
+                    // The last eight bytes, overlapping some already copied.
+                    let word = source.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self)
+                    if Self.needsEscape(word) { return false }
+                    target.storeBytes(of: word, toByteOffset: count - 7, as: UInt64.self)
+                }
+            } else if count > 0 {
+                // Up to seven bytes gathered into one word, padded with spaces (which need no escape).
+                var word: UInt64 = 0x2020_2020_2020_2020
+                var offset = 0
+                if count & 4 != 0 {
+                    let part = UInt64(UInt32(littleEndian: source.loadUnaligned(as: UInt32.self)))
+                    word = (word & ~0xFFFF_FFFF) | part
+                    offset = 4
+                }
+                if count & 2 != 0 {
+                    let part = UInt64(
+                        UInt16(littleEndian: source.loadUnaligned(fromByteOffset: offset, as: UInt16.self)))
+                    word = (word & ~(0xFFFF << (offset * 8))) | (part << (offset * 8))
+                    offset += 2
+                }
+                if count & 1 != 0 {
+                    let part = UInt64(source.load(fromByteOffset: offset, as: UInt8.self))
+                    word = (word & ~(0xFF << (offset * 8))) | (part << (offset * 8))
+                }
+                if Self.needsEscape(word) { return false }
+                target.storeBytes(of: word.littleEndian, toByteOffset: 1, as: UInt64.self)
+            }
+        }
+        target.storeBytes(of: UInt8(ascii: "\""), toByteOffset: count + 1, as: UInt8.self)
+        written += count + 2
+        return true
     }
 
     private mutating func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>) {
