@@ -244,7 +244,18 @@ struct HTTPClient: Sendable {
             let reason = (error as? URLError).map(Self.describe) ?? "\(error)"
             throw RemoteError(
                 .network, "\(method) \(path) failed: \(reason)",
-                underlying: error)
+                underlying: error, wasNotSent: (error as? URLError).map(Self.wasNotSent) ?? false)
+        }
+    }
+
+    /// Whether the error means no connection was made, so the request cannot have reached the
+    /// server. A timeout or a lost connection may come after the server read the request: not these.
+    static func wasNotSent(_ error: URLError) -> Bool {
+        switch error.code {
+        case .notConnectedToInternet, .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .dataNotAllowed,
+            .internationalRoamingOff:
+            true
+        default: false
         }
     }
 

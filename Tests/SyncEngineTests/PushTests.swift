@@ -22,6 +22,32 @@ struct PushTests {
         #expect(try await device.operations().isEmpty)
     }
 
+    /// No connection could be made (offline, refused): nothing was applied, so the operation is
+    /// pending again, later edits collapse into it, and the next push sends it without asking first.
+    @Test(arguments: StoreKind.allCases)
+    func anUnreachableServerLeavesTheOperationPending(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        try await device.table().insert(["id": "a", "title": "Milk"])
+        server.inject(.unreachable, on: .insert)
+        await expectSyncError(.network) { try await device.context.push() }
+        #expect(server.rows("todo").isEmpty)
+        #expect(try await device.operations().map(\.state) == [.pending])
+        try await device.table().update(["id": "a", "title": "Oat milk"])
+        #expect(try await device.operations().map(\.kind) == [.insert])
+        server.clearRequests()
+        #expect(try await device.context.push().pushed == 1)
+        #expect(server.requests.map(\.kind) == [.insert])
+        #expect(server.row("todo", id: "a")?["title"] == "Oat milk")
+        #expect(try await device.operations().isEmpty)
+        // An insert that never left, then deleted: both fold away at once.
+        try await device.table().insert(["id": "b"])
+        server.inject(.unreachable, on: .insert)
+        await expectSyncError(.network) { try await device.context.push() }
+        try await device.table().delete(id: "b")
+        #expect(try await device.operations().isEmpty)
+    }
+
     /// Exactly-once: an insert whose answer was lost is not sent twice, and is not a conflict.
     @Test(arguments: StoreKind.allCases)
     func anInsertWhoseAnswerWasLostIsNotDuplicatedNorAConflict(_ kind: StoreKind) async throws {

@@ -39,8 +39,12 @@ public final class ModelServer: Sendable {
 
     /// Something that goes wrong with a request.
     public enum Fault: Sendable {
-        /// The request never reaches the server: ``RemoteError/Code/network``.
+        /// The request never reaches the server: ``RemoteError/Code/network`` (the client cannot tell
+        /// whether the server applied it).
         case dropBeforeApply
+        /// No connection can be made (offline, refused): ``RemoteError/Code/network`` with
+        /// ``RemoteError/wasNotSent``, so the client knows nothing was applied.
+        case unreachable
         /// The server applies the request, then the answer is lost: ``RemoteError/Code/network``.
         case dropAfterApply
         /// The server applies the request, then the calling task is cancelled: ``RemoteError/Code/cancelled``.
@@ -237,6 +241,8 @@ public final class ModelServer: Sendable {
         switch fault {
         case .dropBeforeApply?:
             throw RemoteError(.network, "the connection was lost before the request was sent")
+        case .unreachable?:
+            throw RemoteError(.network, "could not connect to the server", wasNotSent: true)
         case .status(let status, let message)?:
             throw RemoteError(status: status, message.isEmpty ? "scripted failure" : message)
         default:

@@ -280,6 +280,17 @@ struct OnlineTableTests {
                 serverURL: URL(string: "http://127.0.0.1:1")!, retry: HTTPRemote.RetryPolicy(maximumAttempts: 1)))
         let error = await #expect(throws: RemoteError.self) { _ = try await remote.onlineTable("todo").read(id: "1") }
         #expect(error?.code == .network)
+        // No connection was made: the engine may treat the request as never sent.
+        #expect(error?.wasNotSent == true, "\(String(describing: error))")
+    }
+
+    @Test func onlyErrorsBeforeAConnectionMeanNotSent() {
+        #expect(HTTPClient.wasNotSent(URLError(.cannotConnectToHost)))
+        #expect(HTTPClient.wasNotSent(URLError(.notConnectedToInternet)))
+        #expect(HTTPClient.wasNotSent(URLError(.cannotFindHost)))
+        #expect(!HTTPClient.wasNotSent(URLError(.timedOut)))
+        #expect(!HTTPClient.wasNotSent(URLError(.networkConnectionLost)))
+        #expect(!HTTPClient.wasNotSent(URLError(.badServerResponse)))
     }
 
     @Test func cancellingTheTaskCancelsTheRequest() async throws {

@@ -46,7 +46,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case let error as SyncError:
             switch error.code {
             case .network:
-                return ClientError(.unreachable, error.message, hint: "check --server, or say `online` in the REPL")
+                return ClientError(.unreachable, error.message, hint: networkHint(error.remoteError))
             case .unauthorized:
                 return ClientError(.unauthorized, error.message, hint: "give a valid token with --token")
             case .itemNotFound, .notFound:
@@ -60,7 +60,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             }
         case let error as RemoteError:
             switch error.code {
-            case .network: return ClientError(.unreachable, error.description, hint: "is the server running?")
+            case .network: return ClientError(.unreachable, error.description, hint: networkHint(error))
             case .unauthorized: return ClientError(.unauthorized, error.description, hint: "give --token")
             case .notFound: return ClientError(.notFound, error.description)
             default: return ClientError(.failed, error.description)
@@ -74,6 +74,16 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         default:
             let text = String(describing: error).split(whereSeparator: \.isNewline).joined(separator: " ")
             return ClientError(.failed, text)
+        }
+    }
+
+    /// What to do about a network failure: the REPL's offline switch, a missing `--server`, or the
+    /// server itself.
+    static func networkHint(_ error: RemoteError?) -> String {
+        switch error?.underlying as? Connectivity.Gate {
+        case .offline?: "say `online` to reconnect"
+        case .noServer?: "give --server URL"
+        case nil: "is the server running? check --server"
         }
     }
 }

@@ -89,13 +89,20 @@ final class Connectivity: RemoteService {
     func table(_ name: String) -> any RemoteTable { GatedTable(name: name, connectivity: self) }
 
     func check() throws(RemoteError) -> any RemoteService {
+        // Nothing leaves the device: the engine puts an operation it tried back to pending.
         guard online.withLock({ $0 }) else {
-            throw RemoteError(.network, "the device is offline (say `online` to reconnect)")
+            throw RemoteError(.network, "the device is offline", underlying: Gate.offline, wasNotSent: true)
         }
         guard let inner else {
-            throw RemoteError(.network, "no server is configured (give --server URL)")
+            throw RemoteError(.network, "no server is configured", underlying: Gate.noServer, wasNotSent: true)
         }
         return inner
+    }
+
+    /// Why ``check()`` let nothing through; ``ClientError/from(_:)`` picks its hint from it.
+    enum Gate: Error, Sendable {
+        case offline
+        case noServer
     }
 }
 

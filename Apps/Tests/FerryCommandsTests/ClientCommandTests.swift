@@ -138,6 +138,10 @@ struct ClientCommandTests {
         #expect(failed, "the offline push and the conflicting push fail, so a scripted session reports failure")
         #expect(text.contains("ferry(phone)> offline"))
         #expect(text.contains("the device is offline"))
+        // The hint once, and the operation that never left the device is pending, not in flight.
+        #expect(text.components(separatedBy: "say `online` to reconnect").count == 2, "\(text)")
+        #expect(text.split(separator: "\n").contains { $0.contains("milk") && $0.hasSuffix("pending") }, "\(text)")
+        #expect(!text.contains("inFlight"), "\(text)")
         #expect(text.contains("1 pending operation"))
         #expect(text.contains("pushed 1 operation"))
         #expect(text.contains("1 failed (see `conflicts`)"))

@@ -158,6 +158,11 @@ extension SyncContext {
             error = failure
         }
         switch error.code {
+        case .network where error.wasNotSent:
+            // No connection was made: the operation is pending again (later edits collapse into it)
+            // and the next push sends it without asking the server first.
+            try await write("push") { tx in try PushSteps.markNotApplied(operationID: operation.id, in: tx) }
+            throw SyncError.wrapping(error, place)
         case .network, .cancelled:
             // The outcome is unknown: the operation stays in flight with the body it sent, and the
             // next push checks the server before sending it again.

@@ -126,16 +126,26 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
     public var serverItem: JSONObject?
     /// The transport's native error, when there is one.
     public var underlying: (any Error & Sendable)?
+    /// Whether the transport knows the request never left the device (a ``Code/network`` error
+    /// where no connection could be made: offline, host not found, connection refused). A push then
+    /// puts the operation back to pending at once; otherwise, not knowing whether the server applied
+    /// it, the next push asks the server first.
+    ///
+    /// ```swift
+    /// RemoteError(.network, "the device is offline", wasNotSent: true)
+    /// ```
+    public var wasNotSent: Bool
 
     public init(
         _ code: Code, status: Int? = nil, _ message: String, serverItem: JSONObject? = nil,
-        underlying: (any Error & Sendable)? = nil
+        underlying: (any Error & Sendable)? = nil, wasNotSent: Bool = false
     ) {
         self.code = code
         self.status = status
         self.message = message
         self.serverItem = serverItem
         self.underlying = underlying
+        self.wasNotSent = wasNotSent
     }
 
     /// The error a transport reports for an HTTP status of 400 or more.
