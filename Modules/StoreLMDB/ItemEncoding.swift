@@ -15,9 +15,8 @@ struct EncodedBatch: ~Copyable {
         ranges.reserveCapacity(items.count)
         ids.reserveCapacity(items.count)
         summaries.reserveCapacity(items.count)
-        // By index: the items are borrowed from the array rather than copied out of it.
-        for index in items.indices {
-            try add(items[index], table: table)
+        for item in items {
+            try add(item, table: table)
         }
     }
 
@@ -36,12 +35,7 @@ struct EncodedBatch: ~Copyable {
             first = false
             writer.appendJSONString(key)
             writer.append(UInt8(ascii: ":"))
-            switch member {
-            case .string(let text): writer.appendJSONString(text)
-            case .bool(let flag): writer.append(flag ? "true" : "false")
-            case .int(let number): writer.appendInteger(number)
-            default: writer.appendJSON(member, sortingKeys: false, depth: 2, problems: &problems)
-            }
+            writer.appendJSON(member, sortingKeys: false, depth: 2, problems: &problems)
             // The length first: most keys are none of these three.
             switch key.utf8.count {
             case 2 where key == "id":
