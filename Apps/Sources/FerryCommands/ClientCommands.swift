@@ -1,5 +1,6 @@
 public import ArgumentParser
 public import FerryClient
+import FerryConsole
 import Foundation
 import SyncCore
 
@@ -81,7 +82,7 @@ public struct CommandOutput: Sendable {
 
     static func standard(_ format: OutputFormat) -> CommandOutput {
         CommandOutput(format: format, showsProgress: format == .table && isatty(2) == 1) { text in
-            FileHandle.standardOutput.write(Data(text.utf8))
+            StandardStreams.write(text)
         }
     }
 }
@@ -119,7 +120,7 @@ extension DeviceCommand {
 enum CommandFailure {
     static func report(_ error: any Error) -> ExitCode {
         let failure = ClientError.from(error)
-        FileHandle.standardError.write(Data("error: \(failure)\n".utf8))
+        StandardStreams.writeError("error: \(failure)\n")
         return ExitCode(failure.code.rawValue)
     }
 }
@@ -418,7 +419,7 @@ final class Progress: Sendable {
                 let seconds = max(0.001, (ContinuousClock.now - start) / .seconds(1))
                 let rate = Int(Double(rows + operations) / seconds)
                 let line = rows > 0 ? "\(rows) rows (\(rate) rows/s)" : "\(operations) operations (\(rate)/s)"
-                FileHandle.standardError.write(Data("\r\u{1B}[K\(line)".utf8))
+                StandardStreams.writeError("\r\u{1B}[K\(line)")
             }
         }
         return Progress(task: task)
@@ -427,6 +428,6 @@ final class Progress: Sendable {
     func finish() {
         guard let task else { return }
         task.cancel()
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        StandardStreams.writeError("\r\u{1B}[K")
     }
 }

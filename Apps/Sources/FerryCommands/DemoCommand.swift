@@ -1,6 +1,7 @@
 public import ArgumentParser
 import FerryClient
 import FerryServer
+import FerryConsole
 import Foundation
 import Logging
 public import SyncCore
@@ -29,7 +30,7 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
     public func run() async throws {
         do {
             try await Self.walkThrough(protocolVersion: protocolVersion == 2 ? .v2 : .v3, keep: keep) { line in
-                FileHandle.standardOutput.write(Data((line + "\n").utf8))
+                StandardStreams.write(line + "\n")
             }
         } catch {
             throw CommandFailure.report(error)
@@ -42,7 +43,13 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
     ) async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-demo-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        // A reader that goes away mid-demo (`ferry demo | head -1`) ends the process: remove the
+        // directory then too.
+        let cleanup = StandardStreams.addCleanup {
+            if !keep { try? FileManager.default.removeItem(at: directory) }
+        }
         defer {
+            StandardStreams.removeCleanup(cleanup)
             if keep { say("\nkept \(directory.path)") } else { try? FileManager.default.removeItem(at: directory) }
         }
         var step = 0

@@ -1,5 +1,6 @@
 public import ArgumentParser
 import FerryServer
+import FerryConsole
 import Foundation
 import Logging
 
@@ -37,6 +38,30 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             "The HS256 secret client tokens are signed with (default: $FERRY_AUTH_SECRET).", valueName: "secret"))
     var authSecret: String?
 
+    @Flag(help: "Accept tokens without an 'exp' claim (by default a token must expire).")
+    var authAllowNoExpiry = false
+
+    @Option(
+        help: ArgumentHelp(
+            "The URL clients reach the server at (for Location and Link headers); default: the request's Host.",
+            valueName: "url"))
+    var publicURL: String?
+
+    @Option(help: ArgumentHelp("The largest request body, in bytes.", valueName: "bytes"))
+    var maxBodySize: Int = RequestLimits().maximumBodySize
+
+    @Option(
+        help: ArgumentHelp(
+            "Seconds a connection may wait for a complete request head (also the keep-alive idle time).",
+            valueName: "seconds"))
+    var idleTimeout: Double = 30
+
+    @Option(help: ArgumentHelp("Seconds a request body may take to arrive.", valueName: "seconds"))
+    var requestTimeout: Double = 60
+
+    @Option(help: ArgumentHelp("The most connections open at once.", valueName: "count"))
+    var maxConnections: Int = ConnectionLimits().maximumConnections
+
     @Option(help: "The log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -55,11 +80,21 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         configuration.dynamicTableDefaults.softDelete = true
         if let tables { try TablesFile.load(tables, into: &configuration) }
         configuration.authSecret = authSecret ?? ProcessInfo.processInfo.environment["FERRY_AUTH_SECRET"]
+        configuration.allowsTokensWithoutExpiry = authAllowNoExpiry
+        configuration.publicURL = publicURL
+        configuration.limits.maximumBodySize = maxBodySize
+        for (name, seconds) in [("--idle-timeout", idleTimeout), ("--request-timeout", requestTimeout)]
+        where !(seconds.isFinite && seconds >= 0.01 && seconds <= 86_400) {
+            throw ValidationError("\(name) must be between 0.01 and 86400 seconds")
+        }
+        configuration.connections = ConnectionLimits(
+            idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
+            requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), maximumConnections: maxConnections)
         let database = try ServerDatabase(parsing: db)
         let server = try await ReferenceServer.start(configuration, database: database, handlesSignals: true)
         let line =
             "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables)\n"
-        FileHandle.standardOutput.write(Data(line.utf8))
+        StandardStreams.write(line)
         try await server.waitUntilStopped()
         logger.notice("ferry serve: stopped")
     }

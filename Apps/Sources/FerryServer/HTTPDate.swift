@@ -20,17 +20,31 @@ enum HTTPDate {
             + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
     }
 
-    /// Parses an IMF-fixdate (the weekday is not checked); `nil` for anything else, which callers
+    /// Parses an IMF-fixdate exactly as RFC 9110 writes it (two-digit day, four-digit year, two-digit
+    /// hour, minute and second; the weekday is not checked); `nil` for anything else, which callers
     /// ignore as RFC 9110 says.
     static func parse(_ text: String) -> Int64? {
-        let parts = text.split(separator: " ")
-        guard parts.count == 6, parts[0].hasSuffix(","), parts[5] == "GMT",
-            let day = Int(parts[1]), let monthIndex = months.firstIndex(of: String(parts[2])), let year = Int(parts[3])
+        let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), parts[5] == "GMT",
+            let day = digits(parts[1], count: 2), let monthIndex = months.firstIndex(of: String(parts[2])),
+            let year = digits(parts[3], count: 4)
         else { return nil }
-        let clock = parts[4].split(separator: ":")
-        guard clock.count == 3, let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
-            hour < 24, minute < 60, second < 61, let date = CalendarDate(year: year, month: monthIndex + 1, day: day)
+        let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false)
+        guard clock.count == 3, let hour = digits(clock[0], count: 2), let minute = digits(clock[1], count: 2),
+            let second = digits(clock[2], count: 2), hour < 24, minute < 60, second < 61,
+            let date = CalendarDate(year: year, month: monthIndex + 1, day: day)
         else { return nil }
         return Int64(date.daysSince1970) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
+    }
+
+    /// The value of exactly `count` ASCII digits.
+    private static func digits(_ text: Substring, count: Int) -> Int? {
+        guard text.utf8.count == count else { return nil }
+        var value = 0
+        for byte in text.utf8 {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 }

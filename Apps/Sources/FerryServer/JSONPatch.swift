@@ -49,6 +49,34 @@ enum JSONPatch {
         return result
     }
 
+    /// Why `operations` may not be applied to an item, or `nil`. A patch may not touch system
+    /// properties (`id`, `createdAt`, `updatedAt`, `version`, `deleted`, in any letter case) or the
+    /// whole document (`""`): no `remove` of them, no `move` or `copy` from or to them. It may `test`
+    /// them, and `add` or `replace` them with the value they have (as Azure v5 allows; the caller
+    /// checks the values after applying), or `deleted` with a new flag (a soft delete or undelete).
+    static func systemPropertyViolation(_ operations: [JSONValue]) -> String? {
+        for (index, entry) in operations.enumerated() {
+            guard case .object(let operation) = entry, case .string(let op)? = operation["op"], op != "test" else {
+                continue
+            }
+            var touched: [(role: String, text: String)] = []
+            if case .string(let path)? = operation["path"] { touched.append(("path", path)) }
+            if op == "move" || op == "copy", case .string(let from)? = operation["from"] {
+                touched.append(("from", from))
+            }
+            for (role, text) in touched {
+                guard let first = try? pointer(text).first else {
+                    return "operation \(index) ('\(op)') has the whole item as its \(role); patch its fields instead"
+                }
+                guard SystemProperty.isSystemProperty(first) else { continue }
+                let exact = SystemProperty(rawValue: first) != nil
+                if (op == "add" || op == "replace") && role == "path" && exact { continue }
+                return "operation \(index) ('\(op)') touches '\(first)', a system property the server sets"
+            }
+        }
+        return nil
+    }
+
     private static func value(_ operation: JSONObject, _ index: Int) throws(Failure) -> JSONValue {
         guard let value = operation["value"] else { throw Failure(description: "operation \(index) needs a 'value'") }
         return value

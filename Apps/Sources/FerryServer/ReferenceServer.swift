@@ -89,10 +89,13 @@ public final class ReferenceServer: Sendable {
         try await storage.prepare(
             configuration.tables.map { StorageTable(name: $0.name, schema: $0.schema) })
         let service = TableService(configuration: configuration, storage: storage)
-        let responder = TableResponder(service: service, limits: configuration.limits, logger: configuration.logger)
+        let responder = TableResponder(
+            service: service, limits: configuration.limits,
+            publicOrigin: configuration.publicURL.flatMap { PublicOrigin(publicURL: $0) }, logger: configuration.logger)
         let bound = BindSignal()
         let application = Application(
             responder: responder,
+            server: .guardedHTTP1(configuration.connections, logger: configuration.logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
             logger: configuration.logger)
@@ -237,6 +240,8 @@ struct TableResponder: HTTPResponder {
 
     let service: TableService
     let limits: RequestLimits
+    /// The configured public URL's origin; `nil` to use the request's validated `Host`.
+    let publicOrigin: PublicOrigin?
     let logger: Logger
 
     func respond(to request: Request, context: Context) async throws -> Response {
@@ -252,14 +257,13 @@ struct TableResponder: HTTPResponder {
                 throw ProtocolError(
                     413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limits.maximumBodySize)")
             }
+            let origin = try Self.origin(of: request, configured: publicOrigin)
             let buffer = try await request.body.collect(upTo: limits.maximumBodySize)
             if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
-            let host = request.head.authority ?? "localhost"
-            let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https" ? "https" : "http"
             answer = await service.handle(
                 TableRequest(
                     method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
-                    body: body, origin: "\(scheme)://\(host)"))
+                    body: body, origin: origin))
         } catch let error as ProtocolError {
             answer = TableService.errorResponse(error)
         } catch is NIOTooManyBytesError {
@@ -282,5 +286,17 @@ struct TableResponder: HTTPResponder {
         let status = HTTPResponse.Status(code: answer.status)
         guard let bytes = answer.body else { return Response(status: status, headers: fields) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// The origin of absolute links: the configured public URL, else `scheme://Host` when the `Host`
+    /// header is a valid host and port (400 when it is not), else empty (links stay relative).
+    static func origin(of request: Request, configured: PublicOrigin?) throws -> String {
+        if let configured { return configured.text }
+        guard let host = request.head.authority else { return "" }
+        let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "https" : "http"
+        guard let origin = PublicOrigin(scheme: scheme, hostHeader: host) else {
+            throw ProtocolError(400, "invalidHost", "the Host header is not a valid host and port")
+        }
+        return origin.text
     }
 }

@@ -29,16 +29,25 @@ public struct ServerConfiguration: Sendable {
     public var authIssuer: String?
     /// The `aud` a token must carry, when set.
     public var authAudience: String?
+    /// Whether tokens without an `exp` claim are accepted (default `false`: a token must expire).
+    public var allowsTokensWithoutExpiry: Bool
+    /// The URL clients reach this server at (`https://api.example.com`), used in `Location` and 2.0
+    /// `Link` headers. When `nil`, those are built from the request's `Host` header, which must then
+    /// be a valid host and port (400 otherwise).
+    public var publicURL: String?
     /// Request limits.
     public var limits: RequestLimits
+    /// Connection limits and timeouts.
+    public var connections: ConnectionLimits
     /// Where the server logs requests (info) and failures.
     public var logger: Logger
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, tables: [TableSettings] = [], allowsDynamicTables: Bool = true,
         dynamicTableDefaults: TableSettings = TableSettings(name: "*"), authSecret: String? = nil,
-        authIssuer: String? = nil, authAudience: String? = nil, limits: RequestLimits = RequestLimits(),
-        logger: Logger = Logger(label: "ferry.server")
+        authIssuer: String? = nil, authAudience: String? = nil, allowsTokensWithoutExpiry: Bool = false,
+        publicURL: String? = nil, limits: RequestLimits = RequestLimits(),
+        connections: ConnectionLimits = ConnectionLimits(), logger: Logger = Logger(label: "ferry.server")
     ) {
         self.host = host
         self.port = port
@@ -48,7 +57,10 @@ public struct ServerConfiguration: Sendable {
         self.authSecret = authSecret
         self.authIssuer = authIssuer
         self.authAudience = authAudience
+        self.allowsTokensWithoutExpiry = allowsTokensWithoutExpiry
+        self.publicURL = publicURL
         self.limits = limits
+        self.connections = connections
         self.logger = logger
     }
 
@@ -78,6 +90,11 @@ public struct ServerConfiguration: Sendable {
             throw ConfigurationError("the auth secret must be at least 16 bytes long")
         }
         try limits.validate()
+        try connections.validate()
+        if let publicURL, PublicOrigin(publicURL: publicURL) == nil {
+            throw ConfigurationError(
+                "the public URL '\(publicURL)' must be http:// or https:// with a host, and no path, query or fragment")
+        }
     }
 }
 

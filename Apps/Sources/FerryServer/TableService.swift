@@ -22,7 +22,9 @@ final class TableService: Sendable {
         self.configuration = configuration
         self.storage = storage
         verifier = configuration.authSecret.map {
-            TokenVerifier(secret: $0, issuer: configuration.authIssuer, audience: configuration.authAudience)
+            TokenVerifier(
+                secret: $0, issuer: configuration.authIssuer, audience: configuration.authAudience,
+                requiresExpiry: !configuration.allowsTokensWithoutExpiry)
         }
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
         logger = configuration.logger
@@ -109,7 +111,9 @@ final class TableService: Sendable {
         default:
             throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
         }
-        let table = try await resolve(name, creating: operation == .insert)
+        // A query of a dynamic table nobody has written yet is an empty table, not a 404: clients
+        // tell "no rows yet" from "not a table endpoint" by that.
+        let table = try await resolve(name, creating: operation == .insert || operation == .query)
         let identity = try authenticate(request, table: table)
         if table.requiresAuth && identity == nil {
             throw ProtocolError(table.unauthorizedStatus, "unauthorized", "table '\(name)' requires a valid token")
@@ -276,17 +280,15 @@ final class TableService: Sendable {
         let take = min(parsed.top ?? table.pageSize, table.pageSize)
         var filter = parsed.filter
         if let view = context.view { filter = filter.map { .binary(.and, view, $0) } ?? view }
-        let page: StoragePage
-        if let scope = context.scope {
+        var page = StoragePage(
+            items: [], totalCount: parsed.includeTotalCount ? 0 : nil, hasMore: false, plan: .database)
+        if let scope = context.scope, try await storage.tableExists(table.name) {
             page = try await storage.query(
                 context.storageTable,
                 StorageQuery(
                     filter: filter, orderBy: parsed.orderBy, skip: skip, limit: take,
                     includeDeleted: parsed.includeDeleted || context.includesDeleted,
                     includeTotalCount: parsed.includeTotalCount, owner: scope))
-        } else {
-            page = StoragePage(
-                items: [], totalCount: parsed.includeTotalCount ? 0 : nil, hasMore: false, plan: .database)
         }
         let evaluator = QueryEvaluator(schema: table.schema)
         let items = page.items.map {
@@ -425,6 +427,9 @@ final class TableService: Sendable {
             guard case .array(let operations) = try parseJSON(request, allowing: ["application/json-patch+json"]) else {
                 throw ProtocolError.badRequest("a JSON Patch body must be an array of operations", code: "invalidBody")
             }
+            if let violation = JSONPatch.systemPropertyViolation(operations) {
+                throw ProtocolError.badRequest(violation, code: "reservedProperty")
+            }
             patch = operations
         } else {
             body = try readObject(request)
@@ -469,7 +474,7 @@ final class TableService: Sendable {
                     throw ProtocolError.badRequest("the JSON Patch must leave an object", code: "invalidPatch")
                 }
                 try checkUnchangedSystemProperties(object, current, includingVersion: true)
-                try rejectNUL(.object(object))
+                try rejectUnstorable(.object(object))
                 guard case .bool(let flag)? = object["deleted"] else {
                     throw ProtocolError.badRequest("'deleted' must remain true or false", code: "invalidPatch")
                 }
@@ -566,6 +571,23 @@ final class TableService: Sendable {
         return type?.isEmpty == false ? type : nil
     }
 
+    /// The `charset` parameter of `Content-Type`, lowercased and unquoted, when there is one.
+    static func charset(_ request: TableRequest) -> String? {
+        guard let header = request.headers["content-type"] else { return nil }
+        for parameter in header.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset" else {
+                continue
+            }
+            var value = pair[1].trimmingCharacters(in: .whitespaces)
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+                value = String(value.dropFirst().dropLast())
+            }
+            return value.lowercased()
+        }
+        return nil
+    }
+
     /// Parses the body as JSON. A missing or empty `Content-Type` counts as JSON (as the Node server
     /// did); other types than JSON ones answer 415.
     func parseJSON(_ request: TableRequest, allowing types: Set<String> = []) throws -> JSONValue {
@@ -577,6 +599,10 @@ final class TableService: Sendable {
                 throw ProtocolError(
                     415, "unsupportedMediaType", "the body must be JSON (Content-Type application/json), not \(type)")
             }
+            if let charset = Self.charset(request), charset != "utf-8", charset != "utf8" {
+                throw ProtocolError(
+                    415, "unsupportedMediaType", "the body must be UTF-8 JSON, not charset '\(charset.prefix(40))'")
+            }
         }
         guard let bytes = request.body, !bytes.isEmpty else {
             throw ProtocolError.badRequest("the request has no body", code: "invalidBody")
@@ -587,7 +613,7 @@ final class TableService: Sendable {
         } catch {
             throw ProtocolError.badRequest(error.description, code: "invalidJSON")
         }
-        try rejectNUL(value)
+        try rejectUnstorable(value)
         return value
     }
 
@@ -598,26 +624,41 @@ final class TableService: Sendable {
         return object
     }
 
-    /// Strings holding U+0000 are refused: SQLite's text functions and PostgreSQL's `jsonb` cannot
-    /// hold them faithfully.
-    func rejectNUL(_ value: JSONValue) throws {
-        var stack = [value]
-        while let next = stack.popLast() {
+    /// Refuses what the storage could not hold exactly, naming where it is: strings or member names
+    /// holding U+0000 (SQLite's text functions and PostgreSQL's `jsonb` cannot hold them faithfully),
+    /// and numbers no double can hold (`1e400`, a 400-digit integer), which JSON text would turn into
+    /// `null`.
+    func rejectUnstorable(_ value: JSONValue) throws {
+        var stack: [(value: JSONValue, path: String)] = [(value, "")]
+        while let (next, path) = stack.popLast() {
             switch next {
             case .string(let text) where text.utf8.contains(0):
                 throw ProtocolError.badRequest(
-                    "strings must not contain the NUL character (\\u0000)", code: "invalidItem")
-            case .array(let elements): stack.append(contentsOf: elements)
+                    "\(Self.describe(path)) holds the NUL character (\\u0000), which strings may not contain",
+                    code: "invalidItem")
+            case .double(let number) where !number.isFinite:
+                throw ProtocolError.badRequest(
+                    "\(Self.describe(path)) is a number too large for a double (at most about 1.8e308)",
+                    code: "invalidItem")
+            case .array(let elements):
+                for (index, element) in elements.enumerated() { stack.append((element, "\(path)[\(index)]")) }
             case .object(let object):
                 for (key, element) in object {
                     if key.utf8.contains(0) {
                         throw ProtocolError.badRequest("member names must not contain NUL", code: "invalidItem")
                     }
-                    stack.append(element)
+                    stack.append((element, path.isEmpty ? key : "\(path).\(key)"))
                 }
             default: break
             }
         }
+    }
+
+    /// `field 'a.b[2]'`, or `the body` for the top level, with the name cut to a readable length.
+    static func describe(_ path: String) -> String {
+        if path.isEmpty { return "the body" }
+        let shown = path.count > 80 ? path.prefix(80) + "…" : Substring(path)
+        return "field '\(shown)'"
     }
 
     /// The body's `id`: a valid string (an integer is taken as its decimal text, as the Node server

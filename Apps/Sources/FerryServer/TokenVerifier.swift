@@ -1,13 +1,16 @@
 import Crypto
 public import Foundation
 public import SyncCore
+import ServerStorage
 
 /// Verifies the HS256 JSON Web Tokens clients send in `X-ZUMO-AUTH` or `Authorization: Bearer`.
 ///
 /// A token is accepted when its header names `HS256`, its signature is the HMAC-SHA256 of
-/// `header.payload` under the configured secret (compared in constant time), its `exp` (if present)
-/// is in the future and its `nbf` (if present) is not, its `iss`/`aud` match when configured, and it
-/// has a non-empty string `sub`: the subject per-user tables are keyed by.
+/// `header.payload` under the configured secret (compared in constant time), it has an `exp` in the
+/// future (a token without `exp` is refused unless ``requiresExpiry`` is `false`), its `nbf` (if
+/// present) is not in the future, its `iss`/`aud` match when configured, and it has a string `sub`
+/// that per-user tables can store exactly (``OwnerScope/validateSubject(_:)``: non-empty, at most
+/// 1,024 UTF-8 bytes, no U+0000).
 ///
 /// ```swift
 /// let verifier = TokenVerifier(secret: "a long random secret")
@@ -21,11 +24,14 @@ public struct TokenVerifier: Sendable {
     public var issuer: String?
     /// The `aud` a token must carry (a string, or one of an array), when set.
     public var audience: String?
+    /// Whether a token must carry `exp` (default `true`; `ferry serve --auth-allow-no-expiry` turns it off).
+    public var requiresExpiry: Bool
 
-    public init(secret: String, issuer: String? = nil, audience: String? = nil) {
+    public init(secret: String, issuer: String? = nil, audience: String? = nil, requiresExpiry: Bool = true) {
         self.secret = Array(secret.utf8)
         self.issuer = issuer
         self.audience = audience
+        self.requiresExpiry = requiresExpiry
     }
 
     /// The verified identity of a request.
@@ -67,6 +73,8 @@ public struct TokenVerifier: Sendable {
             guard let value = exp.doubleValue else { throw Failure(reason: "'exp' is not a number") }
             guard seconds < value else { throw Failure(reason: "the token has expired") }
             expiresAt = Date(timeIntervalSince1970: value)
+        } else if requiresExpiry {
+            throw Failure(reason: "the token has no expiry ('exp')")
         }
         if let nbf = claims["nbf"] {
             guard let value = nbf.doubleValue else { throw Failure(reason: "'nbf' is not a number") }
@@ -85,11 +93,21 @@ public struct TokenVerifier: Sendable {
         guard case .string(let subject)? = claims["sub"], !subject.isEmpty else {
             throw Failure(reason: "the token has no subject ('sub')")
         }
+        do {
+            try OwnerScope.validateSubject(subject)
+        } catch let error as StorageError {
+            throw Failure(reason: error.message)
+        } catch {
+            throw Failure(reason: "\(error)")
+        }
         return Identity(subject: subject, expiresAt: expiresAt)
     }
 
-    /// Makes a token for `subject` signed with this verifier's secret (for tests, tools and demos).
-    public func sign(subject: String, expiresAt: Date? = nil, claims extra: JSONObject = [:]) -> String {
+    /// Makes a token for `subject` signed with this verifier's secret (for tests, tools and demos),
+    /// expiring in an hour unless told otherwise (`nil`: no `exp`, which a verifier refuses by default).
+    public func sign(
+        subject: String, expiresAt: Date? = Date().addingTimeInterval(3600), claims extra: JSONObject = [:]
+    ) -> String {
         var claims = extra
         claims["sub"] = .string(subject)
         if let expiresAt { claims["exp"] = .int(Int64(expiresAt.timeIntervalSince1970)) }

@@ -14,11 +14,37 @@ public struct StorageTable: Sendable, Hashable {
 }
 
 /// Whose rows an operation sees.
+///
+/// Owners compare exactly, byte for byte. Every storage holds any owner that
+/// ``validateSubject(_:)`` accepts, and refuses any other with ``StorageError/Code/invalidName``
+/// instead of storing or comparing a changed form (SQLite's text binding and PostgreSQL's `text`
+/// both cut or refuse U+0000).
 public enum OwnerScope: Sendable, Hashable {
     /// Every row, whoever owns it.
     case all
     /// Only the rows owned by this subject.
     case owner(String)
+
+    /// The longest owner, in UTF-8 bytes.
+    public static let maximumSubjectLength = 1024
+
+    /// Checks that every storage can hold `subject` exactly: 1 to 1,024 UTF-8 bytes, no U+0000.
+    ///
+    /// ```swift
+    /// try OwnerScope.validateSubject("alice")              // fine
+    /// try OwnerScope.validateSubject("alice\u{0}mallory")  // throws: it contains U+0000
+    /// ```
+    public static func validateSubject(_ subject: String) throws(StorageError) {
+        let length = subject.utf8.count
+        guard length > 0 else { throw StorageError(.invalidName, "the subject is empty") }
+        guard length <= maximumSubjectLength else {
+            throw StorageError(
+                .invalidName, "the subject is \(length) bytes long; the limit is \(maximumSubjectLength)")
+        }
+        guard !subject.utf8.contains(0) else {
+            throw StorageError(.invalidName, "the subject contains U+0000, which no storage can hold exactly")
+        }
+    }
 }
 
 /// One stored row: the item's own fields plus the system properties the storage keeps.

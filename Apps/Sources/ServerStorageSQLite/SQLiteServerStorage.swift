@@ -292,15 +292,19 @@ public final class SQLiteServerStorage: ServerStorage {
             owner: row[6])
     }
 
-    static func ownerCondition(_ owner: OwnerScope) -> SQLFragment {
+    /// The owner scope as SQL. An owner SQLite cannot compare exactly (GRDB binds text up to its
+    /// first U+0000) is refused, never cut.
+    static func ownerCondition(_ owner: OwnerScope) throws -> SQLFragment {
         switch owner {
-        case .all: .alwaysTrue
-        case .owner(let subject): "owner = \(bind: subject)"
+        case .all: return .alwaysTrue
+        case .owner(let subject):
+            try OwnerScope.validateSubject(subject)
+            return "owner = \(bind: subject)"
         }
     }
 
     static func fetch(_ db: Database, _ record: TableRecord, id: String, owner: OwnerScope) throws -> StoredItem? {
-        let condition = SQLFragment.and(["id = \(bind: id)", ownerCondition(owner)])
+        let condition = SQLFragment.and(["id = \(bind: id)", try ownerCondition(owner)])
         let sql = "SELECT \(columns) FROM \(record.sqlName) WHERE \(condition.text)"
         guard let row = try Row.fetchOne(db, sql: sql, arguments: condition.statementArguments) else { return nil }
         return try decode(row)
@@ -319,7 +323,8 @@ public final class SQLiteServerStorage: ServerStorage {
     {
         try Self.validateName(table.name)
         try Self.validateID(id)
-        let text = JSONValue.object(content).serialized()
+        if let owner { try OwnerScope.validateSubject(owner) }
+        let text = try Self.itemText(content, table.name)
         return try await write("inserting into '\(table.name)'") { db in
             guard var record = try Self.tableRecord(db, table.name, creating: true) else {
                 throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
@@ -344,7 +349,7 @@ public final class SQLiteServerStorage: ServerStorage {
         in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
         owner: OwnerScope
     ) async throws -> StoredItem {
-        let text = JSONValue.object(content).serialized()
+        let text = try Self.itemText(content, table.name)
         return try await write("replacing an item of '\(table.name)'") { db in
             var record = try Self.existingRecord(db, table.name, id: id)
             guard var current = try Self.fetch(db, record, id: id, owner: owner) else {
@@ -401,7 +406,7 @@ public final class SQLiteServerStorage: ServerStorage {
         let compiler = QueryCompiler(schema: table.schema)
         let split = compiler.split(query.filter)
         let order = try? compiler.order(query.orderBy)
-        var conditions = [split.sql, Self.ownerCondition(query.owner)]
+        var conditions = [split.sql, try Self.ownerCondition(query.owner)]
         if !query.includeDeleted { conditions.append("deleted = 0") }
         let condition = SQLFragment.and(conditions)
         let skip = max(0, query.skip)
@@ -538,6 +543,19 @@ public final class SQLiteServerStorage: ServerStorage {
         } catch {
             throw StorageError(.invalidName, error.message)
         }
+    }
+
+    /// The item's JSON text. What JSON text cannot hold exactly (a NaN or an infinity, nesting deeper
+    /// than the parser reads back) is refused rather than written as `null`.
+    static func itemText(_ content: JSONObject, _ table: String) throws -> String {
+        var buffer = JSONTextBuffer()
+        let problems = buffer.appendJSON(.object(content))
+        guard problems.isEmpty else {
+            let what =
+                problems.nonFinite ? "a number JSON cannot hold (NaN or infinite)" : "nesting too deep to read back"
+            throw StorageError(.fieldKind, "the item for '\(table)' holds \(what)")
+        }
+        return String(decoding: buffer.array, as: UTF8.self)
     }
 
     static func validateID(_ id: String) throws {

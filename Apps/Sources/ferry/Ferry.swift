@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryCommands
+import FerryConsole
 import Logging
 
 @main
@@ -7,6 +8,8 @@ struct FerryMain {
     static func main() async {
         // Only the executable bootstraps logging; the libraries just log.
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        // A closed output (`ferry demo | head -1`) is an EPIPE error the commands end on quietly.
+        StandardStreams.ignoreBrokenPipeSignal()
         await FerryCommand.main()
     }
 }

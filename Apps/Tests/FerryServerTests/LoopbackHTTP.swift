@@ -9,6 +9,12 @@ import Foundation
 /// A minimal HTTP/1.1 client over a plain loopback socket, for tests: it sends exactly the bytes
 /// of the request (any method, any header, a body on any method) and reads the answer as the
 /// server wrote it, with `Connection: close`. No redirects, caching or header rewriting.
+#if canImport(Glibc)
+    private let systemConnect = Glibc.connect
+#else
+    private let systemConnect = Darwin.connect
+#endif
+
 enum LoopbackHTTP {
     struct Response: Sendable {
         var status: Int
@@ -48,7 +54,7 @@ enum LoopbackHTTP {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
         guard connected == 0 else { throw Failure(description: "cannot connect to 127.0.0.1:\(port)") }
@@ -68,6 +74,41 @@ enum LoopbackHTTP {
             received.append(contentsOf: buffer[0..<count])
         }
         return try parse(received, method: method)
+    }
+
+    /// A connected loopback socket, for tests that send partial or odd requests byte by byte.
+    static func connect(port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket() failed") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                systemConnect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw Failure(description: "cannot connect to 127.0.0.1:\(port)")
+        }
+        return fd
+    }
+
+    /// Reads until the server closes the connection or `seconds` pass: what arrived, and whether the
+    /// server closed it.
+    static func readUntilClosed(_ fd: Int32, seconds: Int) -> (bytes: [UInt8], closed: Bool) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count == 0 { return (received, true) }
+            if count < 0 { return (received, errno == ECONNRESET) }
+            received.append(contentsOf: buffer[0..<count])
+        }
     }
 
     static func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {

@@ -1297,8 +1297,10 @@ public struct ODataParameters: Sendable, Hashable {
     ///
     /// The string is split on `&` characters that are not inside a single-quoted literal of a value (so the raw
     /// `$filter=(title eq 'A&B')` stays one parameter), then each part at its first `=`. Both halves are
-    /// percent-decoded; `+` stays a literal `+` (it is not form encoding), and a `%` that does not start a valid
-    /// escape stays as it is, so raw, unencoded input is accepted as is. Empty parts are dropped, and one leading
+    /// percent-decoded, and `+` is a space, as the servers of this protocol family (Node's query parser, ASP.NET)
+    /// and every form encoder (`curl --data-urlencode`, Python's `urlencode`, HTML forms) have it: a literal `+`
+    /// must be sent as `%2B`, which Ferry's encoder does. A `%` that does not start a valid escape stays as it is,
+    /// so raw, unencoded input is otherwise accepted as is. Empty parts are dropped, and one leading
     /// `?` is ignored.
     public init(parsing queryString: String) {
         var bytes = Array(queryString.utf8)
@@ -1375,7 +1377,9 @@ public struct ODataParameters: Sendable, Hashable {
     }
 
     static func percentDecoded(_ bytes: ArraySlice<UInt8>) -> String {
-        guard bytes.contains(UInt8(ascii: "%")) else { return String(decoding: bytes, as: UTF8.self) }
+        guard bytes.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else {
+            return String(decoding: bytes, as: UTF8.self)
+        }
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = bytes.startIndex
@@ -1386,6 +1390,9 @@ public struct ODataParameters: Sendable, Hashable {
             {
                 output.append(high << 4 | low)
                 index += 3
+            } else if byte == UInt8(ascii: "+") {
+                output.append(UInt8(ascii: " "))
+                index += 1
             } else {
                 output.append(byte)
                 index += 1

@@ -1,0 +1,258 @@
+import HTTPTypes
+import HummingbirdCore
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import Synchronization
+
+/// Bounds on connections: how long a client may take to send a request, how long an idle
+/// connection stays open, and how many connections the server holds at once.
+///
+/// ```swift
+/// var configuration = ServerConfiguration()
+/// configuration.connections.idleTimeout = .seconds(10)
+/// configuration.connections.maximumConnections = 256
+/// ```
+///
+/// A connection with no request in progress (just opened, or kept alive after a response) is closed
+/// when no complete request line and headers arrive within ``idleTimeout``, however slowly bytes
+/// trickle in. Once a request's headers have arrived, its body must arrive within
+/// ``requestTimeout``. When ``maximumConnections`` are open, a new connection closes the one that has
+/// waited longest for a request; only when every connection is busy with a request is the new one
+/// refused. So slow or silent clients can hold a connection for at most ``idleTimeout`` and cannot
+/// keep others out.
+public struct ConnectionLimits: Sendable, Hashable {
+    /// How long a connection may go without a complete request head: the idle time of a kept-alive
+    /// connection, and the time to send a request line and headers (default 30 s).
+    public var idleTimeout: Duration
+    /// How long the body of a request may take to arrive once its headers have (default 60 s).
+    public var requestTimeout: Duration
+    /// The most connections open at once (default 1,024).
+    public var maximumConnections: Int
+
+    public init(
+        idleTimeout: Duration = .seconds(30), requestTimeout: Duration = .seconds(60), maximumConnections: Int = 1024
+    ) {
+        self.idleTimeout = idleTimeout
+        self.requestTimeout = requestTimeout
+        self.maximumConnections = maximumConnections
+    }
+
+    func validate() throws(ConfigurationError) {
+        guard idleTimeout >= .milliseconds(10), requestTimeout >= .milliseconds(10) else {
+            throw ConfigurationError("the idle and request timeouts must be at least 10 ms")
+        }
+        guard maximumConnections >= 1 else { throw ConfigurationError("maximumConnections must be at least 1") }
+    }
+}
+
+/// The open connections of one server, and which of them are waiting for a request.
+final class ConnectionRegistry: Sendable {
+    private struct Entry {
+        let channel: any Channel
+        /// When the connection started waiting for its next request; `nil` while it has one.
+        var waitingSince: NIODeadline?
+    }
+
+    private struct State {
+        var nextID = 0
+        var entries: [Int: Entry] = [:]
+    }
+
+    let maximum: Int
+    private let state = Mutex(State())
+
+    init(maximum: Int) { self.maximum = maximum }
+
+    /// The number of open connections.
+    var count: Int { state.withLock { $0.entries.count } }
+
+    /// Registers a new connection. At the limit, the connection that has waited longest for a request
+    /// makes room (it is returned, to be closed); when none is waiting, the new one is refused (`nil`).
+    func open(_ channel: any Channel) -> (id: Int, evicted: (any Channel)?)? {
+        state.withLock { state in
+            var evicted: (any Channel)?
+            if state.entries.count >= maximum {
+                let oldest = state.entries.compactMap { key, entry in entry.waitingSince.map { (key, $0) } }
+                    .min { $0.1 < $1.1 }
+                guard let (key, _) = oldest else { return nil }
+                evicted = state.entries.removeValue(forKey: key)?.channel
+            }
+            let id = state.nextID
+            state.nextID += 1
+            state.entries[id] = Entry(channel: channel, waitingSince: .now())
+            return (id, evicted)
+        }
+    }
+
+    func setWaiting(_ id: Int, since: NIODeadline?) {
+        state.withLock { state in state.entries[id]?.waitingSince = since }
+    }
+
+    func close(_ id: Int) {
+        _ = state.withLock { state in state.entries.removeValue(forKey: id) }
+    }
+}
+
+/// Enforces ``ConnectionLimits`` on one HTTP/1 connection, and closes a connection after its
+/// response when the request did not ask to keep it alive (HTTP/1.0 without `keep-alive`, or
+/// `Connection: close` in any letter case). It sits between NIO's HTTP/1 codec, which still knows the
+/// request's version, and the conversion to HTTPTypes.
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let limits: ConnectionLimits
+    let registry: ConnectionRegistry
+    let logger: Logger
+    private var id: Int?
+    private var timer: Scheduled<Void>?
+    private var requestsInProgress = 0
+    private var readingRequest = false
+    private var closesAfterResponse = false
+
+    init(limits: ConnectionLimits, registry: ConnectionRegistry, logger: Logger) {
+        self.limits = limits
+        self.registry = registry
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        stop()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        stop()
+    }
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard id == nil else { return }
+        guard let (id, evicted) = registry.open(context.channel) else {
+            logger.notice(
+                "refusing a connection: all \(registry.maximum) connections are busy with requests",
+                metadata: ["ferry.remote": "\(context.channel.remoteAddress?.description ?? "?")"])
+            context.close(promise: nil)
+            return
+        }
+        self.id = id
+        if let evicted {
+            logger.info("closing the connection that waited longest for a request, to make room for a new one")
+            evicted.close(promise: nil)
+        }
+        schedule(context, after: limits.idleTimeout, "no complete request head")
+    }
+
+    private func stop() {
+        timer?.cancel()
+        timer = nil
+        if let id { registry.close(id) }
+        id = nil
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, after duration: Duration, _ reason: String) {
+        timer?.cancel()
+        let components = duration.components
+        let nanoseconds = components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000
+        let logger = self.logger
+        timer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(nanoseconds)) {
+            logger.debug("closing a connection: \(reason) within \(duration)")
+            context.close(promise: nil)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(var head):
+            requestsInProgress += 1
+            readingRequest = true
+            if let id { registry.setWaiting(id, since: nil) }
+            schedule(context, after: limits.requestTimeout, "the request body did not arrive")
+            if !head.isKeepAlive {
+                closesAfterResponse = true
+                // Hummingbird closes after the response when the request says exactly `close`.
+                head.headers.replaceOrAdd(name: "connection", value: "close")
+            }
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+        case .body:
+            context.fireChannelRead(data)
+        case .end:
+            readingRequest = false
+            timer?.cancel()
+            timer = nil
+            context.fireChannelRead(data)
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(var head) where closesAfterResponse:
+            head.headers.replaceOrAdd(name: "connection", value: "close")
+            context.write(wrapOutboundOut(.head(head)), promise: promise)
+        case .end:
+            context.write(data, promise: promise)
+            requestsInProgress = max(0, requestsInProgress - 1)
+            guard requestsInProgress == 0, !readingRequest else { return }
+            if closesAfterResponse {
+                context.flush()
+                context.close(promise: nil)
+            } else {
+                if let id { registry.setWaiting(id, since: .now()) }
+                schedule(context, after: limits.idleTimeout, "no complete request head")
+            }
+        default:
+            context.write(data, promise: promise)
+        }
+    }
+}
+
+/// Hummingbird's HTTP/1 child channel with a ``ConnectionGuard`` in its pipeline.
+struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
+    typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
+
+    let responder: HTTPChannelHandler.Responder
+    let limits: ConnectionLimits
+    let registry: ConnectionRegistry
+    let logger: Logger
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        channel.eventLoop.makeCompletedFuture {
+            let operations = channel.pipeline.syncOperations
+            try operations.configureHTTPServerPipeline(
+                withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
+                withEncoderConfiguration: .init(), withDecoderLimitConfiguration: .init())
+            try operations.addHandler(ConnectionGuard(limits: limits, registry: registry, logger: self.logger))
+            try operations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
+            try operations.addHandler(HTTPConnectionStateHandler(idleTimeout: nil, logger: logger))
+            return try NIOAsyncChannel(
+                wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+        }
+    }
+
+    func handle(value asyncChannel: Value, logger: Logger) async {
+        await handleHTTP(asyncChannel: asyncChannel, logger: logger)
+    }
+}
+
+extension HTTPServerBuilder {
+    /// HTTP/1 with Ferry's connection limits.
+    static func guardedHTTP1(_ limits: ConnectionLimits, logger: Logger) -> HTTPServerBuilder {
+        let registry = ConnectionRegistry(maximum: limits.maximumConnections)
+        return HTTPServerBuilder { responder in
+            GuardedHTTP1Channel(responder: responder, limits: limits, registry: registry, logger: logger)
+        }
+    }
+}
