@@ -72,6 +72,7 @@ public enum Rendering: Sendable {
                 "skipped": .int(Int64(items.skipped)),
             ]
             if let push = result.push { object["pushedFirst"] = .int(Int64(push.pushed)) }
+            object["failed"] = .array((result.push?.failed ?? []).map { .object($0.json) })
             return JSONValue.object(object).serialized()
         case .table:
             var text =
@@ -80,6 +81,11 @@ public enum Rendering: Sendable {
             if items.skipped > 0 { text += ", \(items.skipped) kept (pending local changes)" }
             if let push = result.push, push.pushed > 0 || !push.failed.isEmpty {
                 text = "pushed \(push.pushed) first; " + text
+            }
+            if let failed = result.push?.failed, !failed.isEmpty {
+                text +=
+                    "\n\(failed.count) operation\(failed.count == 1 ? "" : "s") of the push first failed (see `conflicts`):\n"
+                    + errors(failed, format: .table)
             }
             return text
         }

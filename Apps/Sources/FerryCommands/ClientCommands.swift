@@ -282,7 +282,8 @@ public struct PullCommand: DeviceCommand, Sendable {
         commandName: "pull", abstract: "Bring the server's items of a table into the local store.",
         discussion: """
             Pushes the table's pending operations first. With --query-id the pull is incremental: the next \
-            pull with the same id only brings what changed since.
+            pull with the same id only brings what changed since. Exits with 2 when operations of that push \
+            failed or conflicted (see `ferry conflicts`).
             """)
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
@@ -303,6 +304,12 @@ public struct PullCommand: DeviceCommand, Sendable {
         }
         progress.finish()
         output.print(Rendering.pull(result, table: table, format: output.format))
+        if let failed = result.push?.failed, !failed.isEmpty {
+            throw ClientError(
+                .conflicts,
+                "\(failed.count) operation\(failed.count == 1 ? "" : "s") failed in the push before the pull",
+                hint: "see `conflicts`")
+        }
     }
 }
 

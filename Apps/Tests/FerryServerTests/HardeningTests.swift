@@ -2,7 +2,6 @@ import FerryServer
 import Foundation
 import Logging
 import ServerStorage
-import ServerStorageSQLite
 import SyncCore
 import Testing
 
@@ -86,23 +85,6 @@ struct HardeningTests {
         #expect(mine.status == 200)
         #expect(Self.text(mine).contains(#""text":"mine""#))
         try await server.shutdown()
-    }
-
-    @Test func storagesRefuseOwnersTheyCannotHoldExactly() async throws {
-        let storage = try SQLiteServerStorage(location: .memory)
-        let table = StorageTable(name: "notes")
-        _ = try await storage.insert(into: table, id: "a1", content: ["text": "mine"], owner: "alice")
-        await #expect(throws: StorageError.self) {
-            _ = try await storage.item(in: table, id: "a1", owner: .owner("alice\u{0}mallory"))
-        }
-        await #expect(throws: StorageError.self) {
-            _ = try await storage.insert(into: table, id: "m1", content: [:], owner: "alice\u{0}mallory")
-        }
-        await #expect(throws: StorageError.self) {
-            _ = try await storage.query(table, StorageQuery(owner: .owner("alice\u{0}mallory")))
-        }
-        #expect(try await storage.item(in: table, id: "a1", owner: .owner("alice"))?.owner == "alice")
-        try await storage.close()
     }
 
     // MARK: 4. Tokens without exp

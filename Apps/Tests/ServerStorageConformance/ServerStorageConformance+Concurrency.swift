@@ -186,7 +186,37 @@ extension ServerStorageConformance {
                 }
                 #expect(conflict?.current?.owner == "alice")
                 #expect(try await storage.item(in: todo, id: "a", owner: .all) == alice)
-            }
+            },
+            .init("owners compare exactly: one the storage cannot hold is refused, never cut") { fixture async throws in
+                let storage = fixture.storage
+                let alice = try await storage.insert(into: todo, id: "a", content: ["v": 1], owner: "alice")
+                let cut = "alice\u{0}mallory"
+                await expectStorageError(.invalidName, "read with a NUL owner") {
+                    try await storage.item(in: todo, id: "a", owner: .owner(cut))
+                }
+                await expectStorageError(.invalidName, "query with a NUL owner") {
+                    try await storage.query(todo, StorageQuery(owner: .owner(cut)))
+                }
+                await expectStorageError(.invalidName, "insert with a NUL owner") {
+                    try await storage.insert(into: todo, id: "m", content: [:], owner: cut)
+                }
+                await expectStorageError(.invalidName, "replace with a NUL owner") {
+                    try await storage.replace(
+                        in: todo, id: "a", expectedVersion: alice.version, content: [:], deleted: false,
+                        owner: .owner(cut))
+                }
+                await expectStorageError(.invalidName, "delete with a NUL owner") {
+                    try await storage.delete(from: todo, id: "a", expectedVersion: alice.version, owner: .owner(cut))
+                }
+                // Owners that differ only after a prefix, or in case, stay apart.
+                _ = try await storage.insert(into: todo, id: "b", content: ["v": 2], owner: "alice2")
+                _ = try await storage.insert(into: todo, id: "c", content: ["v": 3], owner: "Alice")
+                for (owner, ids) in [("alice", ["a"]), ("alice2", ["b"]), ("Alice", ["c"]), ("alic", [])] {
+                    let page = try await storage.query(todo, StorageQuery(owner: .owner(owner)))
+                    #expect(page.items.map(\.id) == ids, "owner \(owner)")
+                }
+                #expect(try await storage.item(in: todo, id: "a", owner: .all) == alice)
+            },
         ]
     }
 }

@@ -1,0 +1,127 @@
+import ArgumentParser
+import FerryClient
+import FerryServer
+import Foundation
+import SyncCore
+import Testing
+
+@testable import FerryCommands
+
+/// Commands that used to answer success for a failure, or crash on odd surroundings.
+@Suite("ferry commands under hostile conditions")
+struct HardeningCommandTests {
+    @Test func aPullTellsAnEmptyTableFromAWrongServer() async throws {
+        let server = try await startServer()
+        let empty = try Device(
+            name: "empty", store: .memory, server: ServerSettings(url: URL(string: server.url)!, protocolVersion: .v3))
+        let transcript = Transcript()
+        let pull = try #require(try FerryCommand.parseAsRoot(["pull", "todo", "--json"]) as? PullCommand)
+        try await pull.execute(on: empty, output: transcript.output(.json))
+        let answer = try JSONValue(parsing: transcript.value.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(answer.objectValue?["received"] == .int(0), "\(transcript.value)")
+        try await empty.close()
+
+        for wrong in [server.url + "/api", server.url + "/health"] {
+            let device = try Device(
+                name: "wrong", store: .memory, server: ServerSettings(url: URL(string: wrong)!, protocolVersion: .v3))
+            do {
+                try await pull.execute(on: device, output: Transcript().output)
+                Issue.record("a pull from \(wrong) answered success")
+            } catch {
+                let failure = ClientError.from(error)
+                #expect(failure.code != .conflicts, "\(failure)")
+                #expect("\(failure)".contains("todo"), "\(failure)")
+            }
+            try await device.close()
+        }
+        try await server.shutdown()
+    }
+
+    @Test func aConflictInThePullsPushFailsThePull() async throws {
+        let server = try await startServer()
+        let settings = ServerSettings(url: URL(string: server.url)!, protocolVersion: .v3)
+        let phone = try Device(name: "phone", store: .memory, server: settings)
+        let tablet = try Device(name: "tablet", store: .memory, server: settings)
+        _ = try await phone.insert("todo", ["id": "milk", "title": "Milk"])
+        _ = try await phone.push()
+        _ = try await tablet.pull("todo", query: TableQuery(), queryID: nil, pageSize: 100)
+        _ = try await tablet.update("todo", id: "milk", changes: ["title": "Oat milk"])
+        _ = try await tablet.push()
+        _ = try await phone.update("todo", id: "milk", changes: ["title": "Milk, 2 litres"])
+
+        let transcript = Transcript()
+        let pull = try #require(try FerryCommand.parseAsRoot(["pull", "todo", "--json"]) as? PullCommand)
+        await #expect(throws: ClientError.self) { try await pull.execute(on: phone, output: transcript.output(.json)) }
+        do {
+            try await pull.execute(on: phone, output: Transcript().output(.json))
+        } catch {
+            #expect(ClientError.from(error).code == .conflicts, "\(error)")
+            #expect(ClientError.from(error).code.rawValue == 2)
+        }
+        let answer = try JSONValue(parsing: transcript.value.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(answer.objectValue?["failed"]?.arrayValue?.count == 1, "\(transcript.value)")
+        try await phone.close()
+        try await tablet.close()
+        try await server.shutdown()
+    }
+
+    /// `ferry demo | head -1`: the demo ends quietly when its reader goes away, and removes its
+    /// temporary directory.
+    @Test func aClosedOutputEndsACommandQuietly() throws {
+        guard let url = FerryBinaryTests.ferryURL() else {
+            Issue.record("the ferry executable was not built beside the tests")
+            return
+        }
+        let temporary = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: temporary) }
+        let process = Process()
+        process.executableURL = url
+        process.arguments = ["demo"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = temporary
+        process.environment = environment
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        // Read the first line, then go away as `head -1` does.
+        var first = Data()
+        while !first.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            first.append(chunk)
+        }
+        try output.fileHandleForReading.close()
+        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(String(decoding: first, as: UTF8.self).hasPrefix("Ferry demo"))
+        #expect(process.terminationReason == .exit)
+        #expect([0, 141].contains(process.terminationStatus), "exit \(process.terminationStatus)")
+        #expect(stderr.isEmpty, "\(String(decoding: stderr.prefix(300), as: UTF8.self))")
+        let left = try FileManager.default.contentsOfDirectory(atPath: temporary)
+        #expect(left.filter { $0.hasPrefix("ferry-demo-") }.isEmpty, "left behind: \(left)")
+    }
+
+    @Test func aQueryWithExtremeNumbersDoesNotCrashTheClient() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for store in ["sqlite:\(directory)/device.sqlite", "lmdb:\(directory)/device.lmdb"] {
+            let row = #"{"id":"a","title":"hello","year":9223372036854775807,"small":-9223372036854775808}"#
+            let inserted = try FerryBinaryTests.run(["insert", "todo", row, "--store", store])
+            #expect(inserted.status == 0, "\(store): \(inserted.errors)")
+            for filter in [
+                "substring('hello',1,9223372036854775807) eq 'x'", "substring(title,9223372036854775807) eq 'x'",
+                "substring(title,1,year) eq 'x'", "(year add 1) gt 0", "(year mul year) gt 0", "(small sub 1) lt 0",
+                "(small div -1) gt 0", "(small mod -1) eq 0", "(year div 0) eq 1", "round(year div 0.0) eq 1",
+                "-small gt 0", "indexof(title,'l') eq year",
+            ] {
+                let result = try FerryBinaryTests.run(["query", "todo", "--filter=\(filter)", "--store", store])
+                #expect(
+                    [0, 64].contains(result.status),
+                    "\(store) \(filter): exit \(result.status) \(result.errors.prefix(300))")
+                #expect(!result.errors.contains("Fatal error"), "\(store) \(filter): \(result.errors.prefix(300))")
+            }
+        }
+    }
+}
