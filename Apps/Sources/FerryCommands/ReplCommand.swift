@@ -120,7 +120,8 @@ public actor ReplSession {
             if !editor.isInteractive { output.print(prompt + line) }
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            if trimmed == "exit" || trimmed == "quit" { break }
+            let words = (try? ShellWords.split(trimmed)) ?? []
+            if words == ["exit"] || words == ["quit"] { break }
             do {
                 try await execute(trimmed)
             } catch {
@@ -240,6 +241,8 @@ import Synchronization
 
 /// Splits a line into words as a shell would: spaces separate, '…' is literal, "…" allows \" and \\.
 enum ShellWords {
+    /// Splits a line into words as sh does: single and double quotes, backslash escapes, and a `#`
+    /// at the start of a word begins a comment that runs to the end of the line.
     static func split(_ line: String) throws(ClientError) -> [String] {
         var words: [String] = []
         var word = ""
@@ -258,6 +261,8 @@ enum ShellWords {
                 } else {
                     word.append(character)
                 }
+            } else if character == "#" && !inWord {
+                break  // a comment to the end of the line, as in sh (`push   # send the queue`)
             } else if character == "'" || character == "\"" {
                 quote = character
                 inWord = true

@@ -159,6 +159,13 @@ struct ClientCommandTests {
                 "insert", "todo", #"{"a": 1}"#, "x y", "z w",
             ])
         #expect(try ShellWords.split("  ") == [])
+        // Trailing comments, as the README's REPL tour writes them; '#' inside a word or quotes stays.
+        #expect(try ShellWords.split("push                       # fails: the phone is offline") == ["push"])
+        #expect(try ShellWords.split("# only a comment") == [])
+        #expect(
+            try ShellWords.split(#"insert todo '{"id":"a#1","t":"x # y"}' # note"#)
+                == ["insert", "todo", #"{"id":"a#1","t":"x # y"}"#])
+        #expect(try ShellWords.split("get todo a#1") == ["get", "todo", "a#1"])
         #expect(throws: ClientError.self) { try ShellWords.split("'open") }
     }
 }
