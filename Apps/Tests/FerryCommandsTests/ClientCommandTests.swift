@@ -166,6 +166,15 @@ struct ClientCommandTests {
             try ShellWords.split(#"insert todo '{"id":"a#1","t":"x # y"}' # note"#)
                 == ["insert", "todo", #"{"id":"a#1","t":"x # y"}"#])
         #expect(try ShellWords.split("get todo a#1") == ["get", "todo", "a#1"])
+        // Raw JSON needs no quoting: brackets and quotes inside its strings are text.
+        #expect(
+            try ShellWords.split(#"insert todo {"title":"x y # } ]","tags":["a b"]} # note"#)
+                == ["insert", "todo", #"{"title":"x y # } ]","tags":["a b"]}"#])
+        #expect(
+            try ShellWords.split(#"update todo milk {"q":"say \"hi\" {"}"#) == [
+                "update", "todo", "milk", #"{"q":"say \"hi\" {"}"#,
+            ])
+        #expect(throws: ClientError.self) { try ShellWords.split(#"insert todo {"title":"x""#) }
         #expect(throws: ClientError.self) { try ShellWords.split("'open") }
     }
 }
