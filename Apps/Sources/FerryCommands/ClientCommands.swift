@@ -271,7 +271,9 @@ public struct PushCommand: DeviceCommand, Sendable {
         progress.finish()
         output.print(Rendering.push(result, format: output.format))
         if !result.failed.isEmpty {
-            throw ClientError(.conflicts, "\(result.failed.count) operation(s) failed", hint: "see `conflicts`")
+            let count = result.failed.count
+            throw ClientError(
+                .conflicts, "\(count) operation\(count == 1 ? "" : "s") failed", hint: "see `conflicts`")
         }
     }
 }

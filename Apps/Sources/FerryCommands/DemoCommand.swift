@@ -27,6 +27,12 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
 
     public init() {}
 
+    public func validate() throws {
+        guard protocolVersion == 2 || protocolVersion == 3 else {
+            throw ValidationError("--protocol must be 2 or 3, not \(protocolVersion)")
+        }
+    }
+
     public func run() async throws {
         do {
             try await Self.walkThrough(protocolVersion: protocolVersion == 2 ? .v2 : .v3, keep: keep) { line in
@@ -68,7 +74,7 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
             let settings = ServerSettings(url: URL(string: server.url)!, protocolVersion: protocolVersion)
             let online = HTTPRemote(HTTPRemote.Configuration(serverURL: settings.url, protocolVersion: protocolVersion))
                 .onlineTable("todo")
-            /// The server's todos; a table nobody has written to yet answers 404.
+            /// The server's todos (a table nobody has written to yet is empty).
             let serverTodos: @Sendable () async throws -> [JSONObject] = {
                 do {
                     return try await online.all(TableQuery().orderBy("title"))

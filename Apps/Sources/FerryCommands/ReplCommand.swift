@@ -43,6 +43,12 @@ public struct ReplCommand: AsyncParsableCommand, Sendable {
 
     public init() {}
 
+    public func validate() throws {
+        guard protocolVersion == 2 || protocolVersion == 3 else {
+            throw ValidationError("--protocol must be 2 or 3, not \(protocolVersion)")
+        }
+    }
+
     public func run() async throws {
         var options = ClientOptions()
         options.server = server

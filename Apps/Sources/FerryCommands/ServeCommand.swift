@@ -91,7 +91,16 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), maximumConnections: maxConnections)
         let database = try ServerDatabase(parsing: db)
-        let server = try await ReferenceServer.start(configuration, database: database, handlesSignals: true)
+        let server: ReferenceServer
+        do {
+            server = try await ReferenceServer.start(configuration, database: database, handlesSignals: true)
+        } catch let error as ServerStartError {
+            StandardStreams.writeError("error: \(error.message)\n")
+            throw ExitCode(1)
+        } catch let error as ConfigurationError {
+            StandardStreams.writeError("error: \(error)\n")
+            throw ExitCode(64)
+        }
         let line =
             "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables)\n"
         StandardStreams.write(line)

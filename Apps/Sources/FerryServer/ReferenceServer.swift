@@ -118,7 +118,7 @@ public final class ReferenceServer: Sendable {
         } catch {
             await group.triggerGracefulShutdown()
             _ = try? await running.value
-            throw error
+            throw ServerStartError.describing(error, host: configuration.host, port: configuration.port)
         }
         return ReferenceServer(
             host: configuration.host, port: port, storage: storage, group: group, running: running,
@@ -194,6 +194,27 @@ public struct ServerStartError: Error, Sendable, CustomStringConvertible {
     /// What happened, in one line.
     public var message: String
     public var description: String { message }
+
+    /// One line for a failure to listen: `cannot listen on 127.0.0.1:8080: the address is already
+    /// in use (another server there?)` rather than the socket call that failed.
+    static func describing(_ error: any Error, host: String, port: Int) -> any Error {
+        guard let failure = error as? IOError else { return error }
+        let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        switch failure.errnoCode {
+        case EADDRINUSE:
+            return ServerStartError(
+                message: "cannot listen on \(address): the address is already in use (another server there? try --port)"
+            )
+        case EACCES:
+            return ServerStartError(
+                message: "cannot listen on \(address): permission denied (ports below 1024 need root)")
+        case EADDRNOTAVAIL:
+            return ServerStartError(message: "cannot listen on \(address): no such local address (check --host)")
+        default:
+            return ServerStartError(
+                message: "cannot listen on \(address): \(String(cString: strerror(failure.errnoCode)))")
+        }
+    }
 }
 
 /// Hands the bound port (or the failure to bind) from the server's task to ``ReferenceServer/start``.

@@ -103,6 +103,19 @@ struct HardeningCommandTests {
         #expect(left.filter { $0.hasPrefix("ferry-demo-") }.isEmpty, "left behind: \(left)")
     }
 
+    @Test func badProtocolsAndBusyPortsAreOneLine() async throws {
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["demo", "--protocol", "4"]) }
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["repl", "--protocol", "7"]) }
+        #expect(try FerryCommand.parseAsRoot(["demo", "--protocol", "2"]) is DemoCommand)
+        let server = try await startServer()
+        let busy = try FerryBinaryTests.run(["serve", "--port", "\(server.port)", "--db", "memory"])
+        #expect(busy.status == 1)
+        #expect(
+            busy.errors.hasPrefix("error: cannot listen on 127.0.0.1:\(server.port): the address is already in use"))
+        #expect(busy.errors.split(separator: "\n").count == 1, "\(busy.errors)")
+        try await server.shutdown()
+    }
+
     @Test func aQueryWithExtremeNumbersDoesNotCrashTheClient() throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
