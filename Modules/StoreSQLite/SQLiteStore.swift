@@ -213,6 +213,9 @@ public final class SQLiteStore: LocalStore {
         }
         if wasClosed { return }
         do {
+            // Readers first, so the writer is the last connection to close: SQLite then removes the
+            // `-wal` and `-shm` files (GRDB closes the writer first, which leaves them behind).
+            (database as? DatabasePool)?.releaseMemory()
             try database.close()
         } catch {
             throw StoreErrors.mapIfNeeded(error, "closing", place)

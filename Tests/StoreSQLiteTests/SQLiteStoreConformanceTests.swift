@@ -49,6 +49,24 @@ struct SQLiteStoreTests {
         #expect(try await factory.read { try $0.tableNames() } == [])
     }
 
+    @Test func aCleanCloseLeavesOnlyTheDatabaseFile() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/device.ferry"
+        let store = try SQLiteStore(path: path)
+        try await store.upsert("todo", [["id": "1", "title": "Milk"]])
+        // Reads open reader connections beside the writer; closing must still remove the WAL files.
+        async let first = store.item("todo", id: "1")
+        async let second = store.read { try $0.tableNames() }
+        _ = try await (first, second)
+        try await store.close()
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+        #expect(files == ["device.ferry"])
+        let reopened = try SQLiteStore(path: path)
+        #expect(try await reopened.item("todo", id: "1")?["title"] == "Milk")
+        try await reopened.close()
+    }
+
     @Test func aTransactionHandleCannotBeUsedAfterItsTransaction() async throws {
         let store = try SQLiteStore.inMemory()
         let escaped = EscapedHandle()

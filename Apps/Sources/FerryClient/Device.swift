@@ -42,6 +42,23 @@ public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether the store is there to open without creating it (always for `memory`).
+    public var exists: Bool {
+        switch self {
+        case .sqlite(let path), .lmdb(let path): FileManager.default.fileExists(atPath: path)
+        case .memory: true
+        }
+    }
+
+    /// Fails with `notFound`, naming the path, when the store does not exist: read-only commands
+    /// open stores this way, so a mistyped path is an error rather than a new empty store.
+    public func requireExisting() throws(ClientError) {
+        guard !exists else { return }
+        throw ClientError(
+            .notFound, "no store at '\(description)'",
+            hint: "check --store; stores are created by their first write, such as insert or pull")
+    }
+
     /// Opens (or creates) the store.
     public func open() throws -> any LocalStore {
         switch self {

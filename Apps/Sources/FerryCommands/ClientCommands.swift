@@ -59,9 +59,12 @@ public struct ClientOptions: ParsableArguments, Sendable {
         return policy
     }
 
-    func device(named name: String = "cli") throws -> Device {
-        try Device(
-            name: name, store: try StoreLocation(parsing: store), server: try serverSettings(), policy: try policy())
+    /// The device the options name. With `readOnly`, a store that does not exist is an error naming
+    /// its path, never created.
+    func device(named name: String = "cli", readOnly: Bool = false) throws -> Device {
+        let location = try StoreLocation(parsing: store)
+        if readOnly { try location.requireExisting() }
+        return try Device(name: name, store: location, server: try serverSettings(), policy: try policy())
     }
 }
 
@@ -91,14 +94,19 @@ public struct CommandOutput: Sendable {
 /// runs it on its current device.
 public protocol DeviceCommand: AsyncParsableCommand {
     var client: ClientOptions { get }
+    /// Whether the command only reads the store (`query`, `get`, `status`): the CLI then refuses a
+    /// store that does not exist instead of creating it.
+    static var readsOnly: Bool { get }
     func execute(on device: Device, output: CommandOutput) async throws
 }
 
 extension DeviceCommand {
+    public static var readsOnly: Bool { false }
+
     /// The CLI path: open the device, run, close; any failure becomes one line and an exit code.
     public func run() async throws {
         do {
-            let device = try client.device()
+            let device = try client.device(readOnly: Self.readsOnly)
             do {
                 try await execute(on: device, output: .standard(client.format))
                 try await device.close()
@@ -211,6 +219,7 @@ public struct DeleteCommand: DeviceCommand, Sendable {
 /// `ferry get TABLE ID`
 public struct GetCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(commandName: "get", abstract: "Show one local item.")
+    public static let readsOnly = true
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
     @Argument(help: "The item's id.") var id: String
@@ -229,6 +238,7 @@ public struct QueryCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "query", abstract: "Query the local store with the OData query language.",
         discussion: "Example: ferry query todo --filter \"done eq false\" --orderby \"title desc\" --top 10")
+    public static let readsOnly = true
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
     @Option(help: "An OData $filter (3.0 syntax).") var filter: String?
@@ -336,6 +346,7 @@ public struct PurgeCommand: DeviceCommand, Sendable {
 public struct StatusCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "status", abstract: "Show pending operations per table, errors and pull cursors.")
+    public static let readsOnly = true
     @OptionGroup public var client: ClientOptions
     public init() {}
 
