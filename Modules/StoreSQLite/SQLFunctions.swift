@@ -107,7 +107,9 @@ enum SQLFunctions {
                 return
             }
             let pointer = UnsafeRawPointer(base).assumingMemoryBound(to: CChar.self)
-            sqlite3_result_text(context, pointer, Int32(bytes.count), sqliteTransient)
+            // The 64-bit length: SQLite reports a result over its length limit as SQLITE_TOOBIG
+            // (the store then answers with the evaluator), where `Int32(count)` would trap.
+            sqlite3_result_text64(context, pointer, UInt64(bytes.count), sqliteTransient, UInt8(SQLITE_UTF8))
         }
     }
 

@@ -236,6 +236,81 @@ extension ServerStorageConformance {
                 }
                 #expect(try await fixture.storage.query(closed, StorageQuery(orderBy: [.field("a")])).items.isEmpty)
             },
+            .init("the substring probe and other extreme values answer instead of crashing") { fixture async throws in
+                // One unauthenticated GET with this filter killed the server (an Int64 overflow trap).
+                let table = StorageTable(name: "extremes", schema: HostileQueries.typedSchema)
+                try await fixture.storage.prepare([table])
+                let rows: [JSONObject] = [
+                    ["s": "hello", "n": .int(.max)], ["s": "hello", "n": .int(.min)], ["s": "", "n": 1e308],
+                ]
+                var stored: [StoredItem] = []
+                for (index, row) in rows.enumerated() {
+                    stored.append(
+                        try await fixture.storage.insert(into: table, id: "e\(index)", content: row, owner: nil))
+                }
+                let filters = [
+                    "substring('hello',1,9223372036854775807) eq 'x'", "substring(s,1,9223372036854775807) eq 'ello'",
+                    "substring(s,n) eq ''", "substring(s,n,n) eq ''", "n add 1 gt n", "n mul n gt 0", "-n lt 0",
+                    "cast(n, Edm.Int32) eq null", "n mul 10 eq INF", "n ne NaN", "n lt INF", "n eq -INF",
+                ]
+                for filter in filters {
+                    let parsed = try QueryExpression(odataFilter: filter, dialect: .v3)
+                    let expected = try QueryEvaluator(schema: table.schema).evaluate(
+                        TableQuery(filter: parsed), over: stored.map(\.queryable))
+                    let page = try await fixture.storage.query(table, StorageQuery(filter: parsed))
+                    #expect(page.items.map(\.id) == expected.items.compactMap(\.id), "\(filter) [\(page.plan)]")
+                }
+                let probe = try QueryExpression(
+                    odataFilter: "substring('hello',1,9223372036854775807) eq 'ello'", dialect: .v3)
+                #expect(try await fixture.storage.query(table, StorageQuery(filter: probe)).items.count == 3)
+            },
+            .init("hostile queries give what the evaluator gives, or are refused (seeded fuzz)") {
+                fixture async throws in
+                // Extreme integers and doubles, NaN and infinities made by arithmetic, extreme dates, every
+                // function with 0 to 4 arguments, casts to every type, deep nesting, extreme skip and limit,
+                // over rows holding Int64.max, Int64.min, 1e308, empty and long strings and dates.
+                var random = SeededRandom(seed: 0xBAD_5E4E)
+                // Declared as JSON: the rows mix kinds in one field, which undeclared fields refuse.
+                let table = StorageTable(
+                    name: "hostile_fuzz",
+                    schema: TableSchema(fields: ["n": .json, "m": .json, "s": .json, "d": .json]))
+                try await fixture.storage.prepare([table])
+                var stored: [StoredItem] = []
+                for item in HostileQueries.items(&random, count: 30) {
+                    var content = item
+                    let id = content.removeValue(forKey: "id")?.stringValue ?? "x"
+                    stored.append(try await fixture.storage.insert(into: table, id: id, content: content, owner: nil))
+                }
+                let evaluator = QueryEvaluator(schema: table.schema)
+                var agreed = 0
+                var refused = 0
+                var plans: [QueryPlan: Int] = [:]
+                for _ in 0..<250 {
+                    var generated = HostileQueries.query(&random)
+                    generated.includeTotalCount = Bool.random(using: &random)
+                    let query = StorageQuery(
+                        filter: generated.filter, orderBy: generated.orderBy, skip: generated.skip ?? 0,
+                        limit: generated.top, includeDeleted: true, includeTotalCount: generated.includeTotalCount)
+                    let page: StoragePage
+                    do {
+                        page = try await fixture.storage.query(table, query)
+                    } catch is StorageError {
+                        refused += 1
+                        continue
+                    }
+                    var check = generated
+                    check.includeTotalCount = true
+                    check.includeDeleted = true
+                    let expected = try evaluator.evaluate(check, over: stored.map(\.queryable))
+                    let description = check.odataQueryString(dialect: .v3)
+                    #expect(page.items.map(\.id) == expected.items.compactMap(\.id), "\(description) [\(page.plan)]")
+                    if query.includeTotalCount { #expect(page.totalCount == expected.totalCount, "\(description)") }
+                    agreed += 1
+                    plans[page.plan, default: 0] += 1
+                }
+                #expect(agreed > 150, "\(agreed) answered, \(refused) refused")
+                #expect((plans[.database] ?? 0) > 10, "\(plans)")
+            },
             .init("hostile literals and field names are data, never SQL") { fixture async throws in
                 let storage = fixture.storage
                 let table = StorageTable(name: "hostile")

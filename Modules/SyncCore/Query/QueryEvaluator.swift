@@ -430,17 +430,20 @@ extension QueryEvaluator {
             guard let range = h.firstRange(of: n) else { return .int(-1) }
             return .int(Int64(range.lowerBound))
         case .substring:
-            guard let text = arguments.first?.text, arguments.count >= 2, case .int(let start) = arguments[1] else {
-                return .null
-            }
+            guard let text = arguments.first?.text, (2...3).contains(arguments.count),
+                case .int(let start) = arguments[1]
+            else { return .null }
+            // Clamped into the text without adding the length to the start, so that no start or
+            // length (Int64.min through Int64.max) can overflow.
             let units = Array(text.utf16)
-            let from = Int(clamping: max(0, min(start, Int64(units.count))))
-            var to = units.count
+            let count = Int64(units.count)
+            let from = max(0, min(start, count))
+            var to = count
             if arguments.count == 3 {
                 guard case .int(let length) = arguments[2] else { return .null }
-                to = Int(clamping: min(Int64(units.count), Int64(from) + max(0, length)))
+                to = from + min(max(0, length), count - from)
             }
-            return .string(String(decoding: units[from..<to], as: UTF16.self))
+            return .string(String(decoding: units[Int(from)..<Int(to)], as: UTF16.self))
         case .concat:
             return .string(arguments.map(concatText).joined())
         case .replace:
@@ -531,15 +534,21 @@ extension QueryEvaluator {
         case (.guid, .string(let text)): return .guid(text.lowercased())
         case (.string, _): return .string(concatText(value))
         case (.int32, _), (.int64, _):
+            // A value that does not fit the type (NaN, an infinity, out of range) gives null.
+            let integer: Int64?
             switch value {
-            case .int: return value
-            case .double(let number): return Int64(exactly: number.rounded(.towardZero)).map { .int($0) } ?? .null
-            case .string(let text): return Int64(text).map { .int($0) } ?? .null
-            default: return .null
+            case .int(let number): integer = number
+            case .double(let number): integer = Int64(exactly: number.rounded(.towardZero))
+            case .string(let text): integer = Int64(text)
+            default: integer = nil
             }
+            guard let integer, type == .int64 || Int32(exactly: integer) != nil else { return .null }
+            return .int(integer)
         case (.double, _), (.decimal, _):
             if let number = value.number { return .double(number) }
-            if case .string(let text) = value { return Double(text).map { .double($0) } ?? .null }
+            // Text must read as a finite number ("1e999", "inf" and "nan" give null), as the parser
+            // requires of a cast literal.
+            if case .string(let text) = value, let number = Double(text), number.isFinite { return .double(number) }
             return .null
         case (.boolean, .bool): return value
         case (.boolean, .string(let text)):

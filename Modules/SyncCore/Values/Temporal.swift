@@ -172,10 +172,11 @@ public struct CalendarDate: Sendable, Hashable, Comparable, CustomStringConverti
         self.init(year: year, month: month, day: day)
     }
 
-    /// The date `days` after 1970-01-01.
+    /// The date `days` after 1970-01-01; `days` is clamped to the days of the years
+    /// -1,000,000,000 through 1,000,000,000, so that no input overflows.
     public init(daysSince1970 days: Int) {
         // Howard Hinnant's civil_from_days.
-        let z = days + 719_468
+        let z = min(max(days, Self.supportedDays.lowerBound), Self.supportedDays.upperBound) + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097
         let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
@@ -191,8 +192,13 @@ public struct CalendarDate: Sendable, Hashable, Comparable, CustomStringConverti
     /// Days since 1970-01-01 (negative before).
     public var daysSince1970: Int { CalendarDate.daysSince1970(year: year, month: month, day: day) }
 
-    /// Midnight UTC of this date.
-    public var midnightUTC: Timestamp { Timestamp(millisecondsSince1970: Int64(daysSince1970) * 86_400_000) }
+    /// Midnight UTC of this date; dates beyond ``Timestamp``'s range (about 292 million years
+    /// either side of 1970) saturate to its first or last millisecond.
+    public var midnightUTC: Timestamp {
+        let (milliseconds, overflow) = Int64(daysSince1970).multipliedReportingOverflow(by: 86_400_000)
+        guard overflow else { return Timestamp(millisecondsSince1970: milliseconds) }
+        return Timestamp(millisecondsSince1970: daysSince1970 < 0 ? .min : .max)
+    }
 
     /// `yyyy-MM-dd`.
     public var iso8601: String { "\(year.padded(4))-\(month.padded(2))-\(day.padded(2))" }
@@ -214,8 +220,22 @@ public struct CalendarDate: Sendable, Hashable, Comparable, CustomStringConverti
         }
     }
 
+    /// The years whose day numbers are computed exactly; ``daysSince1970`` clamps years beyond
+    /// them (a date whose `year` was set to, say, `Int.max`), so that the arithmetic never overflows.
+    static let supportedYears = -1_000_000_000...1_000_000_000
+
+    /// The day numbers of ``supportedYears``.
+    static let supportedDays =
+        daysSince1970(
+            year: supportedYears.lowerBound, month: 1, day: 1)...daysSince1970(
+            year: supportedYears.upperBound, month: 12, day: 31)
+
     static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
-        // Howard Hinnant's days_from_civil.
+        // Howard Hinnant's days_from_civil, on a year clamped so that no step overflows (month and
+        // day are clamped too: they only come unchecked from code that sets the fields directly).
+        let year = min(max(year, supportedYears.lowerBound), supportedYears.upperBound)
+        let month = min(max(month, 1), 12)
+        let day = min(max(day, 1), 31)
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -362,7 +382,7 @@ struct DigitScanner {
 
 extension Int {
     func padded(_ width: Int) -> String {
-        let text = String(Swift.abs(self))
+        let text = String(self.magnitude)  // `abs(Int.min)` would trap
         let padding = String(repeating: "0", count: Swift.max(0, width - text.count))
         return (self < 0 ? "-" : "") + padding + text
     }
