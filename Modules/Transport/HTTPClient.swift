@@ -161,6 +161,17 @@ struct HTTPClient: Sendable {
         return url
     }
 
+    /// The table's URL for messages: no query, no user name or password.
+    func displayURL(table: String) -> String {
+        guard let url = try? url(table: table) else { return "'\(table)' on the server" }
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            return url.absoluteString
+        }
+        components.user = nil
+        components.password = nil
+        return components.url?.absoluteString ?? url.absoluteString
+    }
+
     /// Percent-encodes everything but RFC 3986's unreserved characters.
     static func pathSegment(_ text: String) -> String {
         var encoded = ""

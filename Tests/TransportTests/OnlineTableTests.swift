@@ -106,14 +106,15 @@ final class StubProtocol: URLProtocol {
 
 func stubbedRemote(
     _ host: String, _ version: ProtocolVersion, _ answers: [StubAnswer], tokens: HTTPRemote.TokenProvider? = nil,
-    retry: HTTPRemote.RetryPolicy = HTTPRemote.RetryPolicy(initialDelay: .milliseconds(1)), basePath: String = "/"
+    retry: HTTPRemote.RetryPolicy = HTTPRemote.RetryPolicy(initialDelay: .milliseconds(1)), basePath: String = "/",
+    user: String = ""
 ) -> HTTPRemote {
     StubProtocol.install(host: host, answers)
     let configuration = URLSessionConfiguration.ephemeral
     configuration.protocolClasses = [StubProtocol.self]
     return HTTPRemote(
         HTTPRemote.Configuration(
-            serverURL: URL(string: "http://\(host)\(basePath)")!, protocolVersion: version, retry: retry),
+            serverURL: URL(string: "http://\(user)\(host)\(basePath)")!, protocolVersion: version, retry: retry),
         tokenProvider: tokens, session: URLSession(configuration: configuration))
 }
 
