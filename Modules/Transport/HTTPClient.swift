@@ -44,30 +44,91 @@ struct HTTPResponse: Sendable {
         return item
     }
 
-    /// The one-line message of an error answer: the body's `error`, `message`, `detail` or `title`,
-    /// a JSON string body, or the status.
+    /// The one-line message of an error answer, for people.
+    ///
+    /// The body of a 409 or 412 is the server's item (both protocols), which is the user's data, so
+    /// their message is a fixed description of the status. Other statuses give the message of an
+    /// error body (``errorBodyMessage``), or the status when the body is not one.
     var errorMessage: String {
-        let json = try? self.json()
-        switch json {
-        case .object(let object)?:
-            for key in ["error", "message", "detail", "title"] {
-                if let text = object[key]?.stringValue, !text.isEmpty { return Self.oneLine(text) }
-            }
-        case .string(let text)? where !text.isEmpty:
-            return Self.oneLine(text)
-        default:
-            break
+        switch status {
+        case 409: return "the server holds another version of the item (409 Conflict)"
+        case 412: return "the server's item changed since the version this change is based on (412 Precondition Failed)"
+        default: return errorBodyMessage ?? statusDescription
         }
-        if json == nil, !body.isEmpty, body.count < 300, let text = String(data: body, encoding: .utf8),
-            !text.isEmpty
-        {
-            return Self.oneLine(text)
-        }
-        return "the server answered HTTP \(status) (\(HTTPURLResponse.localizedString(forStatusCode: status)))"
     }
 
-    static func oneLine(_ text: String) -> String {
-        text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    /// `the server answered HTTP 502 (bad gateway)`.
+    var statusDescription: String {
+        "the server answered HTTP \(status) (\(HTTPURLResponse.localizedString(forStatusCode: status)))"
+    }
+
+    /// The message of the body when it is an error body, as one line of at most
+    /// ``maximumMessageLength`` characters with no control characters; otherwise `nil`.
+    ///
+    /// An error body is a JSON string (CommunityToolkit); a JSON object that is not an item (it has
+    /// no `id`) with an `error` (node, Ferry's server; or OData's `{"error": {"message": …}}`),
+    /// `message`, `detail` or `title` (ASP.NET's problem details); or short plain text. An HTML page
+    /// (a proxy's, a web server's) is not one.
+    var errorBodyMessage: String? {
+        if body.isEmpty { return nil }
+        if let json = try? JSONValue(parsingUTF8: body) {
+            switch json {
+            case .string(let text):
+                return Self.displayLine(text)
+            case .object(let object) where object["id"] == nil:
+                if case .object(let error)? = object["error"], let text = error["message"]?.stringValue,
+                    let line = Self.displayLine(text)
+                {
+                    return line
+                }
+                for key in ["error", "message", "detail", "title"] {
+                    if let text = object[key]?.stringValue, let line = Self.displayLine(text) { return line }
+                }
+                return nil
+            default:
+                return nil
+            }
+        }
+        guard !isHTML, body.count <= 2048, let text = String(data: body, encoding: .utf8) else { return nil }
+        return Self.displayLine(text)
+    }
+
+    /// Whether the body is an HTML page (by its `Content-Type`, or a body that starts with `<`).
+    var isHTML: Bool {
+        if let type = header("Content-Type")?.lowercased(), type.contains("html") { return true }
+        let first = body.first {
+            ![UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"), UInt8(ascii: "\n")].contains($0)
+        }
+        return first == UInt8(ascii: "<")
+    }
+
+    /// The longest server text a message shows.
+    static let maximumMessageLength = 300
+
+    /// `text` as one line for people: line breaks and tabs become spaces, other control characters
+    /// (and bidirectional overrides) go, runs of spaces become one, and at most
+    /// ``maximumMessageLength`` characters remain (the last one `…` when cut). `nil` when nothing
+    /// is left.
+    static func displayLine(_ text: String) -> String? {
+        var line = String.UnicodeScalarView()
+        var pendingSpace = false
+        for scalar in text.unicodeScalars {
+            if scalar.properties.isWhitespace {
+                pendingSpace = !line.isEmpty
+                continue
+            }
+            let category = scalar.properties.generalCategory
+            if category == .control || scalar.properties.isBidiControl { continue }
+            if pendingSpace {
+                line.append(" ")
+                pendingSpace = false
+            }
+            line.append(scalar)
+        }
+        let result = String(line)
+        if result.isEmpty { return nil }
+        if result.count <= maximumMessageLength { return result }
+        return String(result.prefix(maximumMessageLength - 1)) + "…"
     }
 }
 
@@ -98,6 +159,17 @@ struct HTTPClient: Sendable {
             throw RemoteError(.badRequest, "cannot form a URL for table '\(table)' on \(configuration.serverURL)")
         }
         return url
+    }
+
+    /// The table's URL for messages: no query, no user name or password.
+    func displayURL(table: String) -> String {
+        guard let url = try? url(table: table) else { return "'\(table)' on the server" }
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            return url.absoluteString
+        }
+        components.user = nil
+        components.password = nil
+        return components.url?.absoluteString ?? url.absoluteString
     }
 
     /// Percent-encodes everything but RFC 3986's unreserved characters.

@@ -62,16 +62,15 @@ public struct OnlineTable: RemoteTable {
         try await read(id: id, includeDeleted: false)
     }
 
-    /// One page of `query`, for the sync engine. A table the server does not know (404: nobody
-    /// has written to a dynamic table yet) is an empty page, so a first pull before any push works;
-    /// ``page(_:)`` reports it as `notFound`.
+    /// One page of `query`, for the sync engine: ``page(_:)`` without the count.
+    ///
+    /// A table that exists but has no rows is a page with no items (Ferry's server answers so for
+    /// a dynamic table nobody has written to yet). A 404 is not: it means there is no table endpoint
+    /// at that URL (a wrong server URL, or a server that does not speak the table protocol), and it
+    /// throws `notFound`, as a body that is not a page throws `invalidResponse`.
     public func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
-        do {
-            let page = try await page(query)
-            return RemotePage(items: page.items, nextPage: page.nextPage)
-        } catch  where error.code == .notFound {
-            return RemotePage(items: [])
-        }
+        let page = try await page(query)
+        return RemotePage(items: page.items, nextPage: page.nextPage)
     }
 
     // MARK: Online extras
@@ -85,6 +84,11 @@ public struct OnlineTable: RemoteTable {
     }
 
     /// One page of `query` with the count the server sent.
+    ///
+    /// A 404 throws `notFound` with a message that names the table and the URL: the server has no
+    /// such table, or the server URL does not lead to a table-protocol server. A 200 whose body is not
+    /// a page of the protocol spoken (3.0.0: `{"items": […]}`; 2.0.0: an array or `{"results": […]}`)
+    /// throws `invalidResponse`.
     public func page(_ query: TableQuery) async throws(RemoteError) -> Page {
         var text = query.odataQueryString(dialect: client.configuration.protocolVersion)
         if client.configuration.protocolVersion == .v2 {
@@ -92,8 +96,17 @@ public struct OnlineTable: RemoteTable {
             text = text.replacingOccurrences(of: "__includedeleted=", with: "__includeDeleted=")
         }
         let response = try await client.send("GET", try client.url(table: name, query: text))
+        let endpoint = client.displayURL(table: name)
+        if response.status == 404 {
+            let said = response.errorBodyMessage.map { " (the server says: \($0))" } ?? ""
+            throw RemoteError(
+                .notFound, status: 404,
+                "querying '\(name)': there is no table endpoint at \(endpoint)\(said); the server has no table "
+                    + "'\(name)', or the server URL (--server) is not the base URL of a table-protocol server")
+        }
         guard response.status == 200 else { throw failure(response, "querying '\(name)'") }
-        return try PageDecoding.decode(response, dialect: client.configuration.protocolVersion, table: name)
+        return try PageDecoding.decode(
+            response, dialect: client.configuration.protocolVersion, table: name, endpoint: endpoint)
     }
 
     /// Every item `query` matches, following the server's pages (at most `limit` items).
@@ -162,31 +175,61 @@ public struct OnlineTable: RemoteTable {
     }
 }
 
-/// Reads query answers of both protocol versions.
+/// Reads query answers of both protocol versions, strictly: a body that is not a page of the
+/// protocol spoken is an `invalidResponse` that says what it is instead, not an empty page.
 enum PageDecoding {
     static func decode(
-        _ response: HTTPResponse, dialect: ProtocolVersion, table: String
+        _ response: HTTPResponse, dialect: ProtocolVersion, table: String, endpoint: String
     ) throws(RemoteError) -> OnlineTable.Page {
-        let invalid = RemoteError(
-            .invalidResponse, status: response.status, "the answer to a query of '\(table)' is not a page of items")
+        func invalid(_ what: String) -> RemoteError {
+            let (version, shape) =
+                switch dialect {
+                case .v3: ("3.0.0", #"{"items": [...]}"#)
+                case .v2: ("2.0.0", #"an array or {"results": [...]}"#)
+                }
+            return RemoteError(
+                .invalidResponse, status: response.status,
+                "querying '\(table)': \(endpoint) answered \(what), not a page of the table protocol \(version) "
+                    + "(\(shape)); check that the server URL (--server) leads to a table-protocol server")
+        }
+        let json: JSONValue
+        if response.body.isEmpty { throw invalid("an empty body") }
+        if response.isHTML { throw invalid("an HTML page") }
+        do {
+            json = try JSONValue(parsingUTF8: response.body)
+        } catch {
+            throw invalid("text that is not JSON")
+        }
+        let key = dialect == .v3 ? "items" : "results"
         var items: [JSONValue]
         var count: Int?
         var nextLink: String?
-        switch try response.json() {
-        case .array(let array)?:
+        switch json {
+        case .array(let array) where dialect == .v2:
             items = array
-        case .object(let object)?:
+        case .object(let object):
             // 3.0: {"items", "count", "nextLink"}; 2.0 with $inlinecount: {"results", "count"}.
-            guard case .array(let array)? = object["items"] ?? object["results"] else { throw invalid }
+            guard let value = object[key] else {
+                throw invalid("a JSON object with no '\(key)'\(keyList(object))")
+            }
+            guard case .array(let array) = value else { throw invalid("a JSON object whose '\(key)' is not an array") }
             items = array
-            if case .int(let number)? = object["count"] { count = Int(number) }
-            nextLink = object["nextLink"]?.stringValue
+            switch object["count"] {
+            case .int(let number)?: count = Int(number)
+            case nil, .null?: break
+            default: throw invalid("a page whose 'count' is not an integer")
+            }
+            switch object["nextLink"] {
+            case .string(let link)?: nextLink = link
+            case nil, .null?: break
+            default: throw invalid("a page whose 'nextLink' is not a string")
+            }
         default:
-            throw invalid
+            throw invalid(describe(json))
         }
         if nextLink == nil, let link = response.header("Link") { nextLink = nextFromLinkHeader(link) }
         let objects = try items.map { value throws(RemoteError) -> JSONObject in
-            guard case .object(let item) = value else { throw invalid }
+            guard case .object(let item) = value else { throw invalid("a page with an item that is not an object") }
             return item
         }
         var nextPage: TableQuery?
@@ -200,6 +243,25 @@ enum PageDecoding {
             }
         }
         return OnlineTable.Page(items: objects, count: count, nextPage: nextPage)
+    }
+
+    /// What a JSON value that is not a page is, for a message: `a JSON array`, `JSON null` …
+    static func describe(_ value: JSONValue) -> String {
+        switch value {
+        case .null: "JSON null"
+        case .bool: "a JSON boolean"
+        case .int, .double: "a JSON number"
+        case .string: "a JSON string"
+        case .array: "a JSON array"
+        case .object(let object): "a JSON object" + keyList(object)
+        }
+    }
+
+    /// ` (keys: a, b, c …)`: the first few keys of an object that is not a page, for a message.
+    static func keyList(_ object: [String: JSONValue]) -> String {
+        if object.isEmpty { return "" }
+        let keys = object.keys.sorted().prefix(4).map { HTTPResponse.displayLine(String($0.prefix(40))) ?? "?" }
+        return " (keys: " + keys.joined(separator: ", ") + (object.count > 4 ? " …)" : ")")
     }
 
     /// The URL of a 2.0 `Link` header's `rel=next` part (`http://host/tables/t?$skip=50; rel=next`,

@@ -193,6 +193,30 @@ struct PullTests {
         #expect(result.pages == 4)
     }
 
+    /// A table nobody has written to is an empty table: the first pull succeeds with nothing.
+    @Test func aFirstPullOfATableNobodyHasWrittenIsEmpty() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        let result = try await device.table("never").pull(queryID: "all")
+        #expect(result.items.received == 0)
+        #expect(server.requests.map(\.kind) == [.query])
+    }
+
+    /// A 404 on a query means there is no table endpoint there (a wrong server URL): the pull fails
+    /// and says so, rather than reporting an empty pull.
+    @Test func aPullWhoseQueryIsNotFoundFails() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        server.seed("todo", Self.rows(2))
+        server.inject(
+            .status(404, "querying 'todo': there is no table endpoint at http://h/api/tables/todo"), on: .query)
+        let error = await expectSyncError(.remote) { try await device.table().pull(queryID: "all") }
+        #expect(error?.description.contains("no table endpoint") == true, "\(String(describing: error))")
+        #expect(try await device.table().query().items.isEmpty)
+        // The cursor did not move: the next pull downloads everything.
+        #expect(try await device.table().pull(queryID: "all").items.received == 2)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func anotherFilterForTheSameQueryIDStartsOver(_ kind: StoreKind) async throws {
         let server = ModelServer()

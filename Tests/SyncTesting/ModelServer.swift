@@ -12,7 +12,10 @@ import Synchronization
 ///   version that differs is a 412 with the stored item; update or delete of a missing or soft-deleted
 ///   item is a 404; delete is a soft delete (`deleted: true`, new version);
 /// - queries run on ``QueryEvaluator``; a page holds at most ``maximumPageSize`` items and says when
-///   more follow (``RemotePage/nextPage``).
+///   more follow (``RemotePage/nextPage``);
+/// - a table nobody has written to is an empty table: its queries answer a page with no items, as
+///   Ferry's server answers a dynamic table before its first write (a 404 on a query means "no table
+///   endpoint here", which a client reports as an error: inject `.status(404, …)` for that).
 ///
 /// ```swift
 /// let server = ModelServer()

@@ -11,6 +11,8 @@ import Testing
 /// A request the stub saw.
 struct SeenRequest: Sendable {
     var method: String
+    /// The whole URL, as sent (percent-encoding untouched).
+    var url: String
     var path: String
     var query: String?
     var headers: [String: String]
@@ -64,7 +66,7 @@ final class StubProtocol: URLProtocol {
             body = data
         }
         let seen = SeenRequest(
-            method: request.httpMethod ?? "GET", path: request.url?.path ?? "",
+            method: request.httpMethod ?? "GET", url: request.url?.absoluteString ?? "", path: request.url?.path ?? "",
             query: request.url?.query, headers: request.allHTTPHeaderFields ?? [:],
             body: body.flatMap { try? JSONValue(parsingUTF8: $0) })
         let answer: StubAnswer? = Self.scripts.withLock { scripts in
@@ -104,13 +106,15 @@ final class StubProtocol: URLProtocol {
 
 func stubbedRemote(
     _ host: String, _ version: ProtocolVersion, _ answers: [StubAnswer], tokens: HTTPRemote.TokenProvider? = nil,
-    retry: HTTPRemote.RetryPolicy = HTTPRemote.RetryPolicy(initialDelay: .milliseconds(1))
+    retry: HTTPRemote.RetryPolicy = HTTPRemote.RetryPolicy(initialDelay: .milliseconds(1)), basePath: String = "/",
+    user: String = ""
 ) -> HTTPRemote {
     StubProtocol.install(host: host, answers)
     let configuration = URLSessionConfiguration.ephemeral
     configuration.protocolClasses = [StubProtocol.self]
     return HTTPRemote(
-        HTTPRemote.Configuration(serverURL: URL(string: "http://\(host)/")!, protocolVersion: version, retry: retry),
+        HTTPRemote.Configuration(
+            serverURL: URL(string: "http://\(user)\(host)\(basePath)")!, protocolVersion: version, retry: retry),
         tokenProvider: tokens, session: URLSession(configuration: configuration))
 }
 

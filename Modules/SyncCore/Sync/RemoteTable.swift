@@ -19,7 +19,9 @@
 ///   from update and delete; ``read(id:)`` answers `nil` instead.
 /// - ``query(_:)`` runs one request. The engine always sets `includeDeleted` for pulls (soft-deleted
 ///   items come back with `deleted: true`), and the filter it builds uses only `eq`, `gt`, `and`,
-///   `or` and date-time literals, so every server of both protocols understands it.
+///   `or` and date-time literals, so every server of both protocols understands it. A table with no
+///   rows (one nobody has written to yet included) answers a page with no items; a query that finds
+///   no table endpoint (HTTP 404) throws ``RemoteError/Code/notFound``, and the pull fails.
 ///
 /// ```swift
 /// struct HTTPTable: RemoteTable {
