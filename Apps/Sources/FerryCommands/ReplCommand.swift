@@ -3,6 +3,7 @@ public import FerryClient
 public import FerryConsole
 import Foundation
 import SyncCore
+import Synchronization
 
 /// The client commands, shared by `ferry` and the REPL.
 let deviceCommands: [any DeviceCommand.Type] = [
@@ -111,9 +112,7 @@ public actor ReplSession {
 
     /// Reads and runs lines until the end of input; answers whether any command failed.
     public func run(editor: LineEditor?) async -> Bool {
-        let names =
-            ["help", "exit", "quit", "use", "devices", "offline", "online", "restart"]
-            + deviceCommands.map { $0.configuration.commandName ?? "" }
+        let names = commandNames
         let completionState = CompletionState()
         await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
         let editor =
@@ -147,7 +146,7 @@ public actor ReplSession {
         let rest = Array(words.dropFirst())
         switch first {
         case "help":
-            output.print(help(rest.first))
+            output.print(try help(rest.first))
         case "use":
             guard let name = rest.first else { throw ClientError(.usage, "use which device?", hint: "use NAME") }
             var store: String?
@@ -176,11 +175,15 @@ public actor ReplSession {
             output.print("\(current) restarted (store closed and reopened)")
         default:
             let parsed: any ParsableCommand
+            guard commandNames.contains(first) else {
+                throw ClientError(
+                    .usage, "unknown command '\(first)'", hint: Suggestion.hint(for: first, among: commandNames))
+            }
             do {
                 parsed = try ReplCommands.parseAsRoot(words)
             } catch {
                 let message = ReplCommands.message(for: error).split(whereSeparator: \.isNewline).first ?? ""
-                throw ClientError(.usage, String(message), hint: "`help` lists the commands")
+                throw ClientError(.usage, String(message), hint: "`help \(first)` shows its options")
             }
             guard let command = parsed as? any DeviceCommand else {
                 throw ClientError(.usage, "unknown command '\(first)'", hint: "`help` lists the commands")
@@ -207,9 +210,17 @@ public actor ReplSession {
         tables = (try? await devices[current]?.tableNames()) ?? tables
     }
 
-    func help(_ topic: String?) -> String {
+    /// The REPL's own commands, beside the device commands.
+    static let replCommandNames = ["help", "exit", "quit", "use", "devices", "offline", "online", "restart"]
+
+    var commandNames: [String] { Self.replCommandNames + deviceCommands.compactMap { $0.configuration.commandName } }
+
+    func help(_ topic: String?) throws(ClientError) -> String {
         if let topic, let command = deviceCommands.first(where: { $0.configuration.commandName == topic }) {
             return ReplCommands.helpMessage(for: command).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if let topic, !Self.replCommandNames.contains(topic) {
+            throw ClientError(.usage, "no command '\(topic)'", hint: Suggestion.hint(for: topic, among: commandNames))
         }
         var rows = deviceCommands.map { [$0.configuration.commandName ?? "", $0.configuration.abstract] }
         rows += [
@@ -243,9 +254,36 @@ final class CompletionState: Sendable {
     }
 }
 
-import Synchronization
+/// "Did you mean …?" for a mistyped name.
+enum Suggestion {
+    /// `did you mean 'push'?` when a name is within two edits of `word`, else a pointer to `help`.
+    static func hint(for word: String, among names: [String]) -> String {
+        let scored = names.map { (name: $0, distance: distance(word.lowercased(), $0)) }
+        if let best = scored.min(by: { $0.distance < $1.distance }), best.distance <= 2,
+            best.distance < max(word.count, 2)
+        {
+            return "did you mean '\(best.name)'? `help` lists the commands"
+        }
+        return "`help` lists the commands"
+    }
 
-/// Splits a line into words as a shell would: spaces separate, '…' is literal, "…" allows \" and \\.
+    /// The Levenshtein distance between two strings.
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a)
+        let b = Array(b)
+        if a.isEmpty { return b.count }
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + Array(repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+}
+
 enum ShellWords {
     /// Splits a line into words as sh does: single and double quotes, backslash escapes, and a `#`
     /// at the start of a word begins a comment that runs to the end of the line. A word that starts

@@ -95,10 +95,8 @@ public struct TokenVerifier: Sendable {
         }
         do {
             try OwnerScope.validateSubject(subject)
-        } catch let error as StorageError {
-            throw Failure(reason: error.message)
         } catch {
-            throw Failure(reason: "\(error)")
+            throw Failure(reason: error.message)
         }
         return Identity(subject: subject, expiresAt: expiresAt)
     }

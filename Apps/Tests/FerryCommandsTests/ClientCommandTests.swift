@@ -92,6 +92,27 @@ struct ClientCommandTests {
     }
 
     /// The REPL read from a pipe: two devices, offline edits, a restart, a conflict and its resolution.
+    @Test func theReplSaysWhatItDoesNotKnow() async throws {
+        let transcript = Transcript()
+        let session = try ReplSession(server: nil, policy: .fail, stores: "memory", output: transcript.output)
+        try await session.use("phone", store: nil)
+        for (line, expected) in [
+            ("help nosuch", "no command 'nosuch'"), ("psuh", "did you mean 'push'?"),
+            ("help qurey", "did you mean 'query'?"), ("frobnicate", "unknown command 'frobnicate'"),
+        ] {
+            do {
+                try await session.execute(line)
+                Issue.record("'\(line)' was accepted")
+            } catch {
+                #expect("\(ClientError.from(error))".contains(expected), "\(line): \(ClientError.from(error))")
+            }
+        }
+        try await session.execute("help push")
+        #expect(transcript.value.contains("USAGE") || transcript.value.contains("Usage"), "\(transcript.value)")
+        #expect(!Suggestion.hint(for: "frobnicate", among: ["push", "pull"]).contains("did you mean"))
+        #expect(Suggestion.distance("kitten", "sitting") == 3)
+    }
+
     @Test func aScriptedReplSessionSyncsTwoDevicesThroughAConflict() async throws {
         let server = try await startServer()
         let directory = try temporaryDirectory()
