@@ -1,4 +1,4 @@
-import SyncCore
+public import SyncCore
 
 /// A failure of a client command, as one line with a hint, and the exit code the CLI uses.
 ///
@@ -25,16 +25,39 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
     public var code: Code
     public var message: String
     public var hint: String?
+    /// Lines shown under the error, such as a filter with a caret under the bad position.
+    public var detail: String?
 
-    public init(_ code: Code, _ message: String, hint: String? = nil) {
+    public init(_ code: Code, _ message: String, hint: String? = nil, detail: String? = nil) {
         self.code = code
         self.message = message
         self.hint = hint
+        self.detail = detail
     }
 
     public var description: String {
         if let hint { return "\(message) (\(hint))" }
         return message
+    }
+
+    /// What the CLI and the REPL print: `error: <description>`, then the detail lines.
+    public var report: String {
+        "error: \(description)" + (detail.map { "\n" + $0 } ?? "")
+    }
+
+    /// A query error on text the user typed: the message once (no doubled "invalid query:"), a hint
+    /// for double-quoted strings, and the text with a caret under the bad position.
+    public static func query(_ error: QueryError, text: String?) -> ClientError {
+        var hint = "see docs/query-language.md"
+        if let text, text.contains("\"") { hint = "strings in filters take single quotes: title eq 'Milk'" }
+        var detail: String?
+        if let text, let position = error.position, position <= text.count, !text.contains("\n") {
+            let shown = text.count > 200 ? String(text.prefix(200)) + "…" : text
+            if position <= 200 {
+                detail = "  " + shown + "\n  " + String(repeating: " ", count: position) + "^"
+            }
+        }
+        return ClientError(.usage, error.description, hint: hint, detail: detail)
     }
 
     /// Any error as a ``ClientError``: engine, store, query and transport errors get their code and
@@ -66,7 +89,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             default: return ClientError(.failed, error.description)
             }
         case let error as QueryError:
-            return ClientError(.usage, "invalid query: \(error)", hint: "see docs/query-language.md")
+            return query(error, text: nil)
         case let error as StoreError:
             return ClientError(.failed, error.description)
         case let error as JSONParseError:

@@ -73,18 +73,25 @@ public struct CommandOutput: Sendable {
     public var format: OutputFormat
     /// Whether progress lines may be drawn (a terminal on stderr, table format).
     public var showsProgress: Bool
+    /// Whether `-` may read an argument from standard input (the CLI; not the REPL, whose input it is).
+    public var readsStandardInput: Bool
     let write: @Sendable (String) -> Void
 
-    public init(format: OutputFormat, showsProgress: Bool, write: @escaping @Sendable (String) -> Void) {
+    public init(
+        format: OutputFormat, showsProgress: Bool, readsStandardInput: Bool = false,
+        write: @escaping @Sendable (String) -> Void
+    ) {
         self.format = format
         self.showsProgress = showsProgress
+        self.readsStandardInput = readsStandardInput
         self.write = write
     }
 
     public func print(_ text: String) { write(text + "\n") }
 
     static func standard(_ format: OutputFormat) -> CommandOutput {
-        CommandOutput(format: format, showsProgress: format == .table && isatty(2) == 1) { text in
+        CommandOutput(format: format, showsProgress: format == .table && isatty(2) == 1, readsStandardInput: true) {
+            text in
             StandardStreams.write(text)
         }
     }
@@ -119,22 +126,46 @@ extension DeviceCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            throw CommandFailure.report(error)
+            throw CommandFailure.report(error, format: client.format)
         }
     }
 }
 
 /// Prints a failure as one line on stderr and picks the exit code.
 enum CommandFailure {
-    static func report(_ error: any Error) -> ExitCode {
+    /// With `--json`, the failure is one JSON document on stderr too:
+    /// `{"error":{"message":"…","hint":"…","exit":2}}`.
+    static func report(_ error: any Error, format: OutputFormat = .table) -> ExitCode {
         let failure = ClientError.from(error)
-        StandardStreams.writeError("error: \(failure)\n")
+        switch format {
+        case .json:
+            var object: JSONObject = ["message": .string(failure.message), "exit": .int(Int64(failure.code.rawValue))]
+            if let hint = failure.hint { object["hint"] = .string(hint) }
+            if let detail = failure.detail { object["detail"] = .string(detail) }
+            StandardStreams.writeError(JSONValue.object(["error": .object(object)]).serialized() + "\n")
+        case .table:
+            StandardStreams.writeError(failure.report + "\n")
+        }
         return ExitCode(failure.code.rawValue)
     }
 }
 
-/// Parses a JSON object argument.
-func parseObject(_ text: String, what: String) throws -> JSONObject {
+/// Parses a JSON object argument: the JSON itself, `@PATH` for a file, or `-` for standard input
+/// (where `readsStandardInput`; a large item does not fit in an argument list).
+func parseObject(_ argument: String, what: String, readsStandardInput: Bool = false) throws -> JSONObject {
+    var text = argument
+    if argument.hasPrefix("@") {
+        let path = String(argument.dropFirst())
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ClientError(.notFound, "cannot read the \(what) from '\(path)'", hint: "@PATH names a JSON file")
+        }
+        text = String(decoding: data, as: UTF8.self)
+    } else if argument == "-" {
+        guard readsStandardInput else {
+            throw ClientError(.usage, "'-' (standard input) works in the CLI, not here", hint: "use @PATH or the JSON")
+        }
+        text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+    }
     let value: JSONValue
     do {
         value = try JSONValue(parsing: text)
@@ -163,7 +194,18 @@ func makeQuery(
     if let select { add("$select", select) }
     if count { add("$count", "true") }
     if includeDeleted { add("__includedeleted", "true") }
-    return try TableQuery(odata: parameters.joined(separator: "&"), dialect: .v3)
+    do {
+        return try TableQuery(odata: parameters.joined(separator: "&"), dialect: .v3)
+    } catch {
+        let text: String? =
+            switch error.option?.lowercased() {
+            case "$filter"?: filter
+            case "$orderby"?: orderBy
+            case "$select"?: select
+            default: nil
+            }
+        throw ClientError.query(error, text: text)
+    }
 }
 
 // MARK: - Local data
@@ -175,11 +217,12 @@ public struct InsertCommand: DeviceCommand, Sendable {
         discussion: #"Example: ferry insert todo '{"title":"Milk","done":false}'  (an id is generated when missing)"#)
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
-    @Argument(help: "The item, a JSON object.") var item: String
+    @Argument(help: "The item: a JSON object, @PATH for a file, or - for standard input.") var item: String
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        let inserted = try await device.insert(table, try parseObject(item, what: "item"))
+        let object = try parseObject(item, what: "item", readsStandardInput: output.readsStandardInput)
+        let inserted = try await device.insert(table, object)
         output.print(Rendering.item(inserted, format: output.format))
     }
 }
@@ -192,11 +235,13 @@ public struct UpdateCommand: DeviceCommand, Sendable {
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
     @Argument(help: "The item's id.") var id: String
-    @Argument(help: "The fields to change, a JSON object.") var changes: String
+    @Argument(help: "The fields to change: a JSON object, @PATH for a file, or - for standard input.")
+    var changes: String
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        let updated = try await device.update(table, id: id, changes: try parseObject(changes, what: "change"))
+        let object = try parseObject(changes, what: "change", readsStandardInput: output.readsStandardInput)
+        let updated = try await device.update(table, id: id, changes: object)
         output.print(Rendering.item(updated, format: output.format))
     }
 }

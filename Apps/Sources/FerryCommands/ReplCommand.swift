@@ -131,7 +131,7 @@ public actor ReplSession {
                 try await execute(trimmed)
             } catch {
                 failed = true
-                output.print("error: \(ClientError.from(error))")
+                output.print(ClientError.from(error).report)
             }
             await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
         }

@@ -35,7 +35,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
 
     @Option(
         help: ArgumentHelp(
-            "The HS256 secret client tokens are signed with (default: $FERRY_AUTH_SECRET).", valueName: "secret"))
+            "The HS256 secret client tokens are signed with, at least 16 bytes (default: $FERRY_AUTH_SECRET; `ferry token` makes development tokens).",
+            valueName: "secret"))
     var authSecret: String?
 
     @Flag(help: "Accept tokens without an 'exp' claim (by default a token must expire).")

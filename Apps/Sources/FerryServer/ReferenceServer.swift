@@ -278,9 +278,11 @@ struct TableResponder: HTTPResponder {
                 throw ProtocolError(
                     413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limits.maximumBodySize)")
             }
-            let origin = try Self.origin(of: request, configured: publicOrigin)
             let buffer = try await request.body.collect(upTo: limits.maximumBodySize)
             if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
+            // After the body is read: answering before it and closing would reset the connection
+            // with the body unread, and the client could lose the answer.
+            let origin = try Self.origin(of: request, configured: publicOrigin)
             answer = await service.handle(
                 TableRequest(
                     method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
