@@ -1,4 +1,5 @@
 public import ArgumentParser
+import Foundation
 
 /// The root of the `ferry` command tree.
 ///
@@ -18,4 +19,18 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
     )
 
     public init() {}
+
+    /// The names `ferry` takes as its first argument.
+    public static var commandNames: [String] {
+        ["help"] + configuration.subcommands.compactMap { $0.configuration.commandName }
+    }
+
+    /// For a mistyped command (`ferry pusj`), the one line to print: swift-argument-parser would
+    /// only say the argument is unexpected. `nil` when the first argument is a command or an option.
+    public static func unknownCommandMessage(_ arguments: [String]) -> String? {
+        guard let first = arguments.first, !first.hasPrefix("-"), !commandNames.contains(first) else { return nil }
+        let hint = Suggestion.hint(for: first, among: commandNames).replacingOccurrences(
+            of: "`help` lists", with: "`ferry --help` lists")
+        return "error: unknown command '\(first)' (\(hint))"
+    }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryCommands
 import FerryConsole
+import Foundation
 import Logging
 
 @main
@@ -10,6 +11,10 @@ struct FerryMain {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         // A closed output (`ferry demo | head -1`) is an EPIPE error the commands end on quietly.
         StandardStreams.ignoreBrokenPipeSignal()
+        if let message = FerryCommand.unknownCommandMessage(Array(CommandLine.arguments.dropFirst())) {
+            StandardStreams.writeError(message + "\n")
+            exit(64)
+        }
         await FerryCommand.main()
     }
 }

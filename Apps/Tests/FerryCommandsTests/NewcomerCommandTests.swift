@@ -20,6 +20,18 @@ struct NewcomerCommandTests {
         #expect(lines.count >= 3 && lines[1] == #"  title eq "Milk""# && lines[2] == "           ^", "\(result.errors)")
     }
 
+    @Test func aMistypedCommandGetsASuggestion() throws {
+        #expect(FerryCommand.unknownCommandMessage(["pusj"])?.contains("did you mean 'push'?") == true)
+        #expect(FerryCommand.unknownCommandMessage(["push", "--json"]) == nil)
+        #expect(FerryCommand.unknownCommandMessage(["--help"]) == nil)
+        #expect(FerryCommand.unknownCommandMessage(["help", "push"]) == nil)
+        let result = try FerryBinaryTests.run(["qeury", "todo"])
+        #expect(result.status == 64)
+        #expect(
+            result.errors
+                == "error: unknown command 'qeury' (did you mean 'query'? `ferry --help` lists the commands)\n")
+    }
+
     @Test func jsonFailuresAreJSON() throws {
         let result = try FerryBinaryTests.run(["get", "todo", "nothing", "--store", "memory", "--json"])
         #expect(result.status == 5)
