@@ -1,3 +1,4 @@
+import Foundation
 public import SyncCore
 
 /// A failure of a client command, as one line with a hint, and the exit code the CLI uses.
@@ -92,6 +93,19 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             return query(error, text: nil)
         case let error as StoreError:
             return ClientError(.failed, error.description)
+        case let error as CocoaError:
+            // A file-system failure (a read-only directory, a missing parent): the path and the
+            // system's reason, not Foundation's error dump.
+            let reason: String
+            switch error.code {
+            case .fileWriteNoPermission, .fileReadNoPermission: reason = "permission denied"
+            case .fileNoSuchFile, .fileReadNoSuchFile: reason = "no such file or directory"
+            case .fileWriteOutOfSpace: reason = "no space left on the device"
+            case .fileWriteVolumeReadOnly: reason = "the volume is read-only"
+            case .fileWriteFileExists: reason = "a file is in the way"
+            default: reason = "the file system refused (code \(error.code.rawValue))"
+            }
+            return ClientError(.failed, "cannot use '\(error.filePath ?? "?")': \(reason)")
         case let error as JSONParseError:
             return ClientError(.usage, "invalid JSON: \(error)", hint: #"write items as '{"title":"Milk"}'"#)
         default:

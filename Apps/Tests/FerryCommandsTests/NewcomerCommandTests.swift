@@ -32,6 +32,18 @@ struct NewcomerCommandTests {
                 == "error: unknown command 'qeury' (did you mean 'query'? `ferry --help` lists the commands)\n")
     }
 
+    @Test func fileSystemFailuresAreOneLine() throws {
+        let denied = ClientError.from(CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: "ferry-repl"]))
+        #expect(denied.description == "cannot use 'ferry-repl': permission denied")
+        let missing = ClientError.from(CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "/nope"]))
+        #expect(missing.description == "cannot use '/nope': no such file or directory")
+        // The REPL in a directory it cannot write to says so in one line.
+        let result = try FerryBinaryTests.run(["repl", "--stores", "/proc/ferry-repl-test/x"])
+        #expect(result.status == 1)
+        #expect(result.errors.hasPrefix("error: cannot use '/proc/ferry-repl-test"), "\(result.errors)")
+        #expect(!result.errors.contains("NSCocoaErrorDomain"))
+    }
+
     @Test func jsonFailuresAreJSON() throws {
         let result = try FerryBinaryTests.run(["get", "todo", "nothing", "--store", "memory", "--json"])
         #expect(result.status == 5)
