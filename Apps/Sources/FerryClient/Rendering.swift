@@ -14,9 +14,13 @@ public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
 public enum Rendering: Sendable {
     static let systemColumns = ["updatedAt", "version", "deleted", "createdAt"]
 
-    /// Items as a table (id first, then the app's fields, then the system properties) or a JSON
-    /// array (`{"items": [...], "count": N}` when a count was asked for).
-    public static func items(_ items: [JSONObject], count: Int? = nil, format: OutputFormat) -> String {
+    /// Items as a table (id first, then the app's fields, then the system properties; or the
+    /// `columns` given, in their order) or a JSON array (`{"items": [...], "count": N}` when a count
+    /// was asked for). `width` fits the table to a terminal; `expanded` prints a block per item.
+    public static func items(
+        _ items: [JSONObject], count: Int? = nil, format: OutputFormat, columns given: [String]? = nil,
+        width: Int? = nil, expanded: Bool = false
+    ) -> String {
         switch format {
         case .json:
             if let count {
@@ -26,17 +30,25 @@ public enum Rendering: Sendable {
             return JSONValue.array(items.map(JSONValue.object)).serialized()
         case .table:
             guard !items.isEmpty else { return count.map { "(no items; \($0) in all)" } ?? "(no items)" }
-            var keys = Set<String>()
-            for item in items { keys.formUnion(item.keys) }
-            let fields = keys.subtracting(["id"] + systemColumns).sorted()
-            let system = systemColumns.filter(keys.contains)
-            let columns = (keys.contains("id") ? ["id"] : []) + fields + system
+            let columns = given ?? defaultColumns(items)
             let rows = items.map { item in columns.map { cell(item[$0]) } }
-            var text = TextTable.render(headers: columns, rows: rows)
+            var text =
+                expanded
+                ? TextTable.renderExpanded(headers: columns, rows: rows, totalWidth: width)
+                : TextTable.render(headers: columns, rows: rows, totalWidth: width)
             let shown = "\(items.count) item\(items.count == 1 ? "" : "s")"
             text += "\n" + (count.map { "\(shown) of \($0)" } ?? shown)
             return text
         }
+    }
+
+    /// Every field the items have: `id`, the app's fields by name, then the system properties.
+    public static func defaultColumns(_ items: [JSONObject]) -> [String] {
+        var keys = Set<String>()
+        for item in items { keys.formUnion(item.keys) }
+        let fields = keys.subtracting(["id"] + systemColumns).sorted()
+        let system = systemColumns.filter(keys.contains)
+        return (keys.contains("id") ? ["id"] : []) + fields + system
     }
 
     /// One item, or a note that there is none.

@@ -75,23 +75,28 @@ public struct CommandOutput: Sendable {
     public var showsProgress: Bool
     /// Whether `-` may read an argument from standard input (the CLI; not the REPL, whose input it is).
     public var readsStandardInput: Bool
+    /// The terminal's width when results go to one (tables fit it; long results are cut short).
+    public var terminalWidth: Int?
     let write: @Sendable (String) -> Void
 
     public init(
-        format: OutputFormat, showsProgress: Bool, readsStandardInput: Bool = false,
+        format: OutputFormat, showsProgress: Bool, readsStandardInput: Bool = false, terminalWidth: Int? = nil,
         write: @escaping @Sendable (String) -> Void
     ) {
         self.format = format
         self.showsProgress = showsProgress
         self.readsStandardInput = readsStandardInput
+        self.terminalWidth = terminalWidth
         self.write = write
     }
 
     public func print(_ text: String) { write(text + "\n") }
 
     static func standard(_ format: OutputFormat) -> CommandOutput {
-        CommandOutput(format: format, showsProgress: format == .table && isatty(2) == 1, readsStandardInput: true) {
-            text in
+        CommandOutput(
+            format: format, showsProgress: format == .table && isatty(2) == 1, readsStandardInput: true,
+            terminalWidth: TerminalSize.width()
+        ) { text in
             StandardStreams.write(text)
         }
     }
@@ -293,14 +298,47 @@ public struct QueryCommand: DeviceCommand, Sendable {
     @Option(help: "Only these fields, comma-separated.") var select: String?
     @Flag(help: "Also print the total count of matching items.") var count = false
     @Flag(help: "Include items marked deleted.") var includeDeleted = false
+    @Flag(name: [.customShort("x"), .long], help: "One block per item, a field per line (for wide items).")
+    var expanded = false
+    @Flag(help: "Print every matching item on a terminal too (by default a terminal shows the first 100).")
+    var all = false
     public init() {}
 
+    /// How many items a terminal shows when neither --top nor --all is given.
+    static let terminalLimit = 100
+
     public func execute(on device: Device, output: CommandOutput) async throws {
+        // On a terminal, fetch one beyond the limit to know whether to say there are more.
+        let limited = output.terminalWidth != nil && output.format == .table && top == nil && !all
         let query = try makeQuery(
-            filter: filter, orderBy: orderby, top: top, skip: skip, select: select, count: count,
-            includeDeleted: includeDeleted)
+            filter: filter, orderBy: orderby, top: limited ? Self.terminalLimit + 1 : top, skip: skip, select: select,
+            count: count, includeDeleted: includeDeleted)
         let result = try await device.query(table, query)
-        output.print(Rendering.items(result.items, count: result.totalCount, format: output.format))
+        var items = result.items
+        let more = limited && items.count > Self.terminalLimit
+        if more { items.removeLast(items.count - Self.terminalLimit) }
+        let columns = try selectedColumns(items)
+        output.print(
+            Rendering.items(
+                items, count: result.totalCount, format: output.format, columns: columns, width: output.terminalWidth,
+                expanded: expanded))
+        if more {
+            output.print("(more follow: --top N or --all shows more; --json prints all)")
+        }
+    }
+
+    /// The `--select` fields in their order; a field no item has is an error naming it.
+    func selectedColumns(_ items: [JSONObject]) throws -> [String]? {
+        guard let select else { return nil }
+        let fields = select.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        if !items.isEmpty {
+            for field in fields where !items.contains(where: { $0[field] != nil }) {
+                throw ClientError(
+                    .usage, "no item of '\(table)' has a field '\(field)'",
+                    hint: "`ferry query \(table) --top 1` shows its fields")
+            }
+        }
+        return fields
     }
 }
 

@@ -196,7 +196,8 @@ public actor ReplSession {
             let format = command.client.format
             try await command.execute(
                 on: try currentDevice(),
-                output: CommandOutput(format: format, showsProgress: false, write: output.write))
+                output: CommandOutput(
+                    format: format, showsProgress: false, terminalWidth: output.terminalWidth, write: output.write))
             await refreshTables()
         }
     }

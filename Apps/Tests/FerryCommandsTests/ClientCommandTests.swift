@@ -16,6 +16,8 @@ final class Transcript: Sendable {
     private let text = Mutex("")
     var value: String { text.withLock { $0 } }
 
+    func append(_ line: String) { text.withLock { $0 += line } }
+
     var output: CommandOutput { output(.table) }
 
     func output(_ format: OutputFormat) -> CommandOutput {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import FerryClient
+import FerryConsole
 import FerryServer
 import Foundation
 import SyncCore
@@ -124,5 +125,79 @@ struct NewcomerCommandTests {
         let help = try FerryBinaryTests.run(["serve", "--help"])
         let words = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         #expect(words.contains("at least 16 bytes"), "\(help.output)")
+    }
+}
+
+@Suite("tables that fit")
+struct TablesThatFitTests {
+    @Test func wideCharactersCountTwoColumns() {
+        #expect(TextTable.displayWidth("abc") == 3)
+        #expect(TextTable.displayWidth("東京") == 4)
+        #expect(TextTable.displayWidth("🗼") == 2)
+        #expect(TextTable.displayWidth("e\u{301}") == 1)
+        #expect(TextTable.displayWidth("👍🏽") == 2)
+        let table = TextTable.render(headers: ["city", "n"], rows: [["東京", "1"], ["Paris", "2"]])
+        // The second column starts at the same terminal column on every line.
+        let starts = table.split(separator: "\n").map { line -> Int in
+            let text = String(line)
+            let cut = text.lastIndex(of: " ").map { text[...$0] } ?? ""
+            return TextTable.displayWidth(String(cut))
+        }
+        #expect(Set(starts).count == 1, "\(table)")
+    }
+
+    @Test func tablesFitTheTerminalWidth() {
+        let rows = (0..<5).map {
+            ["id\($0)", String(repeating: "x", count: 200), "東京タワー 🗼 " + String(repeating: "y", count: 90)]
+        }
+        for width in [40, 60, 100] {
+            let table = TextTable.render(headers: ["id", "note", "title"], rows: rows, totalWidth: width)
+            for line in table.split(separator: "\n") {
+                #expect(TextTable.displayWidth(String(line)) <= width, "\(width): \(line)")
+            }
+        }
+        let expanded = TextTable.renderExpanded(headers: ["id", "note"], rows: rows, totalWidth: 50)
+        #expect(expanded.hasPrefix("-[ 1 ]"))
+        for line in expanded.split(separator: "\n") { #expect(TextTable.displayWidth(String(line)) <= 50) }
+    }
+
+    @Test func aTerminalGetsTheFirstHundredAndSelectKeepsItsOrder() async throws {
+        let device = try Device(name: "many", store: .memory, server: nil)
+        for index in 0..<120 {
+            _ = try await device.insert(
+                "todo", ["id": .string(String(format: "i%03d", index)), "n": .int(Int64(index))])
+        }
+        let text = Transcript()
+        let terminal = CommandOutput(format: .table, showsProgress: false, terminalWidth: 80) { line in
+            text.append(line)
+        }
+        let query = try #require(try FerryCommand.parseAsRoot(["query", "todo"]) as? QueryCommand)
+        try await query.execute(on: device, output: terminal)
+        #expect(text.value.contains("100 items\n"), "\(text.value.suffix(200))")
+        #expect(text.value.contains("(more follow"))
+        let all = Transcript()
+        let everything = try #require(try FerryCommand.parseAsRoot(["query", "todo", "--all"]) as? QueryCommand)
+        try await everything.execute(
+            on: device,
+            output: CommandOutput(format: .table, showsProgress: false, terminalWidth: 80) { all.append($0) })
+        #expect(all.value.contains("120 items"))
+        let piped = Transcript()
+        try await query.execute(on: device, output: piped.output)
+        #expect(piped.value.contains("120 items"), "not a terminal: everything")
+
+        let selected = Transcript()
+        let select = try #require(
+            try FerryCommand.parseAsRoot(["query", "todo", "--select", "n,id", "--top", "1"]) as? QueryCommand)
+        try await select.execute(on: device, output: selected.output)
+        #expect(selected.value.hasPrefix("n  id"), "\(selected.value)")
+        let missing = try #require(
+            try FerryCommand.parseAsRoot(["query", "todo", "--select", "n,nope"]) as? QueryCommand)
+        do {
+            try await missing.execute(on: device, output: Transcript().output)
+            Issue.record("a missing selected field was not reported")
+        } catch {
+            #expect("\(ClientError.from(error))".contains("no item of 'todo' has a field 'nope'"))
+        }
+        try await device.close()
     }
 }
