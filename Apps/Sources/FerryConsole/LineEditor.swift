@@ -11,8 +11,8 @@ import Foundation
 ///
 /// Keys: ←/→ (Ctrl-B/F), Alt-←/→ by word, Home/End (Ctrl-A/E), Backspace, Delete, ↑/↓ (Ctrl-P/N)
 /// history, Tab completion, Ctrl-K/U/W delete, Ctrl-L clear, Ctrl-C drop the line, Ctrl-D on an
-/// empty line ends input. Characters are counted as one column each (wide CJK characters and emoji
-/// may misplace the cursor).
+/// empty line ends input. A line longer than the terminal is wide wraps onto the next rows and is
+/// redrawn in place; wide characters (CJK, emoji) count two columns.
 ///
 /// ```swift
 /// let editor = LineEditor(historyFile: home + "/.ferry_history") { line, word in
@@ -59,6 +59,7 @@ public final class LineEditor: @unchecked Sendable {
         defer { restore(saved) }
         var buffer = EditBuffer(history: history)
         var decoder = KeyDecoder()
+        cursorRow = 0
         redraw(prompt, buffer)
         var byte: UInt8 = 0
         while true {
@@ -72,18 +73,22 @@ public final class LineEditor: @unchecked Sendable {
                 case .editing:
                     redraw(prompt, buffer)
                 case .submit(let line):
+                    moveToEnd(prompt, buffer)
                     write("\r\n")
                     history = buffer.currentHistory
                     saveHistory()
                     return line
                 case .cancel:
                     write("^C\r\n")
+                    cursorRow = 0
                     redraw(prompt, buffer)
                 case .endOfInput:
+                    moveToEnd(prompt, buffer)
                     write("\r\n")
                     return nil
                 case .clearScreen:
                     write("\u{1B}[H\u{1B}[2J")
+                    cursorRow = 0
                     redraw(prompt, buffer)
                 case .complete:
                     complete(&buffer, prompt: prompt)
@@ -101,17 +106,50 @@ public final class LineEditor: @unchecked Sendable {
         } else if prefix.count > word.count {
             buffer.replaceWordBeforeCursor(with: prefix)
         } else if matches.count > 1 {
+            moveToEnd(prompt, buffer)
             write("\r\n" + matches.joined(separator: "  ") + "\r\n")
+            cursorRow = 0
         }
         redraw(prompt, buffer)
     }
 
+    /// The row of the cursor, counted from the prompt's first row, as the last redraw left it.
+    private var cursorRow = 0
+
+    private var terminalWidth: Int { TerminalSize.width(of: output, readingEnvironment: false) ?? 80 }
+
+    /// Draws the prompt and the line from the prompt's first row, over as many rows as the line
+    /// takes at the terminal's width, and puts the cursor on its character.
     private func redraw(_ prompt: String, _ buffer: EditBuffer) {
+        let width = max(1, terminalWidth)
         let text = buffer.text
-        let back = text.count - buffer.cursor
-        var line = "\r" + prompt + text + "\u{1B}[K"
-        if back > 0 { line += "\u{1B}[\(back)D" }
-        write(line)
+        var out = cursorRow > 0 ? "\u{1B}[\(cursorRow)A" : ""
+        out += "\r\u{1B}[J" + prompt + text
+        let end = TextTable.displayWidth(prompt + text)
+        var endRow = end / width
+        if end > 0 && end % width == 0 {
+            // At the right margin the terminal has not wrapped yet: wrap now so the rows are known.
+            out += "\r\n"
+        } else if end < width {
+            endRow = 0
+        }
+        let position = TextTable.displayWidth(prompt + String(text.prefix(buffer.cursor)))
+        let row = position / width
+        let column = position % width
+        if endRow > row { out += "\u{1B}[\(endRow - row)A" }
+        out += "\r"
+        if column > 0 { out += "\u{1B}[\(column)C" }
+        cursorRow = row
+        write(out)
+    }
+
+    /// Puts the cursor after the last character of the line, for what is written below it.
+    private func moveToEnd(_ prompt: String, _ buffer: EditBuffer) {
+        let width = max(1, terminalWidth)
+        let end = TextTable.displayWidth(prompt + buffer.text)
+        let endRow = end / width
+        if endRow > cursorRow { write("\u{1B}[\(endRow - cursorRow)B") }
+        cursorRow = endRow
     }
 
     private var pending: [UInt8] = []

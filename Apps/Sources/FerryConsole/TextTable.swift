@@ -141,10 +141,13 @@ public enum TextTable: Sendable {
 /// The terminal's size, when output goes to one.
 public enum TerminalSize: Sendable {
     /// The width in columns of the terminal on `descriptor`, or `nil` when it is not a terminal
-    /// (`$COLUMNS`, when set, overrides the terminal's own width).
-    public static func width(of descriptor: Int32 = 1) -> Int? {
+    /// (`$COLUMNS`, when set and `readingEnvironment`, overrides the terminal's own width; a line
+    /// editor reads the terminal itself, since `$COLUMNS` does not follow a resize).
+    public static func width(of descriptor: Int32 = 1, readingEnvironment: Bool = true) -> Int? {
         guard isatty(descriptor) == 1 else { return nil }
-        if let text = ProcessInfo.processInfo.environment["COLUMNS"], let columns = Int(text), columns > 0 {
+        if readingEnvironment, let text = ProcessInfo.processInfo.environment["COLUMNS"], let columns = Int(text),
+            columns > 0
+        {
             return columns
         }
         var size = winsize()

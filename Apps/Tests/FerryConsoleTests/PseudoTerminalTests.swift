@@ -1,0 +1,204 @@
+import FerryConsole
+import Foundation
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The line editor on a real pseudo-terminal 20 columns wide, its output replayed on a small
+/// terminal model: long lines wrap over several rows and redraw in place, wide characters keep the
+/// cursor right.
+@Suite("Line editor on a pseudo-terminal")
+struct PseudoTerminalTests {
+    /// A pseudo-terminal pair: the editor gets the terminal side, the test types into the other.
+    struct PseudoTerminal {
+        let controller: Int32
+        let terminal: Int32
+
+        init(columns: UInt16) throws {
+            // /dev/ptmx, unlocked, and its /dev/pts/N (Linux: TIOCSPTLCK and TIOCGPTN, which Swift
+            // cannot import from their macros).
+            controller = open("/dev/ptmx", O_RDWR | O_NOCTTY)
+            guard controller >= 0 else { throw Failure(description: "no /dev/ptmx") }
+            var unlock: Int32 = 0
+            var number: UInt32 = 0
+            guard ioctl(controller, 0x4004_5431, &unlock) == 0, ioctl(controller, 0x8004_5430, &number) == 0 else {
+                throw Failure(description: "cannot unlock the pseudo-terminal")
+            }
+            terminal = open("/dev/pts/\(number)", O_RDWR | O_NOCTTY)
+            guard terminal >= 0 else { throw Failure(description: "cannot open the terminal side") }
+            var size = winsize(ws_row: 40, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0)
+            _ = ioctl(controller, UInt(TIOCSWINSZ), &size)
+        }
+
+        func type(_ text: String) {
+            let bytes = Array(text.utf8)
+            _ = bytes.withUnsafeBytes { write(controller, $0.baseAddress, $0.count) }
+        }
+
+        /// Everything the editor wrote so far.
+        func drain() -> [UInt8] {
+            var output: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                var poller = pollfd(fd: controller, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 300) > 0 else { return output }
+                let count = read(controller, &buffer, buffer.count)
+                if count <= 0 { return output }
+                output += buffer[0..<count]
+            }
+        }
+
+        func close() {
+            closeDescriptor(terminal)
+            closeDescriptor(controller)
+        }
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// A terminal model: printable characters (wide ones take two cells) with wrapping at the right
+    /// margin, CR, LF, and the cursor and erase sequences the editor uses.
+    struct Screen {
+        let width: Int
+        var rows: [[String]] = [[]]
+        var row = 0
+        var column = 0
+
+        init(width: Int) { self.width = width }
+
+        mutating func ensureRow() {
+            while rows.count <= row { rows.append([]) }
+        }
+
+        mutating func put(_ character: Character) {
+            let cells = TextTable.displayWidth(String(character))
+            if column + cells > width {
+                row += 1
+                column = 0
+            }
+            ensureRow()
+            while rows[row].count < column + cells { rows[row].append(" ") }
+            rows[row][column] = String(character)
+            if cells == 2 { rows[row][column + 1] = "" }
+            column += cells
+        }
+
+        mutating func feed(_ text: String) {
+            var characters = Array(text)[...]
+            while let character = characters.popFirst() {
+                switch character {
+                case "\r": column = 0
+                case "\n", "\r\n":
+                    if character == "\r\n" { column = 0 }
+                    row += 1
+                    ensureRow()
+                case "\u{1B}":
+                    guard characters.first == "[" else { continue }
+                    characters.removeFirst()
+                    var number = ""
+                    while let next = characters.first, next.isNumber || next == ";" {
+                        number.append(next)
+                        characters.removeFirst()
+                    }
+                    guard let command = characters.popFirst() else { return }
+                    let count = Int(number) ?? 1
+                    column = min(column, width - 1)
+                    switch command {
+                    case "A": row = max(0, row - count)
+                    case "B":
+                        row += count
+                        ensureRow()
+                    case "C": column = min(width - 1, column + count)
+                    case "D": column = max(0, column - count)
+                    case "K": rows[row] = Array(rows[row].prefix(column))
+                    case "J":
+                        rows[row] = Array(rows[row].prefix(column))
+                        rows = Array(rows.prefix(row + 1))
+                    case "H":
+                        row = 0
+                        column = 0
+                    default: break
+                    }
+                default: put(character)
+                }
+            }
+        }
+
+        /// The visible text of each row, trailing spaces removed.
+        var lines: [String] {
+            rows.map { $0.joined().replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression) }
+        }
+    }
+
+    /// `text` as a terminal `width` columns wide lays it out.
+    static func layout(_ text: String, width: Int) -> [String] {
+        var lines = [""]
+        var used = 0
+        for character in text {
+            let cells = TextTable.displayWidth(String(character))
+            if used + cells > width {
+                lines.append("")
+                used = 0
+            }
+            lines[lines.count - 1].append(character)
+            used += cells
+        }
+        return lines.map { $0.replacingOccurrences(of: "\\s+$", with: "", options: .regularExpression) }
+    }
+
+    @Test func longLinesWrapAndRedrawInPlace() async throws {
+        let width = 20
+        let pty = try PseudoTerminal(columns: UInt16(width))
+        defer { pty.close() }
+        let editor = LineEditor(input: pty.terminal, output: pty.terminal)
+        #expect(editor.isInteractive)
+        let result = Mutex<String?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            let line = editor.readLine(prompt: "ferry> ")
+            result.withLock { $0 = line }
+            done.signal()
+        }.start()
+        // Wait for the prompt (raw mode flushes what was typed before it), then type a line three rows
+        // long, go back three characters, insert, and submit.
+        var transcript: [UInt8] = []
+        for _ in 0..<50 where !String(decoding: transcript, as: UTF8.self).contains("ferry> ") {
+            transcript += pty.drain()
+        }
+        let typed = #"insert todo {"title":"東京 tower 🗼 trip"}"#
+        pty.type(typed)  // the editor still reads and redraws one key at a time
+        pty.type("\u{1B}[D\u{1B}[D\u{1B}[D")
+        pty.type("X")
+        transcript += pty.drain()
+        let beforeEnter = transcript
+        pty.type("\r")
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        transcript += pty.drain()
+
+        let expected = #"insert todo {"title":"東京 tower 🗼 triXp"}"#
+        #expect(result.withLock { $0 } == expected)
+
+        var screen = Screen(width: width)
+        screen.feed(String(decoding: beforeEnter, as: UTF8.self))
+        let shown = Self.layout("ferry> " + expected, width: width)
+        #expect(Array(screen.lines.prefix(shown.count)) == shown, "\(screen.lines)")
+        #expect(screen.lines.dropFirst(shown.count).allSatisfy { $0.isEmpty }, "\(screen.lines)")
+        // The prompt is on the screen once: every redraw went back to the first row.
+        #expect(screen.lines.joined().components(separatedBy: "ferry>").count == 2, "\(screen.lines)")
+        // The cursor sits on the character after the inserted X.
+        let before = TextTable.displayWidth("ferry> " + #"insert todo {"title":"東京 tower 🗼 triX"#)
+        #expect(screen.row == before / width && screen.column == before % width, "\(screen.row):\(screen.column)")
+        // After Enter the cursor is below the whole line.
+        screen.feed(String(decoding: transcript[beforeEnter.count...], as: UTF8.self))
+        #expect(screen.row == shown.count && screen.column == 0)
+    }
+}
+
+private func closeDescriptor(_ descriptor: Int32) { _ = close(descriptor) }
