@@ -80,6 +80,8 @@ public actor ReplSession {
     private(set) var devices: [String: Device] = [:]
     private(set) var current: String = ""
     private var tables: [String] = []
+    /// The command running now, which Ctrl-C cancels.
+    private let interrupter = Interrupter()
 
     public init(server: ServerSettings?, policy: ConflictPolicy, stores: String, output: CommandOutput) throws {
         self.server = server
@@ -110,6 +112,12 @@ public actor ReplSession {
 
     var prompt: String { "ferry(\(current))> " }
 
+    /// `$HOME/.ferry_history`.
+    static var historyFile: String {
+        let home = ProcessInfo.processInfo.environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+        return home + "/.ferry_history"
+    }
+
     /// Reads and runs lines until the end of input; answers whether any command failed.
     public func run(editor: LineEditor?) async -> Bool {
         let names = commandNames
@@ -117,9 +125,24 @@ public actor ReplSession {
         await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
         let editor =
             editor
-            ?? LineEditor(historyFile: NSHomeDirectory() + "/.ferry_history") { line, _ in
+            ?? LineEditor(historyFile: Self.historyFile) { line, _ in
                 completionState.candidates(for: line)
             }
+        // While a command runs the terminal is out of raw mode, so Ctrl-C is SIGINT: it cancels the
+        // command (a pull or push stops cleanly; its operations stay queued), not the REPL.
+        var signals: (any DispatchSourceSignal)?
+        if editor.isInteractive {
+            signal(SIGINT, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+            let interrupter = self.interrupter
+            source.setEventHandler { interrupter.cancel() }
+            source.resume()
+            signals = source
+        }
+        defer {
+            signals?.cancel()
+            if signals != nil { signal(SIGINT, SIG_DFL) }
+        }
         var failed = false
         while let line = editor.readLine(prompt: prompt) {
             if !editor.isInteractive { output.print(prompt + line) }
@@ -127,17 +150,25 @@ public actor ReplSession {
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let words = (try? ShellWords.split(trimmed)) ?? []
             if words == ["exit"] || words == ["quit"] { break }
+            let task = Task { try await self.execute(trimmed) }
+            interrupter.set(task)
             do {
-                try await execute(trimmed)
+                try await task.value
+            } catch  where task.isCancelled {
+                output.print("cancelled (what was not sent stays queued; `status` shows it)")
             } catch {
                 failed = true
                 output.print(ClientError.from(error).report)
             }
+            interrupter.set(nil)
             await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
         }
         for device in devices.values { try? await device.close() }
         return failed && !editor.isInteractive
     }
+
+    /// Cancels the command running now, as Ctrl-C does.
+    public nonisolated func interrupt() { interrupter.cancel() }
 
     /// Runs one line.
     public func execute(_ line: String) async throws {
@@ -253,6 +284,14 @@ final class CompletionState: Sendable {
         }
         return snapshot.tables
     }
+}
+
+/// The task of the command running now, for Ctrl-C.
+final class Interrupter: Sendable {
+    private let task = Mutex<Task<Void, any Error>?>(nil)
+
+    func set(_ running: Task<Void, any Error>?) { task.withLock { $0 = running } }
+    func cancel() { task.withLock { $0?.cancel() } }
 }
 
 /// "Did you mean …?" for a mistyped name.

@@ -201,3 +201,58 @@ struct TablesThatFitTests {
         try await device.close()
     }
 }
+
+@Suite("Ctrl-C in the REPL")
+struct ReplInterruptTests {
+    /// A loopback port that accepts connections and never answers.
+    static func silentServer() throws -> (descriptor: Int32, port: Int) {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw in
+                bind(descriptor, raw, length) == 0 && listen(descriptor, 16) == 0
+                    && getsockname(descriptor, raw, &length) == 0
+            }
+        }
+        guard bound else { throw ClientError(.failed, "cannot listen on loopback") }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    @Test func interruptingAPullReturnsToThePromptWithTheQueueIntact() async throws {
+        let (listener, port) = try Self.silentServer()
+        defer { close(listener) }
+        let transcript = Transcript()
+        let session = try ReplSession(
+            server: ServerSettings(url: URL(string: "http://127.0.0.1:\(port)")!), policy: .fail, stores: "memory",
+            output: transcript.output)
+        try await session.use("phone", store: nil)
+        let script = """
+            insert todo {"id":"milk","title":"Milk"}
+            pull todo
+            status
+            """
+        var pipe: [Int32] = [0, 0]
+        #expect(Foundation.pipe(&pipe) == 0)
+        let bytes = Array((script + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(pipe[1], $0.baseAddress, $0.count) }
+        close(pipe[1])
+        let editor = LineEditor(input: pipe[0], output: 1)
+        let running = Task { await session.run(editor: editor) }
+        // Wait until the pull hangs on the silent server, then press Ctrl-C.
+        for _ in 0..<200 where !transcript.value.contains("> pull todo") {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        session.interrupt()
+        _ = await running.value
+        close(pipe[0])
+        let text = transcript.value
+        #expect(text.contains("cancelled"), "\(text)")
+        #expect(text.contains("> status"), "the session went on after the interrupted pull: \(text)")
+        #expect(text.contains("1 pending operation"), "\(text)")
+    }
+}
