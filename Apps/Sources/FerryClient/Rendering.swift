@@ -52,9 +52,9 @@ public enum Rendering: Sendable {
     }
 
     /// One item, or a note that there is none.
-    public static func item(_ item: JSONObject?, format: OutputFormat) -> String {
+    public static func item(_ item: JSONObject?, format: OutputFormat, width: Int? = nil) -> String {
         guard let item else { return format == .json ? "null" : "(no such item)" }
-        return format == .json ? JSONValue.object(item).serialized() : items([item], format: .table)
+        return format == .json ? JSONValue.object(item).serialized() : items([item], format: .table, width: width)
     }
 
     /// A push's outcome.

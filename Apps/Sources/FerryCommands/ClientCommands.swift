@@ -149,7 +149,8 @@ enum CommandFailure {
             if let detail = failure.detail { object["detail"] = .string(detail) }
             StandardStreams.writeError(JSONValue.object(["error": .object(object)]).serialized() + "\n")
         case .table:
-            StandardStreams.writeError(failure.report + "\n")
+            let style = Style.for(descriptor: 2)
+            StandardStreams.writeError(style.error("error:") + failure.report.dropFirst("error:".count) + "\n")
         }
         return ExitCode(failure.code.rawValue)
     }
@@ -228,7 +229,7 @@ public struct InsertCommand: DeviceCommand, Sendable {
     public func execute(on device: Device, output: CommandOutput) async throws {
         let object = try parseObject(item, what: "item", readsStandardInput: output.readsStandardInput)
         let inserted = try await device.insert(table, object)
-        output.print(Rendering.item(inserted, format: output.format))
+        output.print(Rendering.item(inserted, format: output.format, width: output.terminalWidth))
     }
 }
 
@@ -247,7 +248,7 @@ public struct UpdateCommand: DeviceCommand, Sendable {
     public func execute(on device: Device, output: CommandOutput) async throws {
         let object = try parseObject(changes, what: "change", readsStandardInput: output.readsStandardInput)
         let updated = try await device.update(table, id: id, changes: object)
-        output.print(Rendering.item(updated, format: output.format))
+        output.print(Rendering.item(updated, format: output.format, width: output.terminalWidth))
     }
 }
 
@@ -279,7 +280,7 @@ public struct GetCommand: DeviceCommand, Sendable {
         guard let item = try await device.get(table, id: id) else {
             throw ClientError(.notFound, "no item '\(id)' in '\(table)'", hint: "`query \(table)` lists them")
         }
-        output.print(Rendering.item(item, format: output.format))
+        output.print(Rendering.item(item, format: output.format, width: output.terminalWidth))
     }
 }
 

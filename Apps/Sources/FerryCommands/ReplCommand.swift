@@ -1,6 +1,7 @@
 public import ArgumentParser
 public import FerryClient
 public import FerryConsole
+import FerryServer
 import Foundation
 import SyncCore
 import Synchronization
@@ -110,7 +111,26 @@ public actor ReplSession {
         await refreshTables()
     }
 
-    var prompt: String { "ferry(\(current))> " }
+    /// Devices switched offline with `offline`.
+    private var offline: Set<String> = []
+    /// Colours for the prompt and errors, when stdout is a terminal that takes them.
+    let style = Style.for(descriptor: 1)
+
+    var prompt: String {
+        offline.contains(current) ? "ferry(\(current), \(style.warning("offline")))> " : "ferry(\(current))> "
+    }
+
+    /// What the REPL says first: version, server, stores, and where to start.
+    public func banner() -> String {
+        let server =
+            self.server.map {
+                "server \($0.url.absoluteString) (protocol \($0.protocolVersion == .v2 ? "2.0.0" : "3.0.0"))"
+            }
+            ?? "no server (start with --server URL to sync)"
+        let stores = self.stores == "memory" ? "stores in memory" : "stores in \(self.stores)/"
+        return "Ferry \(ReferenceServer.version) · \(server) · \(stores)\n"
+            + style.dim("Type `help` for the commands, Ctrl-D to leave.")
+    }
 
     /// `$HOME/.ferry_history`.
     static var historyFile: String {
@@ -143,6 +163,7 @@ public actor ReplSession {
             signals?.cancel()
             if signals != nil { signal(SIGINT, SIG_DFL) }
         }
+        if editor.isInteractive { output.print(banner()) }
         var failed = false
         while let line = editor.readLine(prompt: prompt) {
             if !editor.isInteractive { output.print(prompt + line) }
@@ -158,7 +179,8 @@ public actor ReplSession {
                 output.print("cancelled (what was not sent stays queued; `status` shows it)")
             } catch {
                 failed = true
-                output.print(ClientError.from(error).report)
+                let failure = ClientError.from(error)
+                output.print(style.error("error:") + failure.report.dropFirst("error:".count))
             }
             interrupter.set(nil)
             await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
@@ -200,6 +222,7 @@ public actor ReplSession {
             output.print(TextTable.render(headers: ["device", "store", "network", "pending", "errors"], rows: rows))
         case "offline", "online":
             try await currentDevice().setOnline(first == "online")
+            if first == "online" { offline.remove(current) } else { offline.insert(current) }
             output.print("\(current) is \(first)")
         case "restart":
             try await currentDevice().restart()

@@ -74,8 +74,29 @@ public enum TextTable: Sendable {
 
     /// The columns a terminal gives `text`: wide characters (East Asian wide and full-width, emoji)
     /// two, combining marks and zero-width characters none, others one.
+    /// Colour sequences (`ESC [ … m`) take no columns.
     public static func displayWidth(_ text: String) -> Int {
-        text.reduce(0) { $0 + width(of: $1) }
+        var total = 0
+        var inEscape = false
+        var sawBracket = false
+        for character in text {
+            if inEscape {
+                if !sawBracket {
+                    sawBracket = character == "["
+                    if !sawBracket { inEscape = false }
+                } else if let ascii = character.asciiValue, ascii >= 0x40, ascii <= 0x7E {
+                    inEscape = false
+                }
+                continue
+            }
+            if character == "\u{1B}" {
+                inEscape = true
+                sawBracket = false
+                continue
+            }
+            total += width(of: character)
+        }
+        return total
     }
 
     static func width(of character: Character) -> Int {

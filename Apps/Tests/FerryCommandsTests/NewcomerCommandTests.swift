@@ -256,3 +256,38 @@ struct ReplInterruptTests {
         #expect(text.contains("1 pending operation"), "\(text)")
     }
 }
+
+@Suite("REPL banner, prompt and colours")
+struct ReplLookTests {
+    @Test func theBannerAndThePromptSayWhereYouAre() async throws {
+        let session = try ReplSession(
+            server: ServerSettings(url: URL(string: "http://127.0.0.1:8080")!), policy: .fail, stores: "memory",
+            output: Transcript().output)
+        try await session.use("phone", store: nil)
+        let banner = await session.banner()
+        #expect(banner.contains("Ferry 0.1.0"), "\(banner)")
+        #expect(banner.contains("server http://127.0.0.1:8080 (protocol 3.0.0)"), "\(banner)")
+        #expect(banner.contains("stores in memory") && banner.contains("`help`"), "\(banner)")
+        #expect(await session.prompt == "ferry(phone)> ")
+        try await session.execute("offline")
+        #expect(await session.prompt == "ferry(phone, offline)> ")
+        try await session.execute("online")
+        #expect(await session.prompt == "ferry(phone)> ")
+    }
+
+    @Test func coloursOnlyOnATerminalWithoutNoColor() {
+        #expect(!Style.for(descriptor: -1, environment: [:]).isEnabled, "not a terminal")
+        let painted = Style(isEnabled: true).error("error:")
+        #expect(painted == "\u{1B}[31merror:\u{1B}[0m")
+        #expect(Style(isEnabled: false).error("error:") == "error:")
+        #expect(TextTable.displayWidth(painted) == 6)
+        #expect(TextTable.displayWidth("ferry(phone, \u{1B}[33moffline\u{1B}[0m)> ") == 23)
+        // NO_COLOR and TERM=dumb turn colours off even on a terminal.
+        let pty = open("/dev/tty", O_RDWR)
+        if pty >= 0 {
+            defer { close(pty) }
+            #expect(!Style.for(descriptor: pty, environment: ["NO_COLOR": "1"]).isEnabled)
+            #expect(!Style.for(descriptor: pty, environment: ["TERM": "dumb"]).isEnabled)
+        }
+    }
+}
