@@ -104,7 +104,7 @@ public enum Rendering: Sendable {
     }
 
     /// The errors table.
-    public static func errors(_ errors: [OperationErrorRecord], format: OutputFormat) -> String {
+    public static func errors(_ errors: [OperationErrorRecord], format: OutputFormat, width: Int? = nil) -> String {
         switch format {
         case .json:
             return JSONValue.array(errors.map { .object($0.json) }).serialized()
@@ -113,13 +113,50 @@ public enum Rendering: Sendable {
             let rows = errors.map { error in
                 [
                     error.id, error.table, error.itemID, error.kind.rawValue, error.statusCode.map(String.init) ?? "-",
-                    error.message, error.clientItem.map { JSONValue.object($0).serialized() } ?? "-",
-                    error.serverItem.map { JSONValue.object($0).serialized() } ?? "-",
+                    error.message,
                 ]
             }
-            return TextTable.render(
-                headers: ["error", "table", "item", "operation", "status", "message", "mine", "server's"], rows: rows)
+            var text = TextTable.render(
+                headers: ["error", "table", "item", "operation", "status", "message"], rows: rows, maximumWidth: 60,
+                totalWidth: width)
+            for error in errors where error.clientItem != nil || error.serverItem != nil {
+                text += "\n\n" + conflict(error, width: width)
+            }
+            return text
         }
+    }
+
+    /// Mine and the server's item side by side, field by field; `≠` marks the fields that differ.
+    ///
+    /// ```
+    /// todo/milk (update, 412)
+    ///    field  mine            server's
+    ///    ─────  ──────────────  ────────
+    /// ≠  title  Milk, 2 litres  Oat milk
+    ///    done   false           false
+    /// ```
+    public static func conflict(_ error: OperationErrorRecord, width: Int? = nil) -> String {
+        let mine = error.clientItem ?? [:]
+        let server = error.serverItem ?? [:]
+        let system: Set<String> = ["id", "updatedAt", "version", "deleted", "createdAt"]
+        let fields = Set(mine.keys).union(server.keys).subtracting(system).sorted()
+        let rows = fields.map { field in
+            [
+                mine[field] == server[field] ? "" : "≠", field, cellOrAbsent(mine[field], error.clientItem),
+                cellOrAbsent(server[field], error.serverItem),
+            ]
+        }
+        let status = error.statusCode.map { ", \($0)" } ?? ""
+        let heading = "\(error.table)/\(error.itemID) (\(error.kind.rawValue)\(status))"
+        let versions =
+            "mine from version \(mine["version"]?.stringValue ?? "-"), the server's at \(server["version"]?.stringValue ?? "-")"
+        return heading + ": " + versions + "\n"
+            + TextTable.render(headers: ["", "field", "mine", "server's"], rows: rows, totalWidth: width)
+    }
+
+    private static func cellOrAbsent(_ value: JSONValue?, _ item: JSONObject?) -> String {
+        guard item != nil else { return "(none)" }
+        return value.map { cell($0) } ?? "(absent)"
     }
 
     /// `status`.

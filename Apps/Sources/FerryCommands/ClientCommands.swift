@@ -463,7 +463,8 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
     public func execute(on device: Device, output: CommandOutput) async throws {
         switch action {
         case "list":
-            output.print(Rendering.errors(try await device.conflicts(), format: output.format))
+            output.print(
+                Rendering.errors(try await device.conflicts(), format: output.format, width: output.terminalWidth))
         case "resolve":
             guard let errorID else {
                 throw ClientError(.usage, "which error?", hint: "give its id (or its item's id) from `conflicts`")

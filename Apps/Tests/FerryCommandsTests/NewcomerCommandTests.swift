@@ -291,3 +291,30 @@ struct ReplLookTests {
         }
     }
 }
+
+@Suite("Conflicts you can read")
+struct ConflictViewTests {
+    @Test func mineAndTheServersSideBySideWithTheDifferencesMarked() {
+        let error = OperationErrorRecord(
+            id: "e1", operationID: 7, table: "todo", itemID: "milk", kind: .update, statusCode: 412,
+            message: "conflict", clientItem: ["id": "milk", "title": "Milk, 2 litres", "done": false, "version": "v1"],
+            serverItem: [
+                "id": "milk", "title": "Oat milk", "done": false, "shop": "corner", "version": "v2", "deleted": false,
+            ])
+        let view = Rendering.conflict(error)
+        let lines = view.split(separator: "\n").map(String.init)
+        #expect(lines.first == "todo/milk (update, 412): mine from version v1, the server's at v2", "\(view)")
+        #expect(
+            lines.contains {
+                $0.hasPrefix("≠") && $0.contains("title") && $0.contains("Milk, 2 litres") && $0.contains("Oat milk")
+            })
+        #expect(
+            lines.contains {
+                $0.hasPrefix("≠") && $0.contains("shop") && $0.contains("(absent)") && $0.contains("corner")
+            })
+        #expect(lines.contains { !$0.hasPrefix("≠") && $0.contains("done") }, "\(view)")
+        #expect(!view.contains("deleted"), "system properties stay out of the field view")
+        let table = Rendering.errors([error], format: .table)
+        #expect(table.contains("≠"), "the errors listing includes the field view")
+    }
+}
