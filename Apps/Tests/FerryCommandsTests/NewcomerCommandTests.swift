@@ -318,3 +318,28 @@ struct ConflictViewTests {
         #expect(table.contains("≠"), "the errors listing includes the field view")
     }
 }
+
+@Suite("REPL help and completion")
+struct ReplHelpTests {
+    @Test func helpShowsOnlyWhatWorksInTheREPL() async throws {
+        let transcript = Transcript()
+        let session = try ReplSession(server: nil, policy: .fail, stores: "memory", output: transcript.output)
+        try await session.use("phone", store: nil)
+        try await session.execute("help push")
+        let help = transcript.value
+        #expect(help.contains("USAGE: push [--json]"), "\(help)")
+        for hidden in ["--store", "--server", "--protocol", "--token", "--conflicts", "--version", "--help"] {
+            #expect(!help.contains(hidden), "\(hidden) in \(help)")
+        }
+        try await session.execute("help query")
+        #expect(transcript.value.contains("--filter") && transcript.value.contains("-x, --expanded"))
+    }
+
+    @Test func tabCompletesOptionsToo() {
+        let completion = CompletionState()
+        let options = completion.candidates(for: "query todo --")
+        #expect(options.contains("--filter") && options.contains("--orderby") && options.contains("--json"))
+        #expect(!options.contains("--store") && !options.contains("--server"))
+        #expect(completion.candidates(for: "pull todo --q").contains("--query-id"))
+    }
+}
