@@ -1,9 +1,15 @@
 import FerryConsole
+import Foundation
 public import SyncCore
 
-/// How results are printed: readable tables, or one JSON document for scripts.
+/// How results are printed: readable tables, one JSON document, or, for lists of items, CSV or
+/// JSON lines (one item per line); other results print as a table (csv) or JSON (jsonl) then.
 public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
-    case table, json
+    case table, json, csv
+    case jsonLines = "jsonl"
+
+    /// Whether results are JSON (`json` or `jsonl`).
+    public var isJSON: Bool { self == .json || self == .jsonLines }
 }
 
 /// Turns command results into text.
@@ -28,6 +34,15 @@ public enum Rendering: Sendable {
                     .serialized()
             }
             return JSONValue.array(items.map(JSONValue.object)).serialized()
+        case .jsonLines:
+            return items.map { JSONValue.object($0).serialized() }.joined(separator: "\n")
+        case .csv:
+            let columns = given ?? defaultColumns(items)
+            var lines = [columns.map(csvField).joined(separator: ",")]
+            for item in items {
+                lines.append(columns.map { field in csvField(csvText(item[field])) }.joined(separator: ","))
+            }
+            return lines.joined(separator: "\n")
         case .table:
             guard !items.isEmpty else { return count.map { "(no items; \($0) in all)" } ?? "(no items)" }
             let columns = given ?? defaultColumns(items)
@@ -42,6 +57,23 @@ public enum Rendering: Sendable {
         }
     }
 
+    /// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+    static func csvField(_ text: String) -> String {
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) else {
+            return text
+        }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// A value as CSV text: strings as they are, `null` and absent fields empty, the rest as JSON.
+    static func csvText(_ value: JSONValue?) -> String {
+        switch value {
+        case nil, .null?: ""
+        case .string(let text)?: text
+        case let other?: other.serialized()
+        }
+    }
+
     /// Every field the items have: `id`, the app's fields by name, then the system properties.
     public static func defaultColumns(_ items: [JSONObject]) -> [String] {
         var keys = Set<String>()
@@ -53,18 +85,19 @@ public enum Rendering: Sendable {
 
     /// One item, or a note that there is none.
     public static func item(_ item: JSONObject?, format: OutputFormat, width: Int? = nil) -> String {
-        guard let item else { return format == .json ? "null" : "(no such item)" }
-        return format == .json ? JSONValue.object(item).serialized() : items([item], format: .table, width: width)
+        guard let item else { return format.isJSON ? "null" : "(no such item)" }
+        if format == .csv { return items([item], format: .csv) }
+        return format.isJSON ? JSONValue.object(item).serialized() : items([item], format: .table, width: width)
     }
 
     /// A push's outcome.
     public static func push(_ result: PushResult, format: OutputFormat) -> String {
         switch format {
-        case .json:
+        case .json, .jsonLines:
             return JSONValue.object([
                 "pushed": .int(Int64(result.pushed)), "failed": .array(result.failed.map { .object($0.json) }),
             ]).serialized()
-        case .table:
+        case .table, .csv:
             var text = "pushed \(result.pushed) operation\(result.pushed == 1 ? "" : "s")"
             if !result.failed.isEmpty {
                 text += "; \(result.failed.count) failed (see `conflicts`):\n" + errors(result.failed, format: .table)
@@ -77,7 +110,7 @@ public enum Rendering: Sendable {
     public static func pull(_ result: PullResult, table: String, format: OutputFormat) -> String {
         let items = result.items
         switch format {
-        case .json:
+        case .json, .jsonLines:
             var object: JSONObject = [
                 "table": .string(table), "pages": .int(Int64(result.pages)), "received": .int(Int64(items.received)),
                 "upserted": .int(Int64(items.upserted)), "deleted": .int(Int64(items.deleted)),
@@ -86,7 +119,7 @@ public enum Rendering: Sendable {
             if let push = result.push { object["pushedFirst"] = .int(Int64(push.pushed)) }
             object["failed"] = .array((result.push?.failed ?? []).map { .object($0.json) })
             return JSONValue.object(object).serialized()
-        case .table:
+        case .table, .csv:
             var text =
                 "pulled \(items.received) item\(items.received == 1 ? "" : "s") of '\(table)' in \(result.pages) "
                 + "page\(result.pages == 1 ? "" : "s"): \(items.upserted) written, \(items.deleted) deleted"
@@ -106,9 +139,9 @@ public enum Rendering: Sendable {
     /// The errors table.
     public static func errors(_ errors: [OperationErrorRecord], format: OutputFormat, width: Int? = nil) -> String {
         switch format {
-        case .json:
+        case .json, .jsonLines:
             return JSONValue.array(errors.map { .object($0.json) }).serialized()
-        case .table:
+        case .table, .csv:
             guard !errors.isEmpty else { return "(no conflicts or failed operations)" }
             let rows = errors.map { error in
                 [
@@ -162,7 +195,7 @@ public enum Rendering: Sendable {
     /// `status`.
     public static func status(_ status: DeviceStatus, format: OutputFormat) -> String {
         switch format {
-        case .json:
+        case .json, .jsonLines:
             let pending = status.pending.mapValues { JSONValue.int(Int64($0)) }
             let cursors = status.cursors.mapValues { entries in JSONValue.object(entries.mapValues(JSONValue.string)) }
             return JSONValue.object([
@@ -170,7 +203,7 @@ public enum Rendering: Sendable {
                 "pending": .object(pending), "errors": .array(status.errors.map { .object($0.json) }),
                 "cursors": .object(cursors),
             ]).serialized()
-        case .table:
+        case .table, .csv:
             var lines = [
                 "device \(status.device) (\(status.store)), \(status.online ? "online" : "offline"); "
                     + "\(status.operations.count) pending operation\(status.operations.count == 1 ? "" : "s"), "

@@ -27,12 +27,17 @@ public struct ClientOptions: ParsableArguments, Sendable {
     @Option(help: "What a push does with a conflict: fail (keep it in `conflicts`), server, client or merge.")
     var conflicts: String = "fail"
 
-    @Flag(help: "Print results as JSON, for scripts.")
+    @Flag(help: "Print results as JSON, for scripts (the same as --format json).")
     var json = false
+
+    @Option(
+        help: ArgumentHelp(
+            "table, json, csv or jsonl (one item per line); csv and jsonl shape lists of items.", valueName: "format"))
+    var format: OutputFormat = .table
 
     public init() {}
 
-    var format: OutputFormat { json ? .json : .table }
+    var outputFormat: OutputFormat { json ? .json : format }
 
     /// Whether store or server options were given (the REPL refuses them per command).
     var namesADevice: Bool { store != "sqlite:ferry-client.sqlite" || server != nil || token != nil }
@@ -120,7 +125,7 @@ extension DeviceCommand {
         do {
             let device = try client.device(readOnly: Self.readsOnly)
             do {
-                try await execute(on: device, output: .standard(client.format))
+                try await execute(on: device, output: .standard(client.outputFormat))
                 try await device.close()
             } catch {
                 try? await device.close()
@@ -131,7 +136,7 @@ extension DeviceCommand {
         } catch let error as ExitCode {
             throw error
         } catch {
-            throw CommandFailure.report(error, format: client.format)
+            throw CommandFailure.report(error, format: client.outputFormat)
         }
     }
 }
@@ -143,12 +148,12 @@ enum CommandFailure {
     static func report(_ error: any Error, format: OutputFormat = .table) -> ExitCode {
         let failure = ClientError.from(error)
         switch format {
-        case .json:
+        case .json, .jsonLines:
             var object: JSONObject = ["message": .string(failure.message), "exit": .int(Int64(failure.code.rawValue))]
             if let hint = failure.hint { object["hint"] = .string(hint) }
             if let detail = failure.detail { object["detail"] = .string(detail) }
             StandardStreams.writeError(JSONValue.object(["error": .object(object)]).serialized() + "\n")
-        case .table:
+        case .table, .csv:
             let style = Style.for(descriptor: 2)
             StandardStreams.writeError(style.error("error:") + failure.report.dropFirst("error:".count) + "\n")
         }
@@ -263,7 +268,7 @@ public struct DeleteCommand: DeviceCommand, Sendable {
 
     public func execute(on device: Device, output: CommandOutput) async throws {
         try await device.delete(table, id: id)
-        output.print(output.format == .json ? #"{"deleted":\#(JSONValue.string(id).serialized())}"# : "deleted \(id)")
+        output.print(output.format.isJSON ? #"{"deleted":\#(JSONValue.string(id).serialized())}"# : "deleted \(id)")
     }
 }
 
@@ -422,7 +427,7 @@ public struct PurgeCommand: DeviceCommand, Sendable {
 
     public func execute(on device: Device, output: CommandOutput) async throws {
         let removed = try await device.purge(table, query: try makeQuery(filter: filter), force: force)
-        output.print(output.format == .json ? #"{"purged":\#(removed)}"# : "purged \(removed) item(s) of '\(table)'")
+        output.print(output.format.isJSON ? #"{"purged":\#(removed)}"# : "purged \(removed) item(s) of '\(table)'")
     }
 }
 
@@ -477,7 +482,7 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             }
             try await device.resolve(error.id, resolution)
             output.print(
-                output.format == .json
+                output.format.isJSON
                     ? #"{"resolved":\#(JSONValue.string(errorID).serialized())}"# : "resolved \(errorID)")
         default:
             throw ClientError(.usage, "unknown action '\(action)'", hint: "list or resolve")
@@ -536,3 +541,5 @@ final class Progress: Sendable {
         StandardStreams.writeError("\r\u{1B}[K")
     }
 }
+
+extension OutputFormat: ExpressibleByArgument {}

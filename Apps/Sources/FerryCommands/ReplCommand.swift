@@ -247,7 +247,7 @@ public actor ReplSession {
                     .usage, "--store, --server and --token name a device here",
                     hint: "use `use NAME --store …`, or start the REPL with --server")
             }
-            let format = command.client.format
+            let format = command.client.outputFormat
             try await command.execute(
                 on: try currentDevice(),
                 output: CommandOutput(

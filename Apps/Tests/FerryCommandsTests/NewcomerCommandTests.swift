@@ -343,3 +343,30 @@ struct ReplHelpTests {
         #expect(completion.candidates(for: "pull todo --q").contains("--query-id"))
     }
 }
+
+@Suite("Output formats for scripts")
+struct OutputFormatTests {
+    @Test func csvAndJSONLines() async throws {
+        let device = try Device(name: "formats", store: .memory, server: nil)
+        _ = try await device.insert("todo", ["id": "a", "title": "Milk, \"oat\"", "done": false, "tags": ["x"]])
+        _ = try await device.insert("todo", ["id": "b", "title": "Bread\nwhite", "done": true])
+        let csv = Transcript()
+        let query = try #require(
+            try FerryCommand.parseAsRoot(["query", "todo", "--format", "csv", "--select", "id,title,done,tags"])
+                as? QueryCommand)
+        try await query.execute(on: device, output: csv.output(.csv))
+        #expect(
+            csv.value
+                == "id,title,done,tags\na,\"Milk, \"\"oat\"\"\",false,\"[\"\"x\"\"]\"\nb,\"Bread\nwhite\",true,\n",
+            "\(csv.value)")
+        let lines = Transcript()
+        try await query.execute(on: device, output: lines.output(.jsonLines))
+        let parsed = try lines.value.split(separator: "\n").map { try JSONValue(parsing: String($0)) }
+        #expect(parsed.count == 2)
+        #expect(parsed.first?.objectValue?["title"] == "Milk, \"oat\"")
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["query", "todo", "--format", "xml"]) }
+        let options = try #require(try FerryCommand.parseAsRoot(["status", "--format", "jsonl"]) as? StatusCommand)
+        #expect(options.client.outputFormat == .jsonLines)
+        try await device.close()
+    }
+}
