@@ -359,7 +359,8 @@ public struct PushCommand: DeviceCommand, Sendable {
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        let progress = await Progress.watch(device, output: output)
+        let pending = output.showsProgress ? try await device.status().operations.count : nil
+        let progress = await Progress.watch(device, output: output, operations: pending)
         let result: PushResult
         do {
             result = try await device.push()
@@ -513,7 +514,10 @@ final class Progress: Sendable {
 
     private init(task: Task<Void, Never>?) { self.task = task }
 
-    static func watch(_ device: Device, output: CommandOutput) async -> Progress {
+    /// Draws progress on stderr while the device pulls or pushes. `operations` is how many
+    /// operations a push will send, when known: then the line has a total and an estimate of the
+    /// time left.
+    static func watch(_ device: Device, output: CommandOutput, operations total: Int? = nil) async -> Progress {
         guard output.showsProgress else { return Progress(task: nil) }
         let events = await device.events()
         let task = Task {
@@ -526,13 +530,40 @@ final class Progress: Sendable {
                 case .operationPushed: operations += 1
                 default: continue
                 }
-                let seconds = max(0.001, (ContinuousClock.now - start) / .seconds(1))
-                let rate = Int(Double(rows + operations) / seconds)
-                let line = rows > 0 ? "\(rows) rows (\(rate) rows/s)" : "\(operations) operations (\(rate)/s)"
-                StandardStreams.writeError("\r\u{1B}[K\(line)")
+                let seconds = (ContinuousClock.now - start) / .seconds(1)
+                StandardStreams.writeError(
+                    "\r\u{1B}[K" + line(rows: rows, operations: operations, total: total, seconds: seconds))
             }
         }
         return Progress(task: task)
+    }
+
+    /// `1,200 rows (4,800 rows/s)`, or `120 of 500 operations (35/s, about 11 s left)`.
+    static func line(rows: Int, operations: Int, total: Int?, seconds: Double) -> String {
+        let elapsed = max(0.001, seconds)
+        if rows > 0 {
+            return "\(grouped(rows)) rows (\(grouped(Int(Double(rows) / elapsed))) rows/s)"
+        }
+        let rate = Double(operations) / elapsed
+        guard let total, total >= operations else {
+            return "\(grouped(operations)) operations (\(grouped(Int(rate)))/s)"
+        }
+        var text = "\(grouped(operations)) of \(grouped(total)) operations (\(grouped(Int(rate)))/s"
+        if rate > 0 {
+            let left = Int((Double(total - operations) / rate).rounded(.up))
+            text += left >= 60 ? ", about \(left / 60) min \(left % 60) s left" : ", about \(left) s left"
+        }
+        return text + ")"
+    }
+
+    static func grouped(_ number: Int) -> String {
+        let digits = String(number.magnitude)
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { result += "," }
+            result.append(digit)
+        }
+        return number < 0 ? "-" + result : result
     }
 
     func finish() {

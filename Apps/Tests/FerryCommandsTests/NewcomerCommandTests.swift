@@ -370,3 +370,18 @@ struct OutputFormatTests {
         try await device.close()
     }
 }
+
+@Suite("Progress lines")
+struct ProgressLineTests {
+    @Test func rowsRatesTotalsAndTimeLeft() {
+        #expect(Progress.line(rows: 1_200, operations: 0, total: nil, seconds: 0.25) == "1,200 rows (4,800 rows/s)")
+        #expect(Progress.line(rows: 0, operations: 120, total: nil, seconds: 2) == "120 operations (60/s)")
+        #expect(
+            Progress.line(rows: 0, operations: 120, total: 500, seconds: 2)
+                == "120 of 500 operations (60/s, about 7 s left)")
+        #expect(
+            Progress.line(rows: 0, operations: 10, total: 10_000, seconds: 1)
+                == "10 of 10,000 operations (10/s, about 16 min 39 s left)")
+        #expect(Progress.grouped(1_234_567) == "1,234,567" && Progress.grouped(999) == "999")
+    }
+}
