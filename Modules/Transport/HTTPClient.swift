@@ -161,6 +161,17 @@ struct HTTPClient: Sendable {
         return url
     }
 
+    /// `<server>/<tablesPath>`, where Ferry's server lists its tables.
+    func tablesURL() throws(RemoteError) -> URL {
+        var text = configuration.serverURL.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        text += "/" + Self.pathSegment(configuration.tablesPath)
+        guard let url = URL(string: text) else {
+            throw RemoteError(.badRequest, "cannot form a URL for the tables of \(configuration.serverURL)")
+        }
+        return url
+    }
+
     /// The table's URL for messages: no query, no user name or password.
     func displayURL(table: String) -> String {
         guard let url = try? url(table: table) else { return "'\(table)' on the server" }

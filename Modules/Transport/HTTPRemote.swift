@@ -112,6 +112,31 @@ public struct HTTPRemote: RemoteService {
     /// let movie = try await remote.onlineTable("movies").read(id: "id-001")
     /// ```
     public func onlineTable(_ name: String) -> OnlineTable { OnlineTable(name: name, client: client) }
+
+    /// The names of the server's tables, when it lists them: `GET <server>/tables` is an extension
+    /// of Ferry's server; the servers of the protocol family answer 404, which is `notFound` here.
+    ///
+    /// ```swift
+    /// let names = try await remote.tableNames()   // ["movies", "todo"]
+    /// ```
+    public func tableNames() async throws(RemoteError) -> [String] {
+        let url = try client.tablesURL()
+        let response = try await client.send("GET", url)
+        if response.status == 404 {
+            throw RemoteError(
+                .notFound, status: 404,
+                "the server does not list its tables (Ferry's server does; with others, name the table)")
+        }
+        guard response.status == 200 else {
+            throw RemoteError(status: response.status, "listing the tables: \(response.errorMessage)")
+        }
+        guard case .object(let body)? = try? JSONValue(parsingUTF8: Array(response.body)),
+            case .array(let names)? = body["tables"]
+        else {
+            throw RemoteError(.invalidResponse, status: 200, "the server's list of tables is not {\"tables\": [...]}")
+        }
+        return names.compactMap(\.stringValue)
+    }
 }
 
 extension Duration {

@@ -94,6 +94,9 @@ final class TableService: Sendable {
         if segments == ["health"], request.method == "GET" {
             return try await health()
         }
+        if segments == ["tables"], request.method == "GET" {
+            return try await tableList(request)
+        }
         guard segments.count == 2 || segments.count == 3, segments[0] == "tables" else {
             throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
         }
@@ -144,6 +147,18 @@ final class TableService: Sendable {
                 "status": "ok", "server": .string(Self.serverVersion), "storage": .string(storage.location),
                 "tables": .int(Int64(tables.count)),
             ])
+    }
+
+    /// `GET /tables`, an extension of Ferry's server (the protocol has no such listing; legacy
+    /// clients never ask): the names of the declared tables and the dynamic tables written so far.
+    /// With an auth secret configured it needs a valid token, like any table that requires one.
+    func tableList(_ request: TableRequest) async throws -> TableResponse {
+        let identity = try authenticate(request, table: configuration.dynamicTableDefaults)
+        if verifier != nil && identity == nil {
+            throw ProtocolError(401, "unauthorized", "listing the tables requires a valid token")
+        }
+        let names = Set(try await storage.tableNames()).union(declared.keys).sorted()
+        return .json(200, ["tables": .array(names.map { .string($0) })])
     }
 
     /// What one request works with.

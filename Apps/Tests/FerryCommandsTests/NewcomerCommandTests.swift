@@ -5,6 +5,7 @@ import FerryServer
 import Foundation
 import SyncCore
 import Testing
+import Transport
 
 @testable import FerryCommands
 
@@ -383,5 +384,40 @@ struct ProgressLineTests {
             Progress.line(rows: 0, operations: 10, total: 10_000, seconds: 1)
                 == "10 of 10,000 operations (10/s, about 16 min 39 s left)")
         #expect(Progress.grouped(1_234_567) == "1,234,567" && Progress.grouped(999) == "999")
+    }
+}
+
+@Suite("The server's data without a local store")
+struct RemoteCommandTests {
+    /// Runs the binary on a Dispatch thread: the in-process server needs the cooperative pool.
+    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try FerryBinaryTests.run(arguments) }) }
+        }
+    }
+
+    @Test func listTablesAndQueryOneDirectly() async throws {
+        let server = try await startServer()
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
+        #expect(try await remote.tableNames() == [])
+        _ = try await remote.onlineTable("todo").insert(["id": "a", "title": "Milk", "done": false])
+        _ = try await remote.onlineTable("shops").insert(["id": "s", "name": "Corner"])
+        #expect(try await remote.tableNames() == ["shops", "todo"])
+
+        let tables = try await Self.run(["remote", "tables", "--server", server.url])
+        #expect(tables.status == 0, "\(tables.errors)")
+        #expect(tables.output == "shops\ntodo\n")
+        let query = try await Self.run([
+            "remote", "query", "todo", "--filter", "done eq false", "--select", "id,title", "--json", "--server",
+            server.url,
+        ])
+        #expect(query.status == 0, "\(query.errors)")
+        #expect(try JSONValue(parsing: query.output) == [["id": "a", "title": "Milk"]])
+        let notListing = try await Self.run(["remote", "tables", "--server", server.url + "/api"])
+        #expect(notListing.status == 5)
+        #expect(notListing.errors.contains("does not list its tables"), "\(notListing.errors)")
+        let noServer = try await Self.run(["remote", "tables"])
+        #expect(noServer.status == 64 || !noServer.errors.isEmpty)
+        try await server.shutdown()
     }
 }

@@ -278,6 +278,17 @@ struct HardeningTests {
         }
     }
 
+    // MARK: The table list (an extension)
+
+    @Test func theTableListNeedsATokenWhenTheServerHasASecret() async throws {
+        let server = try await Self.start(tables: [TableSettings(name: "todo"), TableSettings(name: "notes")])
+        #expect(try await Self.send(server, "GET", "/tables").status == 401)
+        let listed = try await Self.send(server, "GET", "/tables", headers: [("X-ZUMO-AUTH", LiveServer.token("a"))])
+        #expect(listed.status == 200)
+        #expect(Self.text(listed) == #"{"tables":["notes","todo"]}"#, "\(Self.text(listed))")
+        try await server.shutdown()
+    }
+
     // MARK: 10. '+' in a query string
 
     @Test func aPlusInTheQueryStringIsASpace() async throws {

@@ -1,0 +1,121 @@
+public import ArgumentParser
+import FerryClient
+import FerryConsole
+import Foundation
+import SyncCore
+import Transport
+
+/// `ferry remote tables` and `ferry remote query TABLE`: the server's data, with no local store
+/// (the online table API; nothing is written on the device).
+///
+/// ```
+/// ferry remote tables --server http://127.0.0.1:8080
+/// ferry remote query todo --filter "done eq false" --server http://127.0.0.1:8080
+/// ```
+public struct RemoteCommand: AsyncParsableCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "remote", abstract: "Look at the server's data directly, without a local store.",
+        subcommands: [RemoteTablesCommand.self, RemoteQueryCommand.self])
+
+    public init() {}
+}
+
+/// The options of the `remote` commands: the server, and how to print.
+public struct RemoteOptions: ParsableArguments, Sendable {
+    @Option(help: ArgumentHelp("The server's URL (default: $FERRY_SERVER).", valueName: "url"))
+    var server: String?
+
+    @Option(
+        name: .customLong("protocol"), help: "The table protocol: 3 (Datasync 3.0.0) or 2 (Azure Mobile Apps 2.0.0).")
+    var protocolVersion: Int = 3
+
+    @Option(help: ArgumentHelp("A bearer token for the server (default: $FERRY_TOKEN).", valueName: "token"))
+    var token: String?
+
+    @Flag(help: "Print results as JSON, for scripts (the same as --format json).")
+    var json = false
+
+    @Option(help: ArgumentHelp("table, json, csv or jsonl.", valueName: "format"))
+    var format: OutputFormat = .table
+
+    public init() {}
+
+    var outputFormat: OutputFormat { json ? .json : format }
+
+    func remote() throws -> HTTPRemote {
+        var options = ClientOptions()
+        options.server = server
+        options.protocolVersion = protocolVersion
+        options.token = token
+        guard let settings = try options.serverSettings() else {
+            throw ClientError(.usage, "which server?", hint: "give --server URL or set $FERRY_SERVER")
+        }
+        let token = settings.token
+        return HTTPRemote(
+            HTTPRemote.Configuration(serverURL: settings.url, protocolVersion: settings.protocolVersion),
+            tokenProvider: token.map { value -> HTTPRemote.TokenProvider in { @Sendable _ in value } })
+    }
+
+    /// Runs `body`, printing a failure as one line (or JSON) with its exit code.
+    func run(_ body: (CommandOutput) async throws -> Void) async throws {
+        let output = CommandOutput.standard(outputFormat)
+        do {
+            try await body(output)
+        } catch let error as CleanExit {
+            throw error
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw CommandFailure.report(error, format: outputFormat)
+        }
+    }
+}
+
+/// `ferry remote tables`
+public struct RemoteTablesCommand: AsyncParsableCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "tables", abstract: "List the server's tables (Ferry's server lists them; others answer 404).")
+    @OptionGroup var options: RemoteOptions
+    public init() {}
+
+    public func run() async throws {
+        try await options.run { output in
+            let names = try await options.remote().tableNames()
+            if output.format.isJSON {
+                output.print(JSONValue.array(names.map { .string($0) }).serialized())
+            } else {
+                output.print(names.isEmpty ? "(no tables yet)" : names.joined(separator: "\n"))
+            }
+        }
+    }
+}
+
+/// `ferry remote query TABLE`
+public struct RemoteQueryCommand: AsyncParsableCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "query", abstract: "Query a table on the server directly (nothing is stored on the device).")
+    @OptionGroup var options: RemoteOptions
+    @Argument(help: "The table.") var table: String
+    @Option(help: "An OData $filter (3.0 syntax).") var filter: String?
+    @Option(help: "An OData $orderby, for example \"year desc,title\".") var orderby: String?
+    @Option(help: "At most this many items.") var top: Int?
+    @Option(help: "Skip this many items first.") var skip: Int?
+    @Option(help: "Only these fields, comma-separated.") var select: String?
+    @Flag(help: "Include items marked deleted.") var includeDeleted = false
+    @Flag(name: [.customShort("x"), .long], help: "One block per item, a field per line.") var expanded = false
+    public init() {}
+
+    public func run() async throws {
+        try await options.run { output in
+            let query = try makeQuery(
+                filter: filter, orderBy: orderby, skip: skip, select: select, includeDeleted: includeDeleted)
+            // Follows the server's pages up to --top; a terminal gets the first 100 unless told otherwise.
+            let limit = top ?? (output.terminalWidth != nil && output.format == .table ? 100 : 1_000_000)
+            let items = try await options.remote().onlineTable(table).all(query, limit: limit)
+            let columns = select.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            output.print(
+                Rendering.items(
+                    items, format: output.format, columns: columns, width: output.terminalWidth, expanded: expanded))
+        }
+    }
+}
