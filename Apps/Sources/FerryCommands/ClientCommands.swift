@@ -428,7 +428,9 @@ public struct PurgeCommand: DeviceCommand, Sendable {
 
     public func execute(on device: Device, output: CommandOutput) async throws {
         let removed = try await device.purge(table, query: try makeQuery(filter: filter), force: force)
-        output.print(output.format.isJSON ? #"{"purged":\#(removed)}"# : "purged \(removed) item(s) of '\(table)'")
+        output.print(
+            output.format.isJSON
+                ? #"{"purged":\#(removed)}"# : "purged \(removed) item\(removed == 1 ? "" : "s") of '\(table)'")
     }
 }
 
