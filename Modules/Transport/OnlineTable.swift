@@ -101,7 +101,7 @@ public struct OnlineTable: RemoteTable {
             let said = response.errorBodyMessage.map { " (the server says: \($0))" } ?? ""
             throw RemoteError(
                 .notFound, status: 404,
-                "querying '\(name)': there is no table endpoint at \(endpoint)\(said); the server has no table "
+                "there is no table endpoint at \(endpoint)\(said); the server has no table "
                     + "'\(name)', or the server URL (--server) is not the base URL of a table-protocol server")
         }
         guard response.status == 200 else { throw failure(response, "querying '\(name)'") }
