@@ -4,16 +4,8 @@ import FerryConsole
 import Foundation
 import SyncCore
 
-/// The options every client command shares: which store, which server, how to print.
-///
-/// ```
-/// ferry status --store sqlite:phone.ferry
-/// ferry push --store sqlite:phone.ferry --server http://127.0.0.1:8080 --protocol 2 --token "$TOKEN"
-/// ```
-public struct ClientOptions: ParsableArguments, Sendable {
-    @Option(help: ArgumentHelp("The local store: sqlite:PATH, lmdb:PATH or memory.", valueName: "store"))
-    var store: String = "sqlite:ferry-client.sqlite"
-
+/// Which server, with which protocol and token: shared by the client commands and `ferry remote`.
+public struct ServerOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("The server's URL (default: $FERRY_SERVER).", valueName: "url"))
     var server: String?
 
@@ -24,24 +16,9 @@ public struct ClientOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("A bearer token for the server (default: $FERRY_TOKEN).", valueName: "token"))
     var token: String?
 
-    @Option(help: "What a push does with a conflict: fail (keep it in `conflicts`), server, client or merge.")
-    var conflicts: String = "fail"
-
-    @Flag(help: "Print results as JSON, for scripts (the same as --format json).")
-    var json = false
-
-    @Option(
-        help: ArgumentHelp(
-            "table, json, csv or jsonl (one item per line); csv and jsonl shape lists of items.", valueName: "format"))
-    var format: OutputFormat = .table
-
     public init() {}
 
-    var outputFormat: OutputFormat { json ? .json : format }
-
-    /// Whether store or server options were given (the REPL refuses them per command).
-    var namesADevice: Bool { store != "sqlite:ferry-client.sqlite" || server != nil || token != nil }
-
+    /// The server the options (or `$FERRY_SERVER`, `$FERRY_TOKEN`) name, or `nil` for none.
     func serverSettings() throws(ClientError) -> ServerSettings? {
         let environment = ProcessInfo.processInfo.environment
         guard let text = server ?? environment["FERRY_SERVER"], !text.isEmpty else { return nil }
@@ -56,10 +33,58 @@ public struct ClientOptions: ParsableArguments, Sendable {
         }
         return ServerSettings(url: url, protocolVersion: version, token: token ?? environment["FERRY_TOKEN"])
     }
+}
 
-    func policy() throws(ClientError) -> ConflictPolicy {
-        guard let policy = ConflictPolicy(rawValue: conflicts) else {
-            throw ClientError(.usage, "unknown conflict policy '\(conflicts)'", hint: "fail, server, client or merge")
+/// How a command prints: `--json`, or `--format table|json|csv|jsonl`.
+public struct OutputOptions: ParsableArguments, Sendable {
+    @Flag(help: "Print results as JSON, for scripts (the same as --format json).")
+    var json = false
+
+    @Option(
+        help: ArgumentHelp(
+            "table, json, csv or jsonl (one item per line); csv and jsonl shape lists of items.", valueName: "format"))
+    var format: OutputFormat = .table
+
+    public init() {}
+
+    var outputFormat: OutputFormat { json ? .json : format }
+}
+
+/// The options every client command shares: which store, which server, how to print.
+///
+/// ```
+/// ferry status --store sqlite:phone.ferry
+/// ferry push --store sqlite:phone.ferry --server http://127.0.0.1:8080 --protocol 2 --token "$TOKEN"
+/// ```
+public struct ClientOptions: ParsableArguments, Sendable {
+    @Option(help: ArgumentHelp("The local store: sqlite:PATH, lmdb:PATH or memory.", valueName: "store"))
+    var store: String = "sqlite:ferry-client.sqlite"
+
+    @OptionGroup var connection: ServerOptions
+
+    @Option(help: "What a push does with a conflict: fail (keep it in `conflicts`), server, client or merge.")
+    var conflicts: String = "fail"
+
+    @OptionGroup var output: OutputOptions
+
+    public init() {}
+
+    var json: Bool { output.json }
+    var outputFormat: OutputFormat { output.outputFormat }
+
+    /// Whether store or server options were given (the REPL refuses them per command).
+    var namesADevice: Bool {
+        store != "sqlite:ferry-client.sqlite" || connection.server != nil || connection.token != nil
+    }
+
+    func serverSettings() throws(ClientError) -> ServerSettings? { try connection.serverSettings() }
+
+    func policy() throws(ClientError) -> ConflictPolicy { try Self.policy(conflicts) }
+
+    /// `fail`, `server`, `client` or `merge`.
+    static func policy(_ text: String) throws(ClientError) -> ConflictPolicy {
+        guard let policy = ConflictPolicy(rawValue: text) else {
+            throw ClientError(.usage, "unknown conflict policy '\(text)'", hint: "fail, server, client or merge")
         }
         return policy
     }

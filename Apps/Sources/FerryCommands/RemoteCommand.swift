@@ -22,32 +22,15 @@ public struct RemoteCommand: AsyncParsableCommand, Sendable {
 
 /// The options of the `remote` commands: the server, and how to print.
 public struct RemoteOptions: ParsableArguments, Sendable {
-    @Option(help: ArgumentHelp("The server's URL (default: $FERRY_SERVER).", valueName: "url"))
-    var server: String?
-
-    @Option(
-        name: .customLong("protocol"), help: "The table protocol: 3 (Datasync 3.0.0) or 2 (Azure Mobile Apps 2.0.0).")
-    var protocolVersion: Int = 3
-
-    @Option(help: ArgumentHelp("A bearer token for the server (default: $FERRY_TOKEN).", valueName: "token"))
-    var token: String?
-
-    @Flag(help: "Print results as JSON, for scripts (the same as --format json).")
-    var json = false
-
-    @Option(help: ArgumentHelp("table, json, csv or jsonl.", valueName: "format"))
-    var format: OutputFormat = .table
+    @OptionGroup var connection: ServerOptions
+    @OptionGroup var output: OutputOptions
 
     public init() {}
 
-    var outputFormat: OutputFormat { json ? .json : format }
+    var outputFormat: OutputFormat { output.outputFormat }
 
     func remote() throws -> HTTPRemote {
-        var options = ClientOptions()
-        options.server = server
-        options.protocolVersion = protocolVersion
-        options.token = token
-        guard let settings = try options.serverSettings() else {
+        guard let settings = try connection.serverSettings() else {
             throw ClientError(.usage, "which server?", hint: "give --server URL or set $FERRY_SERVER")
         }
         let token = settings.token

@@ -52,14 +52,13 @@ public struct ReplCommand: AsyncParsableCommand, Sendable {
     }
 
     public func run() async throws {
-        var options = ClientOptions()
-        options.server = server
-        options.protocolVersion = protocolVersion
-        options.token = token
-        options.conflicts = conflicts
+        var connection = ServerOptions()
+        connection.server = server
+        connection.protocolVersion = protocolVersion
+        connection.token = token
         do {
             let session = try ReplSession(
-                server: try options.serverSettings(), policy: try options.policy(), stores: stores,
+                server: try connection.serverSettings(), policy: try ClientOptions.policy(conflicts), stores: stores,
                 output: .standard(.table))
             try await session.use(device, store: nil)
             let failed = await session.run(editor: nil)

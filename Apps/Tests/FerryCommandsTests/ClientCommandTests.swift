@@ -34,6 +34,17 @@ func startServer() async throws -> ReferenceServer {
     return try await ReferenceServer.start(configuration, database: .memory)
 }
 
+/// A line editor reading `script` from a pipe, as the REPL reads a piped session; close the
+/// returned descriptor afterwards.
+func scriptedEditor(_ script: String) throws -> (LineEditor, Int32) {
+    var pipe: [Int32] = [0, 0]
+    guard Foundation.pipe(&pipe) == 0 else { throw ClientError(.failed, "pipe() failed") }
+    let bytes = Array((script + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(pipe[1], $0.baseAddress, $0.count) }
+    close(pipe[1])
+    return (LineEditor(input: pipe[0], output: 1), pipe[0])
+}
+
 func temporaryDirectory() throws -> String {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-cli-" + UUID().uuidString).path
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -148,15 +159,10 @@ struct ClientCommandTests {
             devices
             exit
             """
-        var pipe: [Int32] = [0, 0]
-        #expect(Foundation.pipe(&pipe) == 0)
-        let bytes = Array((script + "\n").utf8)
-        _ = bytes.withUnsafeBytes { write(pipe[1], $0.baseAddress, $0.count) }
-        close(pipe[1])
-        let editor = LineEditor(input: pipe[0], output: 1)
+        let (editor, input) = try scriptedEditor(script)
         #expect(!editor.isInteractive)
         let failed = await session.run(editor: editor)
-        close(pipe[0])
+        close(input)
         let text = transcript.value
         #expect(failed, "the offline push and the conflicting push fail, so a scripted session reports failure")
         #expect(text.contains("ferry(phone)> offline"))

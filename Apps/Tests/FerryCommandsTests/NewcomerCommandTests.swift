@@ -236,12 +236,7 @@ struct ReplInterruptTests {
             pull todo
             status
             """
-        var pipe: [Int32] = [0, 0]
-        #expect(Foundation.pipe(&pipe) == 0)
-        let bytes = Array((script + "\n").utf8)
-        _ = bytes.withUnsafeBytes { write(pipe[1], $0.baseAddress, $0.count) }
-        close(pipe[1])
-        let editor = LineEditor(input: pipe[0], output: 1)
+        let (editor, input) = try scriptedEditor(script)
         let running = Task { await session.run(editor: editor) }
         // Wait until the pull hangs on the silent server, then press Ctrl-C.
         for _ in 0..<200 where !transcript.value.contains("> pull todo") {
@@ -250,7 +245,7 @@ struct ReplInterruptTests {
         try await Task.sleep(for: .milliseconds(300))
         session.interrupt()
         _ = await running.value
-        close(pipe[0])
+        close(input)
         let text = transcript.value
         #expect(text.contains("cancelled"), "\(text)")
         #expect(text.contains("> status"), "the session went on after the interrupted pull: \(text)")
