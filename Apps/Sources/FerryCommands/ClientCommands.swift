@@ -50,6 +50,20 @@ public struct OutputOptions: ParsableArguments, Sendable {
     var outputFormat: OutputFormat { json ? .json : format }
 }
 
+/// The query options of `query` and `remote query`.
+public struct QueryOptions: ParsableArguments, Sendable {
+    @Option(help: "An OData $filter (3.0 syntax).") var filter: String?
+    @Option(help: "An OData $orderby, for example \"year desc,title\".") var orderby: String?
+    @Option(help: "At most this many items.") var top: Int?
+    @Option(help: "Skip this many items first.") var skip: Int?
+    @Option(help: "Only these fields, comma-separated.") var select: String?
+    @Flag(help: "Include items marked deleted.") var includeDeleted = false
+    @Flag(name: [.customShort("x"), .long], help: "One block per item, a field per line (for wide items).")
+    var expanded = false
+
+    public init() {}
+}
+
 /// The options every client command shares: which store, which server, how to print.
 ///
 /// ```
@@ -322,17 +336,12 @@ public struct QueryCommand: DeviceCommand, Sendable {
     public static let readsOnly = true
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
-    @Option(help: "An OData $filter (3.0 syntax).") var filter: String?
-    @Option(help: "An OData $orderby, for example \"year desc,title\".") var orderby: String?
-    @Option(help: "At most this many items.") var top: Int?
-    @Option(help: "Skip this many items first.") var skip: Int?
-    @Option(help: "Only these fields, comma-separated.") var select: String?
+    @OptionGroup var query: QueryOptions
     @Flag(help: "Also print the total count of matching items.") var count = false
-    @Flag(help: "Include items marked deleted.") var includeDeleted = false
-    @Flag(name: [.customShort("x"), .long], help: "One block per item, a field per line (for wide items).")
-    var expanded = false
     @Flag(help: "Print every matching item on a terminal too (by default a terminal shows the first 100).")
     var all = false
+
+    var top: Int? { query.top }
     public init() {}
 
     /// How many items a terminal shows when neither --top nor --all is given.
@@ -341,10 +350,10 @@ public struct QueryCommand: DeviceCommand, Sendable {
     public func execute(on device: Device, output: CommandOutput) async throws {
         // On a terminal, fetch one beyond the limit to know whether to say there are more.
         let limited = output.terminalWidth != nil && output.format == .table && top == nil && !all
-        let query = try makeQuery(
-            filter: filter, orderBy: orderby, top: limited ? Self.terminalLimit + 1 : top, skip: skip, select: select,
-            count: count, includeDeleted: includeDeleted)
-        let result = try await device.query(table, query)
+        let tableQuery = try makeQuery(
+            filter: query.filter, orderBy: query.orderby, top: limited ? Self.terminalLimit + 1 : top,
+            skip: query.skip, select: query.select, count: count, includeDeleted: query.includeDeleted)
+        let result = try await device.query(table, tableQuery)
         var items = result.items
         let more = limited && items.count > Self.terminalLimit
         if more { items.removeLast(items.count - Self.terminalLimit) }
@@ -352,7 +361,7 @@ public struct QueryCommand: DeviceCommand, Sendable {
         output.print(
             Rendering.items(
                 items, count: result.totalCount, format: output.format, columns: columns, width: output.terminalWidth,
-                expanded: expanded))
+                expanded: query.expanded))
         if more {
             output.print("(more follow: --top N or --all shows more; --json prints all)")
         }
@@ -360,7 +369,7 @@ public struct QueryCommand: DeviceCommand, Sendable {
 
     /// The `--select` fields in their order; a field no item has is an error naming it.
     func selectedColumns(_ items: [JSONObject]) throws -> [String]? {
-        guard let select else { return nil }
+        guard let select = query.select else { return nil }
         let fields = select.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         if !items.isEmpty {
             for field in fields where !items.contains(where: { $0[field] != nil }) {

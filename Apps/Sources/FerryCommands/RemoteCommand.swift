@@ -79,26 +79,24 @@ public struct RemoteQueryCommand: AsyncParsableCommand, Sendable {
         commandName: "query", abstract: "Query a table on the server directly (nothing is stored on the device).")
     @OptionGroup var options: RemoteOptions
     @Argument(help: "The table.") var table: String
-    @Option(help: "An OData $filter (3.0 syntax).") var filter: String?
-    @Option(help: "An OData $orderby, for example \"year desc,title\".") var orderby: String?
-    @Option(help: "At most this many items.") var top: Int?
-    @Option(help: "Skip this many items first.") var skip: Int?
-    @Option(help: "Only these fields, comma-separated.") var select: String?
-    @Flag(help: "Include items marked deleted.") var includeDeleted = false
-    @Flag(name: [.customShort("x"), .long], help: "One block per item, a field per line.") var expanded = false
+    @OptionGroup var query: QueryOptions
     public init() {}
 
     public func run() async throws {
         try await options.run { output in
-            let query = try makeQuery(
-                filter: filter, orderBy: orderby, skip: skip, select: select, includeDeleted: includeDeleted)
+            let tableQuery = try makeQuery(
+                filter: query.filter, orderBy: query.orderby, skip: query.skip, select: query.select,
+                includeDeleted: query.includeDeleted)
             // Follows the server's pages up to --top; a terminal gets the first 100 unless told otherwise.
-            let limit = top ?? (output.terminalWidth != nil && output.format == .table ? 100 : 1_000_000)
-            let items = try await options.remote().onlineTable(table).all(query, limit: limit)
-            let columns = select.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
+            let limit = query.top ?? (output.terminalWidth != nil && output.format == .table ? 100 : 1_000_000)
+            let items = try await options.remote().onlineTable(table).all(tableQuery, limit: limit)
+            let columns = query.select.map {
+                $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            }
             output.print(
                 Rendering.items(
-                    items, format: output.format, columns: columns, width: output.terminalWidth, expanded: expanded))
+                    items, format: output.format, columns: columns, width: output.terminalWidth,
+                    expanded: query.expanded))
         }
     }
 }
