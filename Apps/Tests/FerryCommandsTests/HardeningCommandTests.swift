@@ -116,12 +116,12 @@ struct HardeningCommandTests {
         try await server.shutdown()
     }
 
-    @Test func aQueryWithExtremeNumbersDoesNotCrashTheClient() throws {
+    @Test func aQueryWithExtremeNumbersDoesNotCrashTheClient() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for store in ["sqlite:\(directory)/device.sqlite", "lmdb:\(directory)/device.lmdb"] {
             let row = #"{"id":"a","title":"hello","year":9223372036854775807,"small":-9223372036854775808}"#
-            let inserted = try FerryBinaryTests.run(["insert", "todo", row, "--store", store])
+            let inserted = try await RemoteCommandTests.run(["insert", "todo", row, "--store", store])
             #expect(inserted.status == 0, "\(store): \(inserted.errors)")
             for filter in [
                 "substring('hello',1,9223372036854775807) eq 'x'", "substring(title,9223372036854775807) eq 'x'",
@@ -129,7 +129,7 @@ struct HardeningCommandTests {
                 "(small div -1) gt 0", "(small mod -1) eq 0", "(year div 0) eq 1", "round(year div 0.0) eq 1",
                 "-small gt 0", "indexof(title,'l') eq year",
             ] {
-                let result = try FerryBinaryTests.run(["query", "todo", "--filter=\(filter)", "--store", store])
+                let result = try await RemoteCommandTests.run(["query", "todo", "--filter=\(filter)", "--store", store])
                 #expect(
                     [0, 64].contains(result.status),
                     "\(store) \(filter): exit \(result.status) \(result.errors.prefix(300))")

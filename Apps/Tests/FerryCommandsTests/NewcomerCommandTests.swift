@@ -54,20 +54,20 @@ struct NewcomerCommandTests {
         #expect(parsed.objectValue?["error"]?.objectValue?["message"]?.stringValue?.contains("nothing") == true)
     }
 
-    @Test func readOnlyCommandsNeverCreateAStore() throws {
+    @Test func readOnlyCommandsNeverCreateAStore() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for command in [["query", "todo"], ["get", "todo", "x"], ["status"]] {
             let store = "sqlite:\(directory)/typo.sqlite"
-            let result = try FerryBinaryTests.run(command + ["--store", store])
+            let result = try await RemoteCommandTests.run(command + ["--store", store])
             #expect(result.status == 5, "\(command): \(result.errors)")
             #expect(result.errors.contains("no store at '\(store)'"), "\(result.errors)")
         }
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
         // A write creates the store; a clean exit leaves no -wal/-shm beside it.
         let store = "sqlite:\(directory)/device.sqlite"
-        #expect(try FerryBinaryTests.run(["insert", "todo", #"{"id":"a"}"#, "--store", store]).status == 0)
-        #expect(try FerryBinaryTests.run(["query", "todo", "--store", store]).status == 0)
+        #expect(try await RemoteCommandTests.run(["insert", "todo", #"{"id":"a"}"#, "--store", store]).status == 0)
+        #expect(try await RemoteCommandTests.run(["query", "todo", "--store", store]).status == 0)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["device.sqlite"])
     }
 

@@ -49,7 +49,7 @@ struct HardeningTests {
     }
 
     /// Sends `bytes` on a new connection and reads until the server closes it (at most 20 s).
-    static func exchangeRaw(_ port: Int, _ bytes: String, seconds: Int = 20) async throws -> (
+    static func exchangeRaw(_ port: Int, _ bytes: String, seconds: Int = 60) async throws -> (
         text: String, closed: Bool
     ) {
         try await offPool {
