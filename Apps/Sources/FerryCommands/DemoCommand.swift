@@ -76,12 +76,7 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
                 .onlineTable("todo")
             /// The server's todos (a table nobody has written to yet is empty).
             let serverTodos: @Sendable () async throws -> [JSONObject] = {
-                do {
-                    return try await online.all(TableQuery().orderBy("title"))
-                } catch let error as RemoteError {
-                    if error.code == .notFound { return [] }
-                    throw error
-                }
+                try await online.all(TableQuery().orderBy("title"))
             }
             let protocolName = protocolVersion == .v2 ? "2.0.0" : "3.0.0"
             say("Ferry demo: a server on \(server.url) (SQLite, table protocol \(protocolName)), two devices.")

@@ -66,9 +66,6 @@ final class ConnectionRegistry: Sendable {
 
     init(maximum: Int) { self.maximum = maximum }
 
-    /// The number of open connections.
-    var count: Int { state.withLock { $0.entries.count } }
-
     /// Registers a new connection. At the limit, the connection that has waited longest for a request
     /// makes room (it is returned, to be closed); when none is waiting, the new one is refused (`nil`).
     func open(_ channel: any Channel) -> (id: Int, evicted: (any Channel)?)? {
