@@ -1,0 +1,438 @@
+import Foundation
+import GRDB
+import StoreConformance
+@testable import StoreSQLite
+import SyncCore
+import Testing
+
+@Suite("SQLiteStore query compilation")
+struct SQLiteQueryCompilationTests {
+    /// Generated filters, sort keys and pages over generated items: the store must return the
+    /// evaluator's ids, in the evaluator's order, with the evaluator's count.
+    @Test func compiledQueriesAgreeWithTheEvaluator() async throws {
+        let store = try SQLiteStore.inMemory()
+        var random = SeededRandom(seed: 0x5EED_F00D)
+        let items = QueryFuzz.items(&random, count: 90, withNUL: false)
+        // Strings holding NUL make a table fall back to the evaluator: a table of its own.
+        let itemsWithNUL = QueryFuzz.items(&random, count: 40, withNUL: true)
+        let tables: [(String, TableSchema, [JSONObject])] = [
+            ("plain", .schemaless, items), ("typed", QueryFuzz.typedSchema, items), ("nul", .schemaless, itemsWithNUL),
+        ]
+        try await store.write { tx in
+            for (name, schema, items) in tables {
+                try tx.define(
+                    SyncCore.TableDefinition(name: name, schema: schema, indexes: [["n"], ["s", "n"], ["d"]]))
+                try tx.upsert(name, items)
+            }
+        }
+        var compared = 0
+        var withoutNUL = 0
+        var inSQL = 0
+        var failures: [String] = []
+        for round in 0..<2000 {
+            let query = QueryFuzz.query(&random)
+            for (name, schema, items) in tables {
+                compared += 1
+                let expected: QueryResult
+                do {
+                    expected = try QueryEvaluator(schema: schema).evaluate(
+                        query, over: items.sorted { $0.id! < $1.id! })
+                } catch {
+                    await #expect(throws: StoreError.self) { try await store.query(name, query) }
+                    continue
+                }
+                let actual = try await store.query(name, query)
+                if actual.items.compactMap(\.id) != expected.items.compactMap(\.id)
+                    || actual.totalCount != expected.totalCount
+                {
+                    failures.append(
+                        "round \(round) on \(name): \(query.odataQueryString(dialect: .v3))\n  store:     \(actual.items.compactMap(\.id)) \(actual.totalCount ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
+                    )
+                }
+                if name != "nul" {
+                    withoutNUL += 1
+                    if try await store.strategy(for: query, table: name) == .sql { inSQL += 1 }
+                }
+            }
+        }
+        for failure in failures.prefix(20) { Issue.record("\(failure)") }
+        #expect(failures.isEmpty, "\(failures.count) of \(compared) queries disagree")
+        print(
+            "◇ compiled queries: \(compared - failures.count) of \(compared) agree with the evaluator; on the tables without NUL text \(inSQL) of \(withoutNUL) ran entirely in SQL"
+        )
+        #expect(inSQL * 10 >= withoutNUL * 7, "only \(inSQL) of \(withoutNUL) queries ran entirely in SQL")
+    }
+
+    @Test func theSyncQueriesRunInSQLOnTheirIndexes() async throws {
+        let store = try SQLiteStore.inMemory()
+        let items: [JSONObject] = (0..<200).map {
+            [
+                "id": .string("i\(String($0 + 1000))"),
+                "updatedAt": .string(Timestamp(millisecondsSince1970: Int64($0 / 3) * 1000).iso8601),
+                "n": .int(Int64($0 % 7)),
+            ]
+        }
+        try await store.write { tx in
+            try tx.define(SyncCore.TableDefinition(name: "todo", indexes: [["n"]]))
+            try tx.upsert("todo", items)
+        }
+        let cursor = Timestamp(millisecondsSince1970: 20_000)
+        let keyset = TableQuery(
+            filter: .binary(
+                .or, .binary(.greaterThan, .field("updatedAt"), .literal(.dateTimeOffset(cursor))),
+                .binary(
+                    .and, .binary(.equal, .field("updatedAt"), .literal(.dateTimeOffset(cursor))),
+                    .binary(.greaterThan, .field("id"), .literal(.string("i1061"))))),
+            orderBy: [.field("updatedAt"), .field("id")], top: 10, includeDeleted: true)
+        #expect(try await store.strategy(for: keyset, table: "todo") == .sql)
+        let page = try await store.query("todo", keyset)
+        #expect(page.items.compactMap(\.id) == (1062..<1072).map { "i\($0)" })
+
+        let plans = try await store.database.read { db in
+            let reader = SQLiteReader(db: db, place: "test")
+            let entry = try #require(try reader.entry("todo"))
+            let runner = QueryRunner(reader: reader, table: "todo", entry: entry)
+            func explain(_ query: TableQuery) throws -> String {
+                let plan = try runner.plan(query)
+                let orderBy = SQLFragment.joined(plan.order ?? [], separator: ", ")
+                let sql: SQLFragment =
+                    "EXPLAIN QUERY PLAN SELECT item FROM \(SQLFragment(text: entry.sqlName)) \(plan.whereClause) ORDER BY \(orderBy) LIMIT 10"
+                return try Row.fetchAll(db, sql: sql.text, arguments: sql.statementArguments).map {
+                    $0["detail"] as String
+                }
+                .joined(separator: "; ")
+            }
+            let byField = TableQuery(filter: .binary(.equal, .field("n"), .literal(.int(3))))
+            return (try explain(keyset), try explain(byField))
+        }
+        #expect(plans.0.contains("items_1_updatedAt"), "\(plans.0)")
+        #expect(!plans.0.contains("TEMP B-TREE"), "\(plans.0)")
+        #expect(plans.1.contains("items_1_ix_0"), "\(plans.1)")
+    }
+
+    @Test func valuesAreBoundSoInjectionFindsNothingAndHarmsNothing() async throws {
+        let store = try SQLiteStore.inMemory()
+        let hostile = [
+            "'; DROP TABLE ferry_operations; --", "' OR '1'='1", "\" OR 1=1 --", "x') OR 1=1 --", "%", "_", "*",
+            "[a-z]",
+            "\\", "') UNION SELECT sql FROM sqlite_master --",
+        ]
+        try await store.write { tx in
+            try tx.upsert("t", [["id": "a", "s": "plain"], ["id": "b", "s": .string(hostile[1])]])
+            _ = try tx.appendOperation(OperationDraft(table: "t", itemID: "a", kind: .insert))
+        }
+        for value in hostile {
+            for filter in [
+                QueryExpression.binary(.equal, .field("s"), .literal(.string(value))),
+                .function(.contains, [.field("s"), .literal(.string(value))]),
+                .binary(.greaterThan, .field("id"), .literal(.string(value))),
+                .isIn(.field("s"), [.literal(.string(value)), .literal(.string(value + "'"))]),
+            ] {
+                let query = TableQuery(filter: filter)
+                let expected = try QueryEvaluator().evaluate(
+                    query, over: [["id": "a", "s": "plain"], ["id": "b", "s": .string(hostile[1])]])
+                #expect(try await store.query("t", query).items.compactMap(\.id) == expected.items.compactMap(\.id))
+            }
+        }
+        #expect(try await store.operationCount() == 1)
+        #expect(try await store.read { try $0.count("t") } == 2)
+    }
+
+    @Test func queriesBeyondSQLitesLimitsStillGetTheEvaluatorsAnswer() async throws {
+        let store = try SQLiteStore.inMemory()
+        let items: [JSONObject] = (0..<50).map { ["id": .string("i\($0)"), "n": .int(Int64($0))] }
+        try await store.upsert("t", items)
+        // A chain of 900 `or`s is written flat; 301 nested `not`s nest deeper than SQLite's parser
+        // accepts, and the evaluator answers instead.
+        let chain = (0..<900).reduce(QueryExpression.literal(.bool(false))) { partial, index in
+            .binary(.or, partial, .binary(.equal, .field("n"), .literal(.int(Int64(index * 7)))))
+        }
+        let nested = (0..<301).reduce(QueryExpression.binary(.lessThan, .field("n"), .literal(.int(10)))) {
+            partial, _ in
+            .unary(.not, partial)
+        }
+        for filter in [chain, nested] {
+            let query = TableQuery(
+                filter: filter, orderBy: [.field("n", descending: true)], top: 3, includeTotalCount: true)
+            let expected = try QueryEvaluator().evaluate(query, over: items)
+            #expect(try await store.query("t", query) == expected)
+        }
+        #expect(try await store.strategy(for: TableQuery(filter: chain), table: "t") == .sql)
+    }
+
+    @Test func oddFieldNamesWork() async throws {
+        let store = try SQLiteStore.inMemory()
+        let names = [
+            "we\"ird", "a'b", "[x]", "a.b", "$.c", "ünïcödé", "🎬", "back\\slash", "space name", "", "semi;colon",
+            "new\nline",
+        ]
+        var items: [JSONObject] = []
+        for index in 0..<12 {
+            var item: JSONObject = ["id": .string("i\(index)")]
+            for (position, name) in names.enumerated() { item[name] = .int(Int64((index * 7 + position) % 5)) }
+            items.append(item)
+        }
+        let written = items
+        try await store.write { tx in
+            try tx.define(SyncCore.TableDefinition(name: "odd", indexes: names.map { [$0] }))
+            try tx.upsert("odd", written)
+        }
+        for name in names {
+            for query in [
+                TableQuery(filter: .binary(.greaterThanOrEqual, .field(name), .literal(.int(3)))),
+                TableQuery(orderBy: [.field(name, descending: true)]),
+                TableQuery(
+                    filter: .binary(.notEqual, .field(name), .literal(.null)), orderBy: [.field(name)], select: [name]),
+            ] {
+                let expected = try QueryEvaluator().evaluate(query, over: items)
+                let actual = try await store.query("odd", query)
+                #expect(actual == expected, "field \(name.debugDescription)")
+            }
+        }
+        #expect(try await store.item("odd", id: "i3") == items[3])
+    }
+
+    @Test func unicodeTextFollowsTheEvaluator() async throws {
+        let store = try SQLiteStore.inMemory()
+        let texts = [
+            "é", "e\u{301}", "K", "\u{212A}", "Straße", "İstanbul", "ǅ", "日本語", "🎬x", " padded\u{3000}", "a\u{0}b",
+        ]
+        let items: [JSONObject] = texts.enumerated().map { ["id": .string("i\($0.offset)"), "s": .string($0.element)] }
+        let schema = TableSchema(fields: ["s": .enumeration(["K", "é", "Straße"])])
+        try await store.write { tx in
+            try tx.upsert("plain", items)
+            try tx.define(SyncCore.TableDefinition(name: "cases", schema: schema))
+            try tx.upsert("cases", items)
+        }
+        let filters: [QueryExpression] = [
+            .binary(.equal, .function(.toUpper, [.field("s")]), .literal(.string("STRASSE"))),
+            .binary(.equal, .function(.length, [.field("s")]), .literal(.int(2))),
+            .binary(.equal, .function(.indexOf, [.field("s"), .literal(.string("x"))]), .literal(.int(2))),
+            .binary(.equal, .function(.substring, [.field("s"), .literal(.int(1))]), .literal(.string("x"))),
+            .binary(.equal, .function(.trim, [.field("s")]), .literal(.string("padded"))),
+            .binary(.equal, .field("s"), .literal(.string("K"))),
+            .binary(.lessThan, .field("s"), .literal(.string("é"))),
+            .function(.contains, [.field("s"), .literal(.string("\u{301}"))]),
+        ]
+        for (table, schema) in [("plain", TableSchema.schemaless), ("cases", schema)] {
+            for filter in filters {
+                let query = TableQuery(filter: filter, orderBy: [.field("s")])
+                let expected = try QueryEvaluator(schema: schema).evaluate(query, over: items)
+                #expect(try await store.query(table, query) == expected, "\(table): \(filter)")
+            }
+        }
+    }
+}
+
+/// Generates items and queries that exercise the evaluator's corner cases.
+enum QueryFuzz {
+    static let typedSchema = TableSchema(fields: [
+        "d": .dateTimeOffset, "day": .date, "t": .timeOfDay, "e": .enumeration(["G", "PG", "R", "K"]), "g": .guid,
+        "s": .string, "n": .integer,
+    ])
+
+    static let texts: [String] = [
+        "a", "B", "b", "abc", "ABC", "é", "e\u{301}", "K", "\u{212A}", "Straße", "ǅ", "日本語", "🎬", " trim me ", "",
+        "x'y", "%_*?[", "G", "PG", "R", "pg", "10:30:00", "10:30", "2024-01-01", "2024-01-01T10:00:00.000Z",
+        "2024-01-01T11:00:00+02:00", "2023-12-31T23:59:59.999Z", "1999-02-28", "not a date",
+        "6F9619FF-8B86-D011-B42D-00C04FC964FF", "6f9619ff-8b86-d011-b42d-00c04fc964ff", "5", "true", "a\u{0}b",
+    ]
+
+    static let numbers: [JSONValue] = [
+        0, 1, -1, 2, 3, 5, 7, 10, -7, 42, .int(Int64.max), .int(Int64.min), .int(9_007_199_254_740_993), 0.5, -2.5, 3.0,
+        2.5, 1e300, -0.0, 1e-7, 123.456,
+    ]
+
+    static func value(_ random: inout SeededRandom, flavour: Int, withNUL: Bool) -> JSONValue? {
+        let roll = Int.random(in: 0..<100, using: &random)
+        switch roll {
+        case 0..<6: return nil
+        case 6..<12: return .null
+        case 12..<20: return .bool(Bool.random(using: &random))
+        case 20..<24: return [.int(1), "a", .null]
+        case 24..<26: return ["k": 1]
+        default: break
+        }
+        if flavour == 0 || roll < 50 { return numbers.randomElement(using: &random)! }
+        return .string(texts.filter { withNUL || !$0.contains("\u{0}") }.randomElement(using: &random)!)
+    }
+
+    static func items(_ random: inout SeededRandom, count: Int, withNUL: Bool) -> [JSONObject] {
+        (0..<count).map { index in
+            var item: JSONObject = ["id": .string(index % 9 == 0 ? "I\(100 + index)" : "i\(100 + index)")]
+            for (field, flavour) in [
+                ("n", 0), ("m", 0), ("s", 1), ("d", 1), ("day", 1), ("t", 1), ("e", 1), ("g", 1), ("b", 1),
+            ] {
+                if let value = value(&random, flavour: flavour, withNUL: withNUL) { item[field] = value }
+            }
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0: break
+            case 1: item["updatedAt"] = .string("not a date")
+            case 2: item["updatedAt"] = .int(5)
+            default:
+                item["updatedAt"] = .string(
+                    Timestamp(millisecondsSince1970: Int64.random(in: 0..<4, using: &random) * 86_400_000).iso8601)
+            }
+            if Int.random(in: 0..<6, using: &random) == 0 { item["deleted"] = true }
+            return item
+        }
+    }
+
+    static let fields = ["n", "m", "s", "d", "day", "t", "e", "g", "b", "id", "updatedAt", "deleted", "missing"]
+
+    static func literal(_ random: inout SeededRandom) -> QueryLiteral {
+        switch Int.random(in: 0..<14, using: &random) {
+        case 0: return .null
+        case 1: return .bool(Bool.random(using: &random))
+        case 2, 3:
+            return .int([0, 1, 2, 3, 5, -1, 42, Int64.max, 9_007_199_254_740_992].randomElement(using: &random)!)
+        case 4:
+            return .double([0.5, 2.5, 3.0, -2.5, 1e300, 9_007_199_254_740_992.0, 1e-7].randomElement(using: &random)!)
+        case 5, 6, 7: return .string(texts.filter { !$0.contains("\u{0}") }.randomElement(using: &random)!)
+        case 8:
+            return .dateTimeOffset(
+                Timestamp(millisecondsSince1970: Int64.random(in: 0..<4, using: &random) * 86_400_000))
+        case 9: return .date(CalendarDate(year: 2024, month: 1, day: Int.random(in: 1...2, using: &random))!)
+        case 10: return .timeOfDay(TimeOfDay(hour: 10, minute: [0, 30].randomElement(using: &random)!)!)
+        case 11: return .guid("6F9619FF-8B86-D011-B42D-00C04FC964FF")
+        case 12: return .decimal(2.5)
+        default: return .string("a\u{0}b")
+        }
+    }
+
+    static func value(_ random: inout SeededRandom, depth: Int) -> QueryExpression {
+        let field = QueryExpression.field(fields.randomElement(using: &random)!)
+        switch Int.random(in: 0..<(depth > 2 ? 2 : 12), using: &random) {
+        case 0: return field
+        case 1: return .literal(literal(&random))
+        case 2, 3:
+            let op: BinaryOperator = [.add, .subtract, .multiply, .divide, .modulo].randomElement(using: &random)!
+            let rhs: QueryExpression =
+                Bool.random(using: &random) ? .literal(literal(&random)) : value(&random, depth: depth + 1)
+            return .binary(op, value(&random, depth: depth + 1), rhs)
+        case 4: return .unary(.negate, value(&random, depth: depth + 1))
+        case 5:
+            let function: QueryFunction = [
+                .length, .toLower, .toUpper, .trim, .year, .month, .day, .hour, .minute, .second, .floor, .ceiling,
+                .round,
+            ]
+            .randomElement(using: &random)!
+            return .function(function, [value(&random, depth: depth + 1)])
+        case 6:
+            let function: QueryFunction = [.indexOf, .concat, .contains, .startsWith, .endsWith].randomElement(
+                using: &random)!
+            return .function(function, [value(&random, depth: depth + 1), .literal(literal(&random))])
+        case 7:
+            var arguments = [
+                value(&random, depth: depth + 1), .literal(.int(Int64.random(in: -1...3, using: &random))),
+            ]
+            if Bool.random(using: &random) {
+                arguments.append(.literal(.int(Int64.random(in: -1...3, using: &random))))
+            }
+            return .function(.substring, arguments)
+        case 8: return .function(.replace, [field, .literal(.string("a")), .literal(.string("zz"))])
+        case 9:
+            return .cast(field, [.string, .int64, .double, .dateTimeOffset, .boolean].randomElement(using: &random)!)
+        default: return field
+        }
+    }
+
+    static func filter(_ random: inout SeededRandom, depth: Int = 0) -> QueryExpression {
+        switch Int.random(in: 0..<(depth > 2 ? 6 : 12), using: &random) {
+        case 0..<5:
+            let op: BinaryOperator = [
+                .equal, .notEqual, .greaterThan, .greaterThanOrEqual, .lessThan, .lessThanOrEqual,
+            ]
+            .randomElement(using: &random)!
+            let lhs = value(&random, depth: depth + 1)
+            let rhs: QueryExpression =
+                Int.random(in: 0..<4, using: &random) == 0
+                ? value(&random, depth: depth + 1) : .literal(literal(&random))
+            return Bool.random(using: &random) ? .binary(op, lhs, rhs) : .binary(op, rhs, lhs)
+        case 5: return value(&random, depth: depth + 1)
+        case 6, 7:
+            return .binary(
+                Bool.random(using: &random) ? .and : .or, filter(&random, depth: depth + 1),
+                filter(&random, depth: depth + 1))
+        case 8: return .unary(.not, filter(&random, depth: depth + 1))
+        case 9:
+            return .isIn(
+                value(&random, depth: depth + 1),
+                (0..<Int.random(in: 0...3, using: &random)).map { _ in .literal(literal(&random)) })
+        case 10:
+            return .function(
+                [.contains, .startsWith, .endsWith].randomElement(using: &random)!,
+                [.field("s"), .literal(literal(&random))])
+        default:
+            return .binary(
+                .equal, .field(fields.randomElement(using: &random)!), .field(fields.randomElement(using: &random)!))
+        }
+    }
+
+    static func query(_ random: inout SeededRandom) -> TableQuery {
+        var query = TableQuery(filter: Int.random(in: 0..<8, using: &random) == 0 ? nil : filter(&random))
+        for _ in 0..<Int.random(in: 0...2, using: &random) {
+            let expression: QueryExpression =
+                Int.random(in: 0..<5, using: &random) == 0
+                ? value(&random, depth: 1) : .field(fields.randomElement(using: &random)!)
+            query.orderBy.append(SortKey(expression, descending: Bool.random(using: &random)))
+        }
+        if Bool.random(using: &random) { query.skip = Int.random(in: 0..<20, using: &random) }
+        if Bool.random(using: &random) { query.top = Int.random(in: 0..<30, using: &random) }
+        query.includeDeleted = Int.random(in: 0..<3, using: &random) == 0
+        query.includeTotalCount = true
+        return query
+    }
+}
+
+// MARK: - Index use
+
+@Suite("SQLiteStore declared indexes")
+struct SQLiteIndexUseTests {
+    /// The SQL and SQLite's plan for `query`.
+    static func explain(_ store: SQLiteStore, _ table: String, _ query: TableQuery) async throws -> (String, [String]) {
+        try await store.database.read { db in
+            let reader = SQLiteReader(db: db, place: "test")
+            let entry = try #require(try reader.entry(table))
+            let plan = try QueryRunner(reader: reader, table: table, entry: entry).plan(query)
+            let order = try #require(plan.order, "the query should run in SQL")
+            let sql: SQLFragment =
+                "SELECT item FROM \(SQLFragment(text: entry.sqlName)) \(plan.whereClause) ORDER BY \(SQLFragment.joined(order, separator: ", ")) LIMIT 100"
+            let details = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.text, arguments: sql.statementArguments)
+                .map { $0["detail"] as String? ?? "" }
+            return (sql.text, details)
+        }
+    }
+
+    @Test func aRangeOnAnIndexedFieldPagesThroughTheIndexInOrder() async throws {
+        let store = try SQLiteStore.inMemory()
+        let definition = TableDefinition(
+            name: "scores", schema: TableSchema(fields: ["score": .integer], allowsUndeclaredFields: true),
+            indexes: [["score"]])
+        try await store.write { tx in try tx.define(definition) }
+        // Numbers, plus values of other kinds the filter must keep out of the page.
+        var items: [JSONObject] = (0..<500).map { ["id": .string("r\($0)"), "score": .int(Int64(($0 * 37) % 101))] }
+        items += [
+            ["id": "s", "score": "77"], ["id": "b", "score": true], ["id": "n", "score": nil], ["id": "m"],
+            ["id": "d", "score": 50.5],
+        ]
+        try await store.upsert("scores", items)
+        let evaluator = QueryEvaluator(schema: definition.schema)
+        for descending in [false, true] {
+            let query = TableQuery(filter: QueryExpression.field("score").ge(50)).orderBy(
+                "score", descending: descending
+            )
+            .top(100)
+            let (sql, plan) = try await Self.explain(store, "scores", query)
+            #expect(plan.contains { $0.contains("USING INDEX") }, "\(plan)")
+            // No sort of every matching row. (Descending, SQLite sorts only the runs of equal scores
+            // by id: "TEMP B-TREE FOR RIGHT PART OF ORDER BY", which still stops after the page.)
+            #expect(!plan.contains { $0.contains("TEMP B-TREE FOR ORDER BY") }, "\(sql) → \(plan)")
+            let expected = try evaluator.evaluate(query, over: items).items
+            #expect(try await store.query("scores", query).items == expected)
+        }
+        // Without the numeric filter the general order (every kind) still applies, and agrees.
+        let general = TableQuery().orderBy("score").top(20)
+        #expect(try await store.query("scores", general).items == (try evaluator.evaluate(general, over: items).items))
+    }
+}
