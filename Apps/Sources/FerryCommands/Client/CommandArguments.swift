@@ -1,0 +1,63 @@
+public import ArgumentParser
+public import FerryClient
+import FerryConsole
+import Foundation
+import SyncCore
+
+/// Parses a JSON object argument: the JSON itself, `@PATH` for a file, or `-` for standard input
+/// (where `readsStandardInput`; a large item does not fit in an argument list).
+func parseObject(_ argument: String, what: String, readsStandardInput: Bool = false) throws -> JSONObject {
+    var text = argument
+    if argument.hasPrefix("@") {
+        let path = String(argument.dropFirst())
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ClientError(.notFound, "cannot read the \(what) from '\(path)'", hint: "@PATH names a JSON file")
+        }
+        text = String(decoding: data, as: UTF8.self)
+    } else if argument == "-" {
+        guard readsStandardInput else {
+            throw ClientError(.usage, "'-' (standard input) works in the CLI, not here", hint: "use @PATH or the JSON")
+        }
+        text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+    }
+    let value: JSONValue
+    do {
+        value = try JSONValue(parsing: text)
+    } catch {
+        throw ClientError(.usage, "the \(what) is not JSON: \(error)", hint: #"quote it: '{"title":"Milk"}'"#)
+    }
+    guard case .object(let object) = value else {
+        throw ClientError(.usage, "the \(what) must be a JSON object", hint: #"for example '{"title":"Milk"}'"#)
+    }
+    return object
+}
+
+/// Parses the query options of `query`, `pull` and `purge` (filters in the 3.0 dialect).
+func makeQuery(
+    filter: String?, orderBy: String? = nil, top: Int? = nil, skip: Int? = nil, select: String? = nil,
+    count: Bool = false, includeDeleted: Bool = false
+) throws -> TableQuery {
+    var parameters: [String] = []
+    func add(_ name: String, _ value: String) {
+        parameters.append(name + "=" + (value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value))
+    }
+    if let filter { add("$filter", filter) }
+    if let orderBy { add("$orderby", orderBy) }
+    if let top { add("$top", String(top)) }
+    if let skip { add("$skip", String(skip)) }
+    if let select { add("$select", select) }
+    if count { add("$count", "true") }
+    if includeDeleted { add("__includedeleted", "true") }
+    do {
+        return try TableQuery(odata: parameters.joined(separator: "&"), dialect: .v3)
+    } catch {
+        let text: String? =
+            switch error.option?.lowercased() {
+            case "$filter"?: filter
+            case "$orderby"?: orderBy
+            case "$select"?: select
+            default: nil
+            }
+        throw ClientError.query(error, text: text)
+    }
+}

@@ -1,0 +1,93 @@
+public import ArgumentParser
+public import FerryClient
+import FerryConsole
+import Foundation
+import SyncCore
+
+/// Where a client command prints, and how.
+public struct CommandOutput: Sendable {
+    public var format: OutputFormat
+    /// Whether progress lines may be drawn (a terminal on stderr, table format).
+    public var showsProgress: Bool
+    /// Whether `-` may read an argument from standard input (the CLI; not the REPL, whose input it is).
+    public var readsStandardInput: Bool
+    /// The terminal's width when results go to one (tables fit it; long results are cut short).
+    public var terminalWidth: Int?
+    let write: @Sendable (String) -> Void
+
+    public init(
+        format: OutputFormat, showsProgress: Bool, readsStandardInput: Bool = false, terminalWidth: Int? = nil,
+        write: @escaping @Sendable (String) -> Void
+    ) {
+        self.format = format
+        self.showsProgress = showsProgress
+        self.readsStandardInput = readsStandardInput
+        self.terminalWidth = terminalWidth
+        self.write = write
+    }
+
+    public func print(_ text: String) { write(text + "\n") }
+
+    static func standard(_ format: OutputFormat) -> CommandOutput {
+        CommandOutput(
+            format: format, showsProgress: format == .table && isatty(2) == 1, readsStandardInput: true,
+            terminalWidth: TerminalSize.width()
+        ) { text in
+            StandardStreams.write(text)
+        }
+    }
+}
+
+/// A command that works on one device: the CLI opens the device from ``ClientOptions``; the REPL
+/// runs it on its current device.
+public protocol DeviceCommand: AsyncParsableCommand {
+    var client: ClientOptions { get }
+    /// Whether the command only reads the store (`query`, `get`, `status`): the CLI then refuses a
+    /// store that does not exist instead of creating it.
+    static var readsOnly: Bool { get }
+    func execute(on device: Device, output: CommandOutput) async throws
+}
+
+extension DeviceCommand {
+    public static var readsOnly: Bool { false }
+
+    /// The CLI path: open the device, run, close; any failure becomes one line and an exit code.
+    public func run() async throws {
+        do {
+            let device = try client.device(readOnly: Self.readsOnly)
+            do {
+                try await execute(on: device, output: .standard(client.outputFormat))
+                try await device.close()
+            } catch {
+                try? await device.close()
+                throw error
+            }
+        } catch let error as CleanExit {
+            throw error
+        } catch let error as ExitCode {
+            throw error
+        } catch {
+            throw CommandFailure.report(error, format: client.outputFormat)
+        }
+    }
+}
+
+/// Prints a failure as one line on stderr and picks the exit code.
+enum CommandFailure {
+    /// With `--json`, the failure is one JSON document on stderr too:
+    /// `{"error":{"message":"…","hint":"…","exit":2}}`.
+    static func report(_ error: any Error, format: OutputFormat = .table) -> ExitCode {
+        let failure = ClientError.from(error)
+        switch format {
+        case .json, .jsonLines:
+            var object: JSONObject = ["message": .string(failure.message), "exit": .int(Int64(failure.code.rawValue))]
+            if let hint = failure.hint { object["hint"] = .string(hint) }
+            if let detail = failure.detail { object["detail"] = .string(detail) }
+            StandardStreams.writeError(JSONValue.object(["error": .object(object)]).serialized() + "\n")
+        case .table, .csv:
+            let style = Style.for(descriptor: 2)
+            StandardStreams.writeError(style.error("error:") + failure.report.dropFirst("error:".count) + "\n")
+        }
+        return ExitCode(failure.code.rawValue)
+    }
+}

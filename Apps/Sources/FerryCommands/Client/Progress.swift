@@ -1,0 +1,70 @@
+public import ArgumentParser
+public import FerryClient
+import FerryConsole
+import Foundation
+import SyncCore
+
+/// Draws "rows, rows/s" while a push or pull runs, when stderr is a terminal.
+final class Progress: Sendable {
+    private let task: Task<Void, Never>?
+
+    private init(task: Task<Void, Never>?) { self.task = task }
+
+    /// Draws progress on stderr while the device pulls or pushes. `operations` is how many
+    /// operations a push will send, when known: then the line has a total and an estimate of the
+    /// time left.
+    static func watch(_ device: Device, output: CommandOutput, operations total: Int? = nil) async -> Progress {
+        guard output.showsProgress else { return Progress(task: nil) }
+        let events = await device.events()
+        let task = Task {
+            let start = ContinuousClock.now
+            var rows = 0
+            var operations = 0
+            for await event in events {
+                switch event {
+                case .pagePulled(_, _, let page): rows += page.received
+                case .operationPushed: operations += 1
+                default: continue
+                }
+                let seconds = (ContinuousClock.now - start) / .seconds(1)
+                StandardStreams.writeError(
+                    "\r\u{1B}[K" + line(rows: rows, operations: operations, total: total, seconds: seconds))
+            }
+        }
+        return Progress(task: task)
+    }
+
+    /// `1,200 rows (4,800 rows/s)`, or `120 of 500 operations (35/s, about 11 s left)`.
+    static func line(rows: Int, operations: Int, total: Int?, seconds: Double) -> String {
+        let elapsed = max(0.001, seconds)
+        if rows > 0 {
+            return "\(grouped(rows)) rows (\(grouped(Int(Double(rows) / elapsed))) rows/s)"
+        }
+        let rate = Double(operations) / elapsed
+        guard let total, total >= operations else {
+            return "\(grouped(operations)) operations (\(grouped(Int(rate)))/s)"
+        }
+        var text = "\(grouped(operations)) of \(grouped(total)) operations (\(grouped(Int(rate)))/s"
+        if rate > 0 {
+            let left = Int((Double(total - operations) / rate).rounded(.up))
+            text += left >= 60 ? ", about \(left / 60) min \(left % 60) s left" : ", about \(left) s left"
+        }
+        return text + ")"
+    }
+
+    static func grouped(_ number: Int) -> String {
+        let digits = String(number.magnitude)
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { result += "," }
+            result.append(digit)
+        }
+        return number < 0 ? "-" + result : result
+    }
+
+    func finish() {
+        guard let task else { return }
+        task.cancel()
+        StandardStreams.writeError("\r\u{1B}[K")
+    }
+}

@@ -1,0 +1,165 @@
+public import ArgumentParser
+public import FerryClient
+import FerryConsole
+import Foundation
+import SyncCore
+
+/// `ferry push`
+public struct PushCommand: DeviceCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "push", abstract: "Send the queued operations of every table to the server, in order.",
+        discussion: "Exits with 2 when some operations failed or conflicted (see `ferry conflicts`).")
+    @OptionGroup public var client: ClientOptions
+    public init() {}
+
+    public func execute(on device: Device, output: CommandOutput) async throws {
+        let pending = output.showsProgress ? try await device.status().operations.count : nil
+        let progress = await Progress.watch(device, output: output, operations: pending)
+        let result: PushResult
+        do {
+            result = try await device.push()
+        } catch {
+            progress.finish()
+            throw error
+        }
+        progress.finish()
+        output.print(Rendering.push(result, format: output.format))
+        if !result.failed.isEmpty {
+            let count = result.failed.count
+            throw ClientError(
+                .conflicts, "\(count) operation\(count == 1 ? "" : "s") failed", hint: "see `conflicts`")
+        }
+    }
+}
+
+/// `ferry pull TABLE [--filter …] [--query-id ID]`
+public struct PullCommand: DeviceCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "pull", abstract: "Bring the server's items of a table into the local store.",
+        discussion: """
+            Pushes the table's pending operations first. With --query-id the pull is incremental: the next \
+            pull with the same id only brings what changed since. Exits with 2 when operations of that push \
+            failed or conflicted (see `ferry conflicts`).
+            """)
+    @OptionGroup public var client: ClientOptions
+    @Argument(help: "The table.") var table: String
+    @Option(help: "Only items matching this OData $filter.") var filter: String?
+    @Option(help: "Remember where this pull ended, under this id, for incremental pulls.") var queryId: String?
+    @Option(help: "Items per request.") var pageSize: Int = 100
+    public init() {}
+
+    public func execute(on device: Device, output: CommandOutput) async throws {
+        let query = try makeQuery(filter: filter)
+        let progress = await Progress.watch(device, output: output)
+        let result: PullResult
+        do {
+            result = try await device.pull(table, query: query, queryID: queryId, pageSize: pageSize)
+        } catch {
+            progress.finish()
+            throw error
+        }
+        progress.finish()
+        output.print(Rendering.pull(result, table: table, format: output.format))
+        if let failed = result.push?.failed, !failed.isEmpty {
+            throw ClientError(
+                .conflicts,
+                "\(failed.count) operation\(failed.count == 1 ? "" : "s") failed in the push before the pull",
+                hint: "see `conflicts`")
+        }
+    }
+}
+
+/// `ferry purge TABLE [--filter …] [--force]`
+public struct PurgeCommand: DeviceCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "purge", abstract: "Remove items from the local store only (the server keeps them).",
+        discussion: "Refuses while the table has pending operations, unless --force (which drops them too).")
+    @OptionGroup public var client: ClientOptions
+    @Argument(help: "The table.") var table: String
+    @Option(help: "Only items matching this OData $filter.") var filter: String?
+    @Flag(help: "Also drop the table's pending operations, errors and pull cursors.") var force = false
+    public init() {}
+
+    public func execute(on device: Device, output: CommandOutput) async throws {
+        let removed = try await device.purge(table, query: try makeQuery(filter: filter), force: force)
+        output.print(
+            output.format.isJSON
+                ? #"{"purged":\#(removed)}"# : "purged \(removed) item\(removed == 1 ? "" : "s") of '\(table)'")
+    }
+}
+
+/// `ferry status`
+public struct StatusCommand: DeviceCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show pending operations per table, errors and pull cursors.")
+    public static let readsOnly = true
+    @OptionGroup public var client: ClientOptions
+    public init() {}
+
+    public func execute(on device: Device, output: CommandOutput) async throws {
+        output.print(Rendering.status(try await device.status(), format: output.format))
+    }
+}
+
+/// `ferry conflicts [list | resolve ERROR --take …]`
+public struct ConflictsCommand: DeviceCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "conflicts", abstract: "List failed and conflicting operations, or resolve one.",
+        discussion: """
+            ferry conflicts                               list them
+            ERROR is an error id from the list, or the id of the item it is about.
+            ferry conflicts resolve ERROR --take server   take the server's item, drop my change
+            ferry conflicts resolve ERROR --take mine     retry my change against the server's version
+            ferry conflicts resolve ERROR --take mine --item '{"title":"merged"}'
+            ferry conflicts resolve ERROR --take discard  drop my change, keep the local copy as before it
+            ferry conflicts resolve ERROR --take change --operation update --item '{…}'
+            """)
+    @OptionGroup public var client: ClientOptions
+    @Argument(help: "list (the default) or resolve.") var action: String = "list"
+    @Argument(help: "The error to resolve: its id, or its item's id.") var errorID: String?
+    @Option(help: "How to resolve: server, mine, discard or change.") var take: String?
+    @Option(help: "With mine or change: the item to send, a JSON object.") var item: String?
+    @Option(help: "With change: the new operation, insert, update or delete.") var operation: String?
+    public init() {}
+
+    public func execute(on device: Device, output: CommandOutput) async throws {
+        switch action {
+        case "list":
+            output.print(
+                Rendering.errors(try await device.conflicts(), format: output.format, width: output.terminalWidth))
+        case "resolve":
+            guard let errorID else {
+                throw ClientError(.usage, "which error?", hint: "give its id (or its item's id) from `conflicts`")
+            }
+            let resolution = try resolution()
+            let errors = try await device.conflicts()
+            guard let error = errors.first(where: { $0.id == errorID }) ?? errors.first(where: { $0.itemID == errorID })
+            else {
+                throw ClientError(.notFound, "no error '\(errorID)'", hint: "`conflicts` lists them")
+            }
+            try await device.resolve(error.id, resolution)
+            output.print(
+                output.format.isJSON
+                    ? #"{"resolved":\#(JSONValue.string(errorID).serialized())}"# : "resolved \(errorID)")
+        default:
+            throw ClientError(.usage, "unknown action '\(action)'", hint: "list or resolve")
+        }
+    }
+
+    func resolution() throws -> ErrorResolution {
+        let object = try item.map { try parseObject($0, what: "item") }
+        switch take {
+        case "server": return .useServerItem
+        case "mine": return .retry(with: object)
+        case "discard": return .discardLocalChange
+        case "change":
+            guard let operation, let kind = OperationKind(rawValue: operation) else {
+                throw ClientError(.usage, "--take change needs --operation insert, update or delete")
+            }
+            return .changeOperation(kind, item: object)
+        case nil: throw ClientError(.usage, "how to resolve?", hint: "--take server, mine, discard or change")
+        case let other?:
+            throw ClientError(.usage, "unknown resolution '\(other)'", hint: "server, mine, discard or change")
+        }
+    }
+}
