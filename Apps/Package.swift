@@ -87,12 +87,12 @@ let package = Package(
             ],
             path: "Sources/FerryClient"
         ),
-        // The reference server: table protocol 2.0.0 and 3.0.0 over Hummingbird.
+        // The reference server: table protocol 2.0.0 and 3.0.0 over Hummingbird, on any ServerStorage
+        // it is given (it never chooses a database: FerryCommands does).
         .target(
             name: "FerryServer",
             dependencies: [
                 "ServerStorage",
-                "ServerStorageSQLite",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -108,11 +108,12 @@ let package = Package(
             ],
             path: "Sources/FerryServer"
         ),
-        // The `ferry` command tree (`ferry serve`, and later the client commands and the REPL).
+        // The `ferry` command tree: the client commands, the REPL, and `ferry serve`, which opens the
+        // storage `--db` names (the backends the executable is built with).
         .target(
             name: "FerryCommands",
             dependencies: [
-                "FerryServer", "FerryClient", "FerryConsole",
+                "FerryServer", "FerryClient", "FerryConsole", "ServerStorage", "ServerStorageSQLite",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -157,7 +158,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "FerryServer", "ServerStorage",
+                "FerryServer", "ServerStorage", "ServerStorageSQLite",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreSQLite", package: "Ferry"),
                 .product(name: "StoreLMDB", package: "Ferry"),

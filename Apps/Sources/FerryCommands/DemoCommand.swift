@@ -68,8 +68,9 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
         logger.logLevel = .warning
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, logger: logger)
         configuration.dynamicTableDefaults.softDelete = true
+        let database = ServerDatabase.sqlite(path: directory.appendingPathComponent("server.sqlite").path)
         let server = try await ReferenceServer.start(
-            configuration, database: .sqlite(path: directory.appendingPathComponent("server.sqlite").path))
+            configuration, storage: try database.open(logger: logger), ownsStorage: true)
         do {
             let settings = ServerSettings(url: URL(string: server.url)!, protocolVersion: protocolVersion)
             let online = HTTPRemote(HTTPRemote.Configuration(serverURL: settings.url, protocolVersion: protocolVersion))

@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import Logging
 import ServerStorage
+import ServerStorageSQLite
 import StoreLMDB
 import StoreMemory
 import StoreSQLite
@@ -48,7 +49,8 @@ struct TestServer: Sendable {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: port, logger: logger)
         configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
         let path = scratch.url.appendingPathComponent("server.sqlite").path
-        let server = try await ReferenceServer.start(configuration, database: .sqlite(path: path))
+        let server = try await ReferenceServer.start(
+            configuration, storage: try SQLiteServerStorage(location: .file(path)), ownsStorage: true)
         return TestServer(server: server, databasePath: path)
     }
 

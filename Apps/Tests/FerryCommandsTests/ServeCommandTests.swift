@@ -1,7 +1,9 @@
 import ArgumentParser
-import FerryCommands
+import FerryServer
 import Foundation
 import Testing
+
+@testable import FerryCommands
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -17,6 +19,13 @@ struct ServeCommandTests {
         #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["serve", "--port", "eighty"]) }
         #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["serve", "--bogus"]) }
         #expect(FerryCommand.helpMessage(for: ServeCommand.self).contains("--auth-secret"))
+    }
+
+    @Test func theDatabaseOptionNamesSQLiteOrMemory() throws {
+        #expect(throws: ConfigurationError.self) { try ServerDatabase(parsing: "postgres://x") }
+        #expect(try ServerDatabase(parsing: "memory") == .memory)
+        #expect(try ServerDatabase(parsing: "sqlite:a.db") == .sqlite(path: "a.db"))
+        #expect(try ServerDatabase(parsing: "sqlite:a.db").description == "sqlite:a.db")
     }
 
     /// The built `ferry` executable, when the package was built.

@@ -18,12 +18,10 @@ struct HardeningTests {
         tables: [TableSettings] = [TableSettings(name: "todo")],
         configure: (inout ServerConfiguration) -> Void = { _ in }
     ) async throws -> ReferenceServer {
-        var logger = Logger(label: "ferry.test")
-        logger.logLevel = .critical
-        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: .quietTest)
         configuration.authSecret = LiveServer.secret
         configure(&configuration)
-        return try await ReferenceServer.start(configuration, database: .memory)
+        return try await ReferenceServer.startInMemory(configuration)
     }
 
     static func send(
@@ -272,7 +270,7 @@ struct HardeningTests {
         #expect(reply.headers["location"] == "https://api.example.com/tables/todo/l2")
         try await published.shutdown()
         for bad in ["ftp://x", "https://", "https://a/b", "https://a?b", "https://a b", "https://a:99999"] {
-            var configuration = ServerConfiguration(port: 0)
+            var configuration = ServerConfiguration(port: 0, logger: .quietTest)
             configuration.publicURL = bad
             #expect(throws: ConfigurationError.self, "\(bad)") { try configuration.validate() }
         }

@@ -16,14 +16,12 @@ struct LiveServer: Sendable {
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
         seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
-        var logger = Logger(label: "ferry.test")
-        logger.logLevel = .critical
-        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: .quietTest)
         configuration.allowsDynamicTables = allowsDynamicTables
         configuration.dynamicTableDefaults = dynamicDefaults
         configuration.authSecret = secret
         configuration.limits = limits
-        let storage = try SQLiteServerStorage(location: .memory)
+        let storage = try sqliteStorage(.memory, logger: configuration.logger)
         try await storage.prepare(tables.map { StorageTable(name: $0.name, schema: $0.schema) })
         try await seed(storage)
         let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
@@ -63,6 +61,31 @@ struct LiveServer: Sendable {
     {
         try await send(
             method, target, headers: [("Content-Type", "application/json")] + headers, body: json.serializedUTF8())
+    }
+}
+
+extension Logger {
+    /// A logger for test servers: only critical failures.
+    static var quietTest: Logger {
+        var logger = Logger(label: "ferry.test")
+        logger.logLevel = .critical
+        return logger
+    }
+}
+
+/// A SQLite storage for a test server (the server library takes an opened storage; `ferry serve`
+/// opens one from `--db`), logging where the server logs.
+func sqliteStorage(_ location: SQLiteServerStorage.Location, logger: Logger) throws -> any ServerStorage {
+    var configuration = SQLiteServerStorage.Configuration()
+    configuration.logger = logger
+    return try SQLiteServerStorage(location: location, configuration: configuration)
+}
+
+extension ReferenceServer {
+    /// Starts a server on a fresh in-memory SQLite storage, which it closes when it stops.
+    static func startInMemory(_ configuration: ServerConfiguration) async throws -> ReferenceServer {
+        try await start(
+            configuration, storage: try sqliteStorage(.memory, logger: configuration.logger), ownsStorage: true)
     }
 }
 

@@ -214,15 +214,14 @@ struct ProtocolTests {
 @Suite("Starting and stopping the server")
 struct LifecycleTests {
     @Test func startsOnAFreePortAndStopsCleanly() async throws {
-        var configuration = ServerConfiguration(port: 0)
-        configuration.logger.logLevel = .critical
-        let server = try await ReferenceServer.start(configuration, database: .memory)
+        let configuration = ServerConfiguration(port: 0, logger: .quietTest)
+        let server = try await ReferenceServer.startInMemory(configuration)
         #expect(server.port > 0)
         #expect(server.url == "http://127.0.0.1:\(server.port)")
         // The same port is refused while it is taken.
         var clash = configuration
         clash.port = server.port
-        await #expect(throws: (any Error).self) { try await ReferenceServer.start(clash, database: .memory) }
+        await #expect(throws: (any Error).self) { try await ReferenceServer.startInMemory(clash) }
         try await server.shutdown()
     }
 
@@ -230,14 +229,15 @@ struct LifecycleTests {
         let directory = NSTemporaryDirectory() + "ferry-server-restart-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        var configuration = ServerConfiguration(port: 0)
-        configuration.logger.logLevel = .critical
-        let database = try ServerDatabase(parsing: "sqlite:\(directory)/ferry.sqlite")
-        let first = try await ReferenceServer.start(configuration, database: database)
+        let configuration = ServerConfiguration(port: 0, logger: .quietTest)
+        let path = "\(directory)/ferry.sqlite"
+        let first = try await ReferenceServer.start(
+            configuration, storage: try sqliteStorage(.file(path), logger: configuration.logger), ownsStorage: true)
         let client = LiveServer(server: first)
         let created = try await client.send("POST", "/tables/notes", json: ["id": "1", "text": "kept"])
         try await first.shutdown()
-        let second = try await ReferenceServer.start(configuration, database: database)
+        let second = try await ReferenceServer.start(
+            configuration, storage: try sqliteStorage(.file(path), logger: configuration.logger), ownsStorage: true)
         let read = try await LiveServer(server: second).send("GET", "/tables/notes/1")
         #expect(read.json?["text"] == "kept")
         #expect(read.json?["version"] == created.json?["version"])
@@ -247,7 +247,8 @@ struct LifecycleTests {
     }
 
     @Test func invalidConfigurationsAreRefused() async throws {
-        var configuration = ServerConfiguration(port: 0, tables: [TableSettings(name: "p", requiresAuth: true)])
+        var configuration = ServerConfiguration(
+            port: 0, tables: [TableSettings(name: "p", requiresAuth: true)], logger: .quietTest)
         #expect(throws: ConfigurationError.self) { try configuration.validate() }
         configuration.authSecret = "short"
         #expect(throws: ConfigurationError.self) { try configuration.validate() }
@@ -259,9 +260,6 @@ struct LifecycleTests {
         #expect(throws: ConfigurationError.self) { try configuration.validate() }
         configuration.tables = [TableSettings(name: "a", fields: ["updatedAt": FieldRule(type: .string)])]
         #expect(throws: ConfigurationError.self) { try configuration.validate() }
-        #expect(throws: ConfigurationError.self) { try ServerDatabase(parsing: "postgres://x") }
-        #expect(try ServerDatabase(parsing: "memory") == .memory)
-        #expect(try ServerDatabase(parsing: "sqlite:a.db") == .sqlite(path: "a.db"))
     }
 
     @Test func tablesFilesAreReadStrictly() throws {
@@ -273,7 +271,7 @@ struct LifecycleTests {
                                                  "rating": {"type": "enum", "cases": ["G", "R"]}, "done": "bool"},
                                       "disabledOperations": ["delete"]}}}
                 """)
-        var configuration = ServerConfiguration()
+        var configuration = ServerConfiguration(logger: .quietTest)
         try TablesFile.apply(document, to: &configuration)
         #expect(!configuration.allowsDynamicTables)
         let notes = try #require(configuration.tables.first)
@@ -287,7 +285,7 @@ struct LifecycleTests {
             "{\"tables\": {\"a\": {\"disabledOperations\": [\"drop\"]}}}",
             "[]", "{\"extra\": 1}",
         ] {
-            var scratch = ServerConfiguration()
+            var scratch = ServerConfiguration(logger: .quietTest)
             #expect(throws: ConfigurationError.self, "\(bad)") {
                 try TablesFile.apply(try JSONValue(parsing: bad), to: &scratch)
             }

@@ -94,7 +94,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         let database = try ServerDatabase(parsing: db)
         let server: ReferenceServer
         do {
-            server = try await ReferenceServer.start(configuration, database: database, handlesSignals: true)
+            server = try await ReferenceServer.start(
+                configuration, storage: try database.open(logger: logger), ownsStorage: true, handlesSignals: true)
         } catch let error as ServerStartError {
             StandardStreams.writeError("error: \(error.message)\n")
             throw ExitCode(1)

@@ -11,7 +11,7 @@ import Synchronization
 /// connection stays open, and how many connections the server holds at once.
 ///
 /// ```swift
-/// var configuration = ServerConfiguration()
+/// var configuration = ServerConfiguration(logger: logger)
 /// configuration.connections.idleTimeout = .seconds(10)
 /// configuration.connections.maximumConnections = 256
 /// ```

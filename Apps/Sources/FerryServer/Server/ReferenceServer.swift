@@ -1,22 +1,22 @@
 import Foundation
-import HTTPTypes
 import Hummingbird
 public import Logging
 import NIOCore
 public import ServerStorage
-import ServerStorageSQLite
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
 /// Ferry's reference server: the table protocol (2.0.0 and 3.0.0) over HTTP, on Hummingbird 2.
 ///
-/// Start it in-process (tests, the CLI's `demo`) on any free port, use it, shut it down:
+/// Start it in-process (tests, the CLI's `demo`) on any free port, on a storage you opened, use it,
+/// shut it down:
 ///
 /// ```swift
-/// var configuration = ServerConfiguration(port: 0)
+/// var configuration = ServerConfiguration(port: 0, logger: Logger(label: "app.server"))
 /// configuration.tables = [TableSettings(name: "todo", softDelete: true)]
-/// let server = try await ReferenceServer.start(configuration, database: .memory)
+/// let storage = try SQLiteServerStorage(location: .memory)   // any ServerStorage
+/// let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
 /// print(server.url)             // "http://127.0.0.1:49152"
 /// // … talk to server.url + "/tables/todo" …
 /// try await server.shutdown()
@@ -60,30 +60,31 @@ public final class ReferenceServer: Sendable {
         self.logger = logger
     }
 
-    /// Opens `database`, starts the server on it and returns once it listens; the storage closes
-    /// when the server stops.
-    public static func start(
-        _ configuration: ServerConfiguration, database: ServerDatabase, handlesSignals: Bool = false
-    ) async throws -> ReferenceServer {
-        let storage = try database.open(logger: configuration.logger)
-        do {
-            return try await start(configuration, storage: storage, ownsStorage: true, handlesSignals: handlesSignals)
-        } catch {
-            try? await storage.close()
-            throw error
-        }
-    }
-
     /// Starts the server on `storage` and returns once it listens.
     ///
+    /// The server does not choose a database: the caller opens one (`ferry serve --db` opens SQLite)
+    /// and hands it over.
+    ///
     /// - Parameters:
-    ///   - ownsStorage: Whether shutting the server down closes `storage`.
+    ///   - ownsStorage: Whether the server closes `storage` when it stops, or when it fails to start.
     ///   - handlesSignals: Whether SIGINT and SIGTERM shut the server down (for a process that is the server).
     /// - Throws: ``ConfigurationError`` for an invalid configuration, a ``StorageError`` when the
     ///   declared tables cannot be prepared, or the bind error when the address is taken.
     public static func start(
         _ configuration: ServerConfiguration, storage: any ServerStorage, ownsStorage: Bool = false,
         handlesSignals: Bool = false
+    ) async throws -> ReferenceServer {
+        do {
+            return try await listen(
+                configuration, storage: storage, ownsStorage: ownsStorage, handlesSignals: handlesSignals)
+        } catch {
+            if ownsStorage { try? await storage.close() }
+            throw error
+        }
+    }
+
+    private static func listen(
+        _ configuration: ServerConfiguration, storage: any ServerStorage, ownsStorage: Bool, handlesSignals: Bool
     ) async throws -> ReferenceServer {
         try configuration.validate()
         try await storage.prepare(
@@ -137,55 +138,6 @@ public final class ReferenceServer: Sendable {
         let result = await running.result
         if ownsStorage { try await storage.close() }
         if case .failure(let error) = result, !(error is CancellationError) { throw error }
-    }
-}
-
-/// Where `ferry serve --db` keeps the tables.
-public enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
-    /// A SQLite database file (created when absent).
-    case sqlite(path: String)
-    /// An in-memory SQLite database, gone when the server stops.
-    case memory
-
-    /// Parses `sqlite:PATH`, a bare path, or `memory`.
-    ///
-    /// ```swift
-    /// try ServerDatabase(parsing: "sqlite:/var/lib/ferry.sqlite")   // .sqlite(path: "/var/lib/ferry.sqlite")
-    /// try ServerDatabase(parsing: "memory")                         // .memory
-    /// ```
-    public init(parsing text: String) throws(ConfigurationError) {
-        if text == "memory" || text == "sqlite::memory:" || text == ":memory:" {
-            self = .memory
-        } else if text.hasPrefix("sqlite:") {
-            let path = String(text.dropFirst("sqlite:".count))
-            guard !path.isEmpty else {
-                throw ConfigurationError("--db sqlite: needs a path, as in sqlite:ferry.sqlite")
-            }
-            self = .sqlite(path: path)
-        } else if text.contains(":") && !text.hasPrefix("/") && !text.hasPrefix(".") {
-            throw ConfigurationError("unknown database '\(text)': use sqlite:PATH or memory")
-        } else if text.isEmpty {
-            throw ConfigurationError("the database is empty: use sqlite:PATH or memory")
-        } else {
-            self = .sqlite(path: text)
-        }
-    }
-
-    public var description: String {
-        switch self {
-        case .sqlite(let path): "sqlite:\(path)"
-        case .memory: "memory"
-        }
-    }
-
-    /// Opens the storage.
-    public func open(logger: Logger = Logger(label: "ferry.storage")) throws -> any ServerStorage {
-        var configuration = SQLiteServerStorage.Configuration()
-        configuration.logger = logger
-        switch self {
-        case .sqlite(let path): return try SQLiteServerStorage(location: .file(path), configuration: configuration)
-        case .memory: return try SQLiteServerStorage(location: .memory, configuration: configuration)
-        }
     }
 }
 
@@ -251,75 +203,5 @@ final class BindSignal: Sendable {
             }
             if let ready { continuation.resume(with: ready) }
         }
-    }
-}
-
-/// The Hummingbird side: collects the body within the size limit, hands the request to
-/// ``TableService`` and logs one line per request.
-struct TableResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
-
-    let service: TableService
-    let limits: RequestLimits
-    /// The configured public URL's origin; `nil` to use the request's validated `Host`.
-    let publicOrigin: PublicOrigin?
-    let logger: Logger
-
-    func respond(to request: Request, context: Context) async throws -> Response {
-        let started = ContinuousClock.now
-        let path = request.uri.path
-        var headers: [(name: String, value: String)] = []
-        for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
-        let method = request.method.rawValue.uppercased()
-        var answer: TableResponse
-        var body: [UInt8]?
-        do {
-            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limits.maximumBodySize {
-                throw ProtocolError(
-                    413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limits.maximumBodySize)")
-            }
-            let buffer = try await request.body.collect(upTo: limits.maximumBodySize)
-            if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
-            // After the body is read: answering before it and closing would reset the connection
-            // with the body unread, and the client could lose the answer.
-            let origin = try Self.origin(of: request, configured: publicOrigin)
-            answer = await service.handle(
-                TableRequest(
-                    method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
-                    body: body, origin: origin))
-        } catch let error as ProtocolError {
-            answer = TableService.errorResponse(error)
-        } catch is NIOTooManyBytesError {
-            answer = TableService.errorResponse(
-                ProtocolError(413, "bodyTooLarge", "the body is larger than \(limits.maximumBodySize) bytes"))
-        } catch {
-            answer = TableService.errorResponse(ProtocolError(400, "badRequest", "the request body could not be read"))
-        }
-        var fields = HTTPFields()
-        for header in answer.headers {
-            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
-        }
-        let elapsed = ContinuousClock.now - started
-        let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
-        context.logger.info(
-            "\(method) \(path) \(answer.status)",
-            metadata: [
-                "ferry.status": "\(answer.status)", "ferry.ms": "\(String(format: "%.2f", milliseconds))",
-            ])
-        let status = HTTPResponse.Status(code: answer.status)
-        guard let bytes = answer.body else { return Response(status: status, headers: fields) }
-        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
-    }
-
-    /// The origin of absolute links: the configured public URL, else `scheme://Host` when the `Host`
-    /// header is a valid host and port (400 when it is not), else empty (links stay relative).
-    static func origin(of request: Request, configured: PublicOrigin?) throws -> String {
-        if let configured { return configured.text }
-        guard let host = request.head.authority else { return "" }
-        let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "https" : "http"
-        guard let origin = PublicOrigin(scheme: scheme, hostHeader: host) else {
-            throw ProtocolError(400, "invalidHost", "the Host header is not a valid host and port")
-        }
-        return origin.text
     }
 }

@@ -1,0 +1,75 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The Hummingbird side: collects the body within the size limit, hands the request to
+/// ``TableService`` and logs one line per request.
+struct TableResponder: HTTPResponder {
+    typealias Context = BasicRequestContext
+
+    let service: TableService
+    let limits: RequestLimits
+    /// The configured public URL's origin; `nil` to use the request's validated `Host`.
+    let publicOrigin: PublicOrigin?
+    let logger: Logger
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let started = ContinuousClock.now
+        let path = request.uri.path
+        var headers: [(name: String, value: String)] = []
+        for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
+        let method = request.method.rawValue.uppercased()
+        var answer: TableResponse
+        var body: [UInt8]?
+        do {
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limits.maximumBodySize {
+                throw ProtocolError(
+                    413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limits.maximumBodySize)")
+            }
+            let buffer = try await request.body.collect(upTo: limits.maximumBodySize)
+            if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
+            // After the body is read: answering before it and closing would reset the connection
+            // with the body unread, and the client could lose the answer.
+            let origin = try Self.origin(of: request, configured: publicOrigin)
+            answer = await service.handle(
+                TableRequest(
+                    method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
+                    body: body, origin: origin))
+        } catch let error as ProtocolError {
+            answer = TableService.errorResponse(error)
+        } catch is NIOTooManyBytesError {
+            answer = TableService.errorResponse(
+                ProtocolError(413, "bodyTooLarge", "the body is larger than \(limits.maximumBodySize) bytes"))
+        } catch {
+            answer = TableService.errorResponse(ProtocolError(400, "badRequest", "the request body could not be read"))
+        }
+        var fields = HTTPFields()
+        for header in answer.headers {
+            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+        }
+        let elapsed = ContinuousClock.now - started
+        let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+        context.logger.info(
+            "\(method) \(path) \(answer.status)",
+            metadata: [
+                "ferry.status": "\(answer.status)", "ferry.ms": "\(String(format: "%.2f", milliseconds))",
+            ])
+        let status = HTTPResponse.Status(code: answer.status)
+        guard let bytes = answer.body else { return Response(status: status, headers: fields) }
+        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// The origin of absolute links: the configured public URL, else `scheme://Host` when the `Host`
+    /// header is a valid host and port (400 when it is not), else empty (links stay relative).
+    static func origin(of request: Request, configured: PublicOrigin?) throws -> String {
+        if let configured { return configured.text }
+        guard let host = request.head.authority else { return "" }
+        let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "https" : "http"
+        guard let origin = PublicOrigin(scheme: scheme, hostHeader: host) else {
+            throw ProtocolError(400, "invalidHost", "the Host header is not a valid host and port")
+        }
+        return origin.text
+    }
+}

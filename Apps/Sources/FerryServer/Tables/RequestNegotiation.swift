@@ -1,0 +1,61 @@
+import Foundation
+import ServerStorage
+import SyncCore
+
+// Before a request reaches its table: the protocol version, the `X-ZUMO-Options`, the table it names and the
+// caller's identity.
+extension TableService {
+
+    /// `ZUMO-API-VERSION` from the query (any case; it wins) or the header: 2.0.x is 2.0.0, 3.0.x or
+    /// absent is 3.0.0, anything else is a 400.
+    static func protocolVersion(_ request: TableRequest) throws -> ProtocolVersion {
+        let fromQuery = ODataParameters(parsing: request.rawQuery).value(for: "zumo-api-version")
+        guard let value = fromQuery ?? request.headers["zumo-api-version"] else { return .v3 }
+        let parts = value.split(separator: ".", omittingEmptySubsequences: false)
+        if parts.count == 2 || parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCIIDigit) }) {
+            if parts[0] == "2" && parts[1] == "0" { return .v2 }
+            if parts[0] == "3" && parts[1] == "0" { return .v3 }
+        }
+        throw ProtocolError.badRequest(
+            "unsupported ZUMO-API-VERSION '\(value.prefix(40))': this server speaks 2.0.0 and 3.0.0",
+            code: "unsupportedVersion")
+    }
+
+    static func zumoOptions(_ request: TableRequest) -> [String] {
+        request.headers.values("x-zumo-options").flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+    }
+
+    func resolve(_ name: String, creating: Bool) async throws -> TableSettings {
+        if let table = declared[name] { return table }
+        guard configuration.allowsDynamicTables, (try? StoreValidation.validateTableName(name)) != nil else {
+            throw ProtocolError.notFound("no table '\(name.prefix(128))'")
+        }
+        var table = configuration.dynamicTableDefaults
+        table.name = name
+        if !creating {
+            guard try await storage.tableExists(name) else { throw ProtocolError.notFound("no table '\(name)'") }
+        }
+        return table
+    }
+
+    /// The token's identity; an invalid token answers the table's unauthorized status (401 unless
+    /// configured otherwise), whether or not the table requires one.
+    func authenticate(_ request: TableRequest, table: TableSettings) throws -> TokenVerifier.Identity? {
+        var token = request.headers["x-zumo-auth"]
+        if token == nil, let authorization = request.headers["authorization"] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]) }
+        }
+        guard let token = token?.trimmingCharacters(in: .whitespaces), !token.isEmpty, let verifier else { return nil }
+        do {
+            return try verifier.verify(token)
+        } catch {
+            throw ProtocolError(table.unauthorizedStatus, "unauthorized", error.description)
+        }
+    }
+}
+
+extension Character {
+    var isASCIIDigit: Bool { isASCII && isNumber }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import Logging
+import ServerStorage
+import SyncCore
+
+/// The table protocol, versions 2.0.0 and 3.0.0, over a ``ServerStorage``: routing, version
+/// negotiation, authentication, OData queries and paging, conditional requests, conflicts and the
+/// response shapes of each version. The HTTP framework only moves bytes in and out of it.
+final class TableService: Sendable {
+    let configuration: ServerConfiguration
+    let storage: any ServerStorage
+    let verifier: TokenVerifier?
+    let declared: [String: TableSettings]
+    let logger: Logger
+
+    /// The value of `x-zumo-server-version`.
+    static let serverVersion = "ferry-\(ReferenceServer.version)"
+    /// How often a compare-and-set write is retried when another writer got there first.
+    static let maximumAttempts = 8
+
+    init(configuration: ServerConfiguration, storage: any ServerStorage) {
+        self.configuration = configuration
+        self.storage = storage
+        verifier = configuration.authSecret.map {
+            TokenVerifier(
+                secret: $0, issuer: configuration.authIssuer, audience: configuration.authAudience,
+                requiresExpiry: !configuration.allowsTokensWithoutExpiry)
+        }
+        declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
+        logger = configuration.logger
+    }
+
+    // MARK: - Entry point
+
+    func handle(_ request: TableRequest) async -> TableResponse {
+        var response: TableResponse
+        do {
+            response = try await route(request)
+        } catch let error as ProtocolError {
+            response = Self.errorResponse(error)
+        } catch let error as StorageError {
+            response = Self.errorResponse(storageFailure(error))
+        } catch {
+            logger.error("request failed", metadata: ["ferry.error": "\(error)"])
+            response = Self.errorResponse(ProtocolError(500, "internal", "the server failed to answer this request"))
+        }
+        response.headers.append(("x-zumo-server-version", Self.serverVersion))
+        response.headers.append(("Cache-Control", "no-cache"))
+        return response
+    }
+
+    static func errorResponse(_ error: ProtocolError) -> TableResponse {
+        if let item = error.item {
+            var headers: [(name: String, value: String)] = []
+            if let etag = error.etag { headers.append(("ETag", etag)) }
+            if let lastModified = error.lastModified { headers.append(("Last-Modified", lastModified)) }
+            return .json(error.status, .object(item), headers: headers)
+        }
+        if error.code == "unsupportedVersion" {
+            // As the Azure v5 server does: an RFC 9457 problem, which also carries "error" and "code".
+            var response = TableResponse.json(
+                error.status,
+                [
+                    "type": "about:blank", "title": "Bad Request", "status": .int(Int64(error.status)),
+                    "detail": .string(error.message), "error": .string(error.message), "code": .string(error.code),
+                ])
+            response.headers[0] = ("Content-Type", "application/problem+json; charset=utf-8")
+            return response
+        }
+        return .json(error.status, ["error": .string(error.message), "code": .string(error.code)])
+    }
+
+    func storageFailure(_ error: StorageError) -> ProtocolError {
+        switch error.code {
+        case .invalidQuery: return .badRequest(error.message, code: "invalidQuery")
+        case .fieldKind: return .badRequest(error.message, code: "invalidItem")
+        case .invalidName: return .badRequest(error.message, code: "invalidItem")
+        case .notFound, .noSuchTable: return .notFound(error.message)
+        case .busy: return ProtocolError(503, "busy", "the database is busy; retry later")
+        default:
+            logger.error("storage failure", metadata: ["ferry.error": "\(error)"])
+            return ProtocolError(500, "storage", "the server's storage failed")
+        }
+    }
+
+    func route(_ request: TableRequest) async throws -> TableResponse {
+        guard request.rawQuery.utf8.count <= configuration.limits.maximumQueryLength else {
+            throw ProtocolError(
+                414, "queryTooLong",
+                "the query string is \(request.rawQuery.utf8.count) bytes; the limit is \(configuration.limits.maximumQueryLength)"
+            )
+        }
+        guard let segments = request.segments else { throw ProtocolError.badRequest("the path is not valid UTF-8") }
+        if segments == ["health"], request.method == "GET" {
+            return try await health()
+        }
+        if segments == ["tables"], request.method == "GET" {
+            return try await tableList(request)
+        }
+        guard segments.count == 2 || segments.count == 3, segments[0] == "tables" else {
+            throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
+        }
+        let version = try Self.protocolVersion(request)
+        let id = segments.count == 3 ? segments[2] : nil
+        let name = segments[1]
+        let operation: TableOperation
+        switch (request.method, id) {
+        case ("GET", nil): operation = .query
+        case ("GET", _?): operation = .read
+        case ("POST", nil): operation = .insert
+        case ("POST", _?): operation = .undelete
+        case ("PATCH", _), ("PUT", _?): operation = .update
+        case ("DELETE", _?): operation = .delete
+        default:
+            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
+        }
+        // A query of a dynamic table nobody has written yet is an empty table, not a 404: clients
+        // tell "no rows yet" from "not a table endpoint" by that.
+        let table = try await resolve(name, creating: operation == .insert || operation == .query)
+        let identity = try authenticate(request, table: table)
+        if table.requiresAuth && identity == nil {
+            throw ProtocolError(table.unauthorizedStatus, "unauthorized", "table '\(name)' requires a valid token")
+        }
+        if table.disabledOperations.contains(operation) {
+            throw ProtocolError(405, "methodNotAllowed", "the \(operation.rawValue) operation is disabled on '\(name)'")
+        }
+        var context = RequestContext(
+            request: request, version: version, table: table, identity: identity,
+            storageTable: StorageTable(
+                name: table.name, schema: table.schema))
+        context.view = table.dataViewFilter
+        switch operation {
+        case .query: return try await query(context)
+        case .read: return try await read(context, id: id!)
+        case .insert: return try await insert(context)
+        case .update: return try await update(context, urlID: id)
+        case .delete: return try await delete(context, id: id!)
+        case .undelete: return try await undelete(context, id: id!)
+        }
+    }
+
+    func health() async throws -> TableResponse {
+        let tables = try await storage.tableNames()
+        return .json(
+            200,
+            [
+                "status": "ok", "server": .string(Self.serverVersion), "storage": .string(storage.location),
+                "tables": .int(Int64(tables.count)),
+            ])
+    }
+
+    /// `GET /tables`, an extension of Ferry's server (the protocol has no such listing; legacy
+    /// clients never ask): the names of the declared tables and the dynamic tables written so far.
+    /// With an auth secret configured it needs a valid token, like any table that requires one.
+    func tableList(_ request: TableRequest) async throws -> TableResponse {
+        let identity = try authenticate(request, table: configuration.dynamicTableDefaults)
+        if verifier != nil && identity == nil {
+            throw ProtocolError(401, "unauthorized", "listing the tables requires a valid token")
+        }
+        let names = Set(try await storage.tableNames()).union(declared.keys).sorted()
+        return .json(200, ["tables": .array(names.map { .string($0) })])
+    }
+
+    /// What one request works with.
+    struct RequestContext {
+        var request: TableRequest
+        var version: ProtocolVersion
+        var table: TableSettings
+        var identity: TokenVerifier.Identity?
+        var storageTable: StorageTable
+        var view: QueryExpression?
+
+        /// Whose rows the request sees: `nil` means nobody's (an anonymous request to a per-user table).
+        var scope: OwnerScope? {
+            guard table.perUser else { return .all }
+            return identity.map { .owner($0.subject) }
+        }
+
+        /// `__includedeleted=true` (any case) or `X-ZUMO-Options: include:deleted`.
+        var includesDeleted: Bool {
+            if let value = ODataParameters(parsing: request.rawQuery).value(for: "__includedeleted"),
+                value.lowercased() == "true"
+            {
+                return true
+            }
+            return TableService.zumoOptions(request).contains("include:deleted")
+        }
+    }
+}
