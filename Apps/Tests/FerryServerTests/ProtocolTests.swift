@@ -1,6 +1,7 @@
 import FerryServer
 import Foundation
 import Logging
+import ServerStorageSQLite
 import SyncCore
 import Testing
 

@@ -1,5 +1,5 @@
-public import ArgumentParser
-public import FerryClient
+import ArgumentParser
+import FerryClient
 import FerryConsole
 import Foundation
 import SyncCore

@@ -1,5 +1,4 @@
 public import Logging
-public import SyncCore
 
 /// Everything the reference server needs to start, except its storage.
 ///

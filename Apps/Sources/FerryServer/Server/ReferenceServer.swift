@@ -1,6 +1,6 @@
 import Foundation
 import Hummingbird
-public import Logging
+import Logging
 import NIOCore
 public import ServerStorage
 import ServiceLifecycle

@@ -1,3 +1,4 @@
+import Foundation
 import ServerStorage
 import SyncCore
 
