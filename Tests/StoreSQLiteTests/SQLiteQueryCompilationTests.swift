@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import QuerySQL
+import QuerySQLite
 import StoreConformance
 @testable import StoreSQLite
 import SyncCore
@@ -97,7 +99,7 @@ struct SQLiteQueryCompilationTests {
                 let orderBy = SQLFragment.joined(plan.order ?? [], separator: ", ")
                 let sql: SQLFragment =
                     "EXPLAIN QUERY PLAN SELECT item FROM \(SQLFragment(text: entry.sqlName)) \(plan.whereClause) ORDER BY \(orderBy) LIMIT 10"
-                return try Row.fetchAll(db, sql: sql.text, arguments: sql.statementArguments).map {
+                return try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map {
                     $0["detail"] as String
                 }
                 .joined(separator: "; ")
@@ -398,9 +400,11 @@ struct SQLiteIndexUseTests {
             let order = try #require(plan.order, "the query should run in SQL")
             let sql: SQLFragment =
                 "SELECT item FROM \(SQLFragment(text: entry.sqlName)) \(plan.whereClause) ORDER BY \(SQLFragment.joined(order, separator: ", ")) LIMIT 100"
-            let details = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.text, arguments: sql.statementArguments)
-                .map { $0["detail"] as String? ?? "" }
-            return (sql.text, details)
+            let details = try Row.fetchAll(
+                db, sql: "EXPLAIN QUERY PLAN " + sql.sqliteText, arguments: sql.statementArguments
+            )
+            .map { $0["detail"] as String? ?? "" }
+            return (sql.sqliteText, details)
         }
     }
 
