@@ -65,6 +65,106 @@ struct SQLiteQueryCompilationTests {
         #expect(inSQL * 10 >= withoutNUL * 7, "only \(inSQL) of \(withoutNUL) queries ran entirely in SQL")
     }
 
+    /// The same generated queries through the shared compiler on the server storage's layout (system
+    /// fields in columns, the item's own fields in `item`, `version` unreadable, the server's
+    /// limits), run by SQLite exactly as the server runs them: the evaluator's answer, every time.
+    @Test func compiledQueriesAgreeWithTheEvaluatorOnTheServerLayout() throws {
+        var random = SeededRandom(seed: 0x5EED_5E7F)
+        let layout = SQLTableLayout(
+            updatedAt: .init(name: "updated_at"), createdAt: .init(name: "created_at"), deletedColumn: "deleted",
+            unreadableFields: ["version"], itemHoldsSystemFields: false)
+        let limits = SQLCompiler.Limits(maximumDepth: 48, maximumOperands: 200, maximumArguments: 5_000)
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try SQLiteQueryFunctions.register(db) }
+        let database = try DatabaseQueue(configuration: configuration)
+        var rows: [JSONObject] = []
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE t (id TEXT PRIMARY KEY NOT NULL, item TEXT NOT NULL, created_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL, version INTEGER NOT NULL, deleted INTEGER NOT NULL)
+                    """)
+            for (index, item) in QueryFuzz.items(&random, count: 90, withNUL: false).enumerated() {
+                var content = item
+                for name in ["id", "createdAt", "updatedAt", "version", "deleted"] { content[name] = nil }
+                let created = Int64.random(in: 0..<4, using: &random) * 86_400_000
+                let updated = created + Int64(index)
+                let deleted = item["deleted"] == .bool(true)
+                try db.execute(
+                    sql: "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)",
+                    arguments: [item.id, JSONValue.object(content).serialized(), created, updated, index, deleted])
+                var queryable = content
+                queryable["id"] = item["id"]
+                queryable["createdAt"] = .string(Timestamp(millisecondsSince1970: created).iso8601)
+                queryable["updatedAt"] = .string(Timestamp(millisecondsSince1970: updated).iso8601)
+                queryable["version"] = .string("v\(1000 - index)")
+                queryable["deleted"] = .bool(deleted)
+                rows.append(queryable)
+            }
+        }
+        rows.sort { $0.id! < $1.id! }
+        var failures: [String] = []
+        var inSQL = 0
+        var compared = 0
+        for round in 0..<2000 {
+            let query = QueryFuzz.query(&random)
+            let schema = round % 2 == 0 ? TableSchema.schemaless : QueryFuzz.typedSchema
+            guard let expected = try? QueryEvaluator(schema: schema).evaluate(query, over: rows) else { continue }
+            compared += 1
+            let compiler = SQLCompiler(schema: schema, layout: layout, dialect: .sqlite, limits: limits)
+            let split = compiler.split(query.filter)
+            var conditions = [split.sql].compactMap { $0 }
+            if !query.includeDeleted { conditions.append("deleted = 0") }
+            let condition = conditions.isEmpty ? "1" : SQLFragment.joined(conditions, separator: " AND ")
+            let ids: [String]
+            let total: Int?
+            if split.residual == nil, var order = try? compiler.order(query.orderBy, filter: query.filter) {
+                if let precheck = order.precheck,
+                    try database.read({ db in
+                        try Bool.fetchOne(
+                            db, sql: "SELECT EXISTS (SELECT 1 FROM t WHERE \(precheck.sqliteText))",
+                            arguments: precheck.statementArguments)
+                    }) ?? false
+                {
+                    var general = compiler
+                    general.assumesRegularSortKeys = false
+                    guard let recompiled = try? general.order(query.orderBy, filter: query.filter) else { continue }
+                    order = recompiled
+                }
+                inSQL += 1
+                let page = SQLDialect.sqlite.page(limit: query.top.map(Int64.init), offset: Int64(query.skip ?? 0))
+                let sql: SQLFragment = "SELECT id FROM t WHERE \(condition) ORDER BY \(order.sql) \(page)"
+                let count: SQLFragment = "SELECT COUNT(*) FROM t WHERE \(condition)"
+                (ids, total) = try database.read { db in
+                    (
+                        try String.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments),
+                        try Int.fetchOne(db, sql: count.sqliteText, arguments: count.statementArguments)
+                    )
+                }
+            } else {
+                // The server's fallback: SQL narrows the rows, the evaluator finishes.
+                let sql: SQLFragment = "SELECT id FROM t WHERE \(condition)"
+                let selected = Set(
+                    try database.read { db in
+                        try String.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments)
+                    })
+                var rest = query
+                rest.filter = split.residual
+                let result = try QueryEvaluator(schema: schema).evaluate(
+                    rest, over: rows.filter { selected.contains($0.id!) })
+                (ids, total) = (result.items.compactMap(\.id), result.totalCount)
+            }
+            if ids != expected.items.compactMap(\.id) || total != expected.totalCount {
+                failures.append(
+                    "round \(round): \(query.odataQueryString(dialect: .v3))\n  SQL:       \(ids) \(total ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
+                )
+            }
+        }
+        for failure in failures.prefix(20) { Issue.record("\(failure)") }
+        #expect(failures.isEmpty, "\(failures.count) of \(compared) queries disagree on the server layout")
+        #expect(inSQL * 10 >= compared * 6, "only \(inSQL) of \(compared) queries ran entirely in SQL")
+    }
+
     @Test func theSyncQueriesRunInSQLOnTheirIndexes() async throws {
         let store = try SQLiteStore.inMemory()
         let items: [JSONObject] = (0..<200).map {
