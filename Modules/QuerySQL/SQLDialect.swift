@@ -168,5 +168,6 @@ public struct SQLDialect: Sendable, Hashable {
 /// Thrown while compiling a construct that the dialect cannot reproduce exactly; the caller then
 /// leaves that part of the query to `QueryEvaluator`.
 public struct NotCompilable: Error, Sendable {
+    /// The error; it carries nothing, the caller only falls back.
     public init() {}
 }

@@ -29,10 +29,12 @@ public struct SQLFragment: Sendable, Hashable, ExpressibleByStringInterpolation 
         self.arguments = arguments
     }
 
+    /// Fixed SQL text, with no arguments.
     public init(stringLiteral value: String) {
         self.init(text: value)
     }
 
+    /// Text and arguments built by interpolation (see ``Interpolation``).
     public init(stringInterpolation: Interpolation) {
         self.init(text: stringInterpolation.text, arguments: stringInterpolation.arguments)
     }
@@ -89,36 +91,44 @@ public struct SQLFragment: Sendable, Hashable, ExpressibleByStringInterpolation 
         var text = ""
         var arguments: [SQLValue] = []
 
+        /// An empty builder, sized for the literal.
         public init(literalCapacity: Int, interpolationCount: Int) {
             text.reserveCapacity(literalCapacity + 16 * interpolationCount)
         }
 
+        /// Appends fixed SQL text.
         public mutating func appendLiteral(_ literal: String) {
             text += literal
         }
 
+        /// Appends a fragment, its arguments after those already there.
         public mutating func appendInterpolation(_ fragment: SQLFragment) {
             text += fragment.text
             arguments += fragment.arguments
         }
 
+        /// Appends a placeholder bound to `value`.
         public mutating func appendInterpolation(bind value: SQLValue) {
             text.append(SQLFragment.placeholder)
             arguments.append(value)
         }
 
+        /// Appends a placeholder bound to an integer.
         public mutating func appendInterpolation(bind value: Int64) {
             appendInterpolation(bind: .integer(value))
         }
 
+        /// Appends a placeholder bound to an integer.
         public mutating func appendInterpolation(bind value: Int) {
             appendInterpolation(bind: .integer(Int64(value)))
         }
 
+        /// Appends a placeholder bound to a double.
         public mutating func appendInterpolation(bind value: Double) {
             appendInterpolation(bind: .real(value))
         }
 
+        /// Appends a placeholder bound to text.
         public mutating func appendInterpolation(bind value: String) {
             appendInterpolation(bind: .text(value))
         }

@@ -1,4 +1,5 @@
 import GRDB
+import Logging
 import QuerySQL
 import QuerySQLite
 public import ServerStorage
@@ -103,7 +104,8 @@ extension SQLiteServerStorage {
     static func evaluate(
         _ db: Database, _ sqlName: String, _ table: StorageTable, _ query: StorageQuery, _ plan: QueryPlanSQL
     ) throws -> StoragePage {
-        var sql: SQLFragment = "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: sqlName)) WHERE \(plan.condition)"
+        var sql: SQLFragment =
+            "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: sqlName)) WHERE \(plan.condition)"
         if let order = plan.order { sql = "\(sql) ORDER BY \(order)" }
         var items = try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map(decode)
         let evaluator = QueryEvaluator(schema: table.schema)

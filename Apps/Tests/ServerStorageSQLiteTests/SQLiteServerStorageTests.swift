@@ -63,7 +63,8 @@ struct SQLiteServerStorageTests {
         // The version's number does not sort like its tag: the evaluator orders by the tag.
         let byVersion = try await storage.query(table, StorageQuery(orderBy: [.field("version")], limit: 3))
         #expect(byVersion.plan == .evaluator)
-        #expect(byVersion.items.map(\.id) == ["r0", "r1", "r2"])
+        let all = try await storage.query(table, StorageQuery()).items
+        #expect(byVersion.items.map(\.id) == all.sorted { $0.versionTag < $1.versionTag }.prefix(3).map(\.id))
         try await storage.close()
     }
 
@@ -115,7 +116,9 @@ struct SQLiteServerStorageTests {
         }
         for failure in failures.prefix(10) { Issue.record("\(failure)") }
         #expect(failures.isEmpty, "\(failures.count) queries disagree: \(plans)")
-        #expect((plans[.database] ?? 0) > (plans[.evaluator] ?? 0), "\(plans)")
+        // Deep nesting, casts to dates and NaN-making arithmetic stay in the evaluator; the rest runs
+        // in SQLite (the server's former compiler ran none of the functions, casts or arithmetic).
+        #expect((plans[.database] ?? 0) >= 200, "\(plans)")
         try await storage.close()
     }
 }
