@@ -13,6 +13,9 @@ let package = Package(
         .library(name: "StoreMemory", targets: ["StoreMemory"]),
         .library(name: "StoreSQLite", targets: ["StoreSQLite"]),
         .library(name: "StoreLMDB", targets: ["StoreLMDB"]),
+        // The query-to-SQL compiler with its dialects, and its SQLite functions, for SQL stores.
+        .library(name: "QuerySQL", targets: ["QuerySQL"]),
+        .library(name: "QuerySQLite", targets: ["QuerySQLite"]),
         .library(name: "Transport", targets: ["Transport"]),
         // The conformance suite and the peer-data loaders, for the Apps package's tests.
         .library(name: "StoreConformance", targets: ["StoreConformance"]),
@@ -27,9 +30,17 @@ let package = Package(
         .target(
             name: "SyncCore", dependencies: [.product(name: "Logging", package: "swift-log")], path: "Modules/SyncCore"),
         .target(name: "StoreMemory", dependencies: ["SyncCore"], path: "Modules/StoreMemory"),
+        // One compiler from the query AST to SQL (SQLite and PostgreSQL dialects); no database.
+        .target(name: "QuerySQL", dependencies: ["SyncCore"], path: "Modules/QuerySQL"),
+        // The compiler's `ferry_*` SQLite functions and argument conversion, for GRDB connections.
+        .target(
+            name: "QuerySQLite",
+            dependencies: ["SyncCore", "QuerySQL", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Modules/QuerySQLite"
+        ),
         .target(
             name: "StoreSQLite",
-            dependencies: ["SyncCore", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["SyncCore", "QuerySQL", "QuerySQLite", .product(name: "GRDB", package: "GRDB.swift")],
             path: "Modules/StoreSQLite"
         ),
 
@@ -95,9 +106,15 @@ let package = Package(
             path: "Tests/StoreMemoryTests"
         ),
         .testTarget(
+            name: "QuerySQLTests",
+            dependencies: ["QuerySQL", "SyncCore"],
+            path: "Tests/QuerySQLTests"
+        ),
+        .testTarget(
             name: "StoreSQLiteTests",
             dependencies: [
-                "StoreSQLite", "StoreConformance", "SyncCore", .product(name: "GRDB", package: "GRDB.swift"),
+                "StoreSQLite", "StoreConformance", "SyncCore", "QuerySQL", "QuerySQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/StoreSQLiteTests"
         ),

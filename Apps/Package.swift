@@ -45,6 +45,8 @@ let package = Package(
             dependencies: [
                 "ServerStorage",
                 .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "QuerySQL", package: "Ferry"),
+                .product(name: "QuerySQLite", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -136,6 +138,7 @@ let package = Package(
             dependencies: [
                 "ServerStorage", "ServerStorageSQLite", "ServerStorageConformance",
                 .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/ServerStorageSQLiteTests"

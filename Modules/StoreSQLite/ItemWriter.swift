@@ -1,5 +1,6 @@
 import GRDB
 import GRDBSQLite
+import QuerySQL
 import SyncCore
 
 /// Writes the rows of an upsert through one prepared statement with the SQLite C API.
@@ -60,7 +61,7 @@ struct ItemWriter: ~Copyable {
             sqlite3_bind_null(statement, 2)
             sqlite3_bind_null(statement, 3)
         case .string(let text)?:
-            if let milliseconds = SQLFunctions.instantMilliseconds(text) {
+            if let milliseconds = SQLCompiler.instantMilliseconds(text) {
                 sqlite3_bind_int64(statement, 2, milliseconds)
                 sqlite3_bind_null(statement, 3)
             } else {
@@ -107,3 +108,6 @@ struct ItemWriter: ~Copyable {
         }
     }
 }
+
+/// SQLite's `SQLITE_TRANSIENT`: SQLite copies the bytes before the call returns.
+private let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import QuerySQLite
 public import SyncCore
 import Synchronization
 
@@ -250,7 +251,7 @@ public final class SQLiteStore: LocalStore {
         grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
         let maximumSize = configuration.maximumSize
         grdb.prepareDatabase { db in
-            try SQLFunctions.register(db)
+            try SQLiteQueryFunctions.register(db)
             if let maximumSize {
                 let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
                 try db.execute(sql: "PRAGMA max_page_count = \(max(1, maximumSize / max(1, pageSize)))")

@@ -1,5 +1,7 @@
 import Foundation
 import GRDB
+import QuerySQL
+import QuerySQLite
 import StoreConformance
 @testable import StoreSQLite
 import SyncCore
@@ -63,6 +65,106 @@ struct SQLiteQueryCompilationTests {
         #expect(inSQL * 10 >= withoutNUL * 7, "only \(inSQL) of \(withoutNUL) queries ran entirely in SQL")
     }
 
+    /// The same generated queries through the shared compiler on the server storage's layout (system
+    /// fields in columns, the item's own fields in `item`, `version` unreadable, the server's
+    /// limits), run by SQLite exactly as the server runs them: the evaluator's answer, every time.
+    @Test func compiledQueriesAgreeWithTheEvaluatorOnTheServerLayout() throws {
+        var random = SeededRandom(seed: 0x5EED_5E7F)
+        let layout = SQLTableLayout(
+            updatedAt: .init(name: "updated_at"), createdAt: .init(name: "created_at"), deletedColumn: "deleted",
+            unreadableFields: ["version"], itemHoldsSystemFields: false)
+        let limits = SQLCompiler.Limits(maximumDepth: 48, maximumOperands: 200, maximumArguments: 5_000)
+        var configuration = Configuration()
+        configuration.prepareDatabase { db in try SQLiteQueryFunctions.register(db) }
+        let database = try DatabaseQueue(configuration: configuration)
+        var rows: [JSONObject] = []
+        try database.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE t (id TEXT PRIMARY KEY NOT NULL, item TEXT NOT NULL, created_at INTEGER NOT NULL,
+                        updated_at INTEGER NOT NULL, version INTEGER NOT NULL, deleted INTEGER NOT NULL)
+                    """)
+            for (index, item) in QueryFuzz.items(&random, count: 90, withNUL: false).enumerated() {
+                var content = item
+                for name in ["id", "createdAt", "updatedAt", "version", "deleted"] { content[name] = nil }
+                let created = Int64.random(in: 0..<4, using: &random) * 86_400_000
+                let updated = created + Int64(index)
+                let deleted = item["deleted"] == .bool(true)
+                try db.execute(
+                    sql: "INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)",
+                    arguments: [item.id, JSONValue.object(content).serialized(), created, updated, index, deleted])
+                var queryable = content
+                queryable["id"] = item["id"]
+                queryable["createdAt"] = .string(Timestamp(millisecondsSince1970: created).iso8601)
+                queryable["updatedAt"] = .string(Timestamp(millisecondsSince1970: updated).iso8601)
+                queryable["version"] = .string("v\(1000 - index)")
+                queryable["deleted"] = .bool(deleted)
+                rows.append(queryable)
+            }
+        }
+        rows.sort { $0.id! < $1.id! }
+        var failures: [String] = []
+        var inSQL = 0
+        var compared = 0
+        for round in 0..<2000 {
+            let query = QueryFuzz.query(&random)
+            let schema = round % 2 == 0 ? TableSchema.schemaless : QueryFuzz.typedSchema
+            guard let expected = try? QueryEvaluator(schema: schema).evaluate(query, over: rows) else { continue }
+            compared += 1
+            let compiler = SQLCompiler(schema: schema, layout: layout, dialect: .sqlite, limits: limits)
+            let split = compiler.split(query.filter)
+            var conditions = [split.sql].compactMap { $0 }
+            if !query.includeDeleted { conditions.append("deleted = 0") }
+            let condition = conditions.isEmpty ? "1" : SQLFragment.joined(conditions, separator: " AND ")
+            let ids: [String]
+            let total: Int?
+            if split.residual == nil, var order = try? compiler.order(query.orderBy, filter: query.filter) {
+                if let precheck = order.precheck,
+                    try database.read({ db in
+                        try Bool.fetchOne(
+                            db, sql: "SELECT EXISTS (SELECT 1 FROM t WHERE \(precheck.sqliteText))",
+                            arguments: precheck.statementArguments)
+                    }) ?? false
+                {
+                    var general = compiler
+                    general.assumesRegularSortKeys = false
+                    guard let recompiled = try? general.order(query.orderBy, filter: query.filter) else { continue }
+                    order = recompiled
+                }
+                inSQL += 1
+                let page = SQLDialect.sqlite.page(limit: query.top.map(Int64.init), offset: Int64(query.skip ?? 0))
+                let sql: SQLFragment = "SELECT id FROM t WHERE \(condition) ORDER BY \(order.sql) \(page)"
+                let count: SQLFragment = "SELECT COUNT(*) FROM t WHERE \(condition)"
+                (ids, total) = try database.read { db in
+                    (
+                        try String.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments),
+                        try Int.fetchOne(db, sql: count.sqliteText, arguments: count.statementArguments)
+                    )
+                }
+            } else {
+                // The server's fallback: SQL narrows the rows, the evaluator finishes.
+                let sql: SQLFragment = "SELECT id FROM t WHERE \(condition)"
+                let selected = Set(
+                    try database.read { db in
+                        try String.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments)
+                    })
+                var rest = query
+                rest.filter = split.residual
+                let result = try QueryEvaluator(schema: schema).evaluate(
+                    rest, over: rows.filter { selected.contains($0.id!) })
+                (ids, total) = (result.items.compactMap(\.id), result.totalCount)
+            }
+            if ids != expected.items.compactMap(\.id) || total != expected.totalCount {
+                failures.append(
+                    "round \(round): \(query.odataQueryString(dialect: .v3))\n  SQL:       \(ids) \(total ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
+                )
+            }
+        }
+        for failure in failures.prefix(20) { Issue.record("\(failure)") }
+        #expect(failures.isEmpty, "\(failures.count) of \(compared) queries disagree on the server layout")
+        #expect(inSQL * 10 >= compared * 6, "only \(inSQL) of \(compared) queries ran entirely in SQL")
+    }
+
     @Test func theSyncQueriesRunInSQLOnTheirIndexes() async throws {
         let store = try SQLiteStore.inMemory()
         let items: [JSONObject] = (0..<200).map {
@@ -97,7 +199,7 @@ struct SQLiteQueryCompilationTests {
                 let orderBy = SQLFragment.joined(plan.order ?? [], separator: ", ")
                 let sql: SQLFragment =
                     "EXPLAIN QUERY PLAN SELECT item FROM \(SQLFragment(text: entry.sqlName)) \(plan.whereClause) ORDER BY \(orderBy) LIMIT 10"
-                return try Row.fetchAll(db, sql: sql.text, arguments: sql.statementArguments).map {
+                return try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map {
                     $0["detail"] as String
                 }
                 .joined(separator: "; ")
@@ -224,167 +326,6 @@ struct SQLiteQueryCompilationTests {
     }
 }
 
-/// Generates items and queries that exercise the evaluator's corner cases.
-enum QueryFuzz {
-    static let typedSchema = TableSchema(fields: [
-        "d": .dateTimeOffset, "day": .date, "t": .timeOfDay, "e": .enumeration(["G", "PG", "R", "K"]), "g": .guid,
-        "s": .string, "n": .integer,
-    ])
-
-    static let texts: [String] = [
-        "a", "B", "b", "abc", "ABC", "é", "e\u{301}", "K", "\u{212A}", "Straße", "ǅ", "日本語", "🎬", " trim me ", "",
-        "x'y", "%_*?[", "G", "PG", "R", "pg", "10:30:00", "10:30", "2024-01-01", "2024-01-01T10:00:00.000Z",
-        "2024-01-01T11:00:00+02:00", "2023-12-31T23:59:59.999Z", "1999-02-28", "not a date",
-        "6F9619FF-8B86-D011-B42D-00C04FC964FF", "6f9619ff-8b86-d011-b42d-00c04fc964ff", "5", "true", "a\u{0}b",
-    ]
-
-    static let numbers: [JSONValue] = [
-        0, 1, -1, 2, 3, 5, 7, 10, -7, 42, .int(Int64.max), .int(Int64.min), .int(9_007_199_254_740_993), 0.5, -2.5, 3.0,
-        2.5, 1e300, -0.0, 1e-7, 123.456,
-    ]
-
-    static func value(_ random: inout SeededRandom, flavour: Int, withNUL: Bool) -> JSONValue? {
-        let roll = Int.random(in: 0..<100, using: &random)
-        switch roll {
-        case 0..<6: return nil
-        case 6..<12: return .null
-        case 12..<20: return .bool(Bool.random(using: &random))
-        case 20..<24: return [.int(1), "a", .null]
-        case 24..<26: return ["k": 1]
-        default: break
-        }
-        if flavour == 0 || roll < 50 { return numbers.randomElement(using: &random)! }
-        return .string(texts.filter { withNUL || !$0.contains("\u{0}") }.randomElement(using: &random)!)
-    }
-
-    static func items(_ random: inout SeededRandom, count: Int, withNUL: Bool) -> [JSONObject] {
-        (0..<count).map { index in
-            var item: JSONObject = ["id": .string(index % 9 == 0 ? "I\(100 + index)" : "i\(100 + index)")]
-            for (field, flavour) in [
-                ("n", 0), ("m", 0), ("s", 1), ("d", 1), ("day", 1), ("t", 1), ("e", 1), ("g", 1), ("b", 1),
-            ] {
-                if let value = value(&random, flavour: flavour, withNUL: withNUL) { item[field] = value }
-            }
-            switch Int.random(in: 0..<10, using: &random) {
-            case 0: break
-            case 1: item["updatedAt"] = .string("not a date")
-            case 2: item["updatedAt"] = .int(5)
-            default:
-                item["updatedAt"] = .string(
-                    Timestamp(millisecondsSince1970: Int64.random(in: 0..<4, using: &random) * 86_400_000).iso8601)
-            }
-            if Int.random(in: 0..<6, using: &random) == 0 { item["deleted"] = true }
-            return item
-        }
-    }
-
-    static let fields = ["n", "m", "s", "d", "day", "t", "e", "g", "b", "id", "updatedAt", "deleted", "missing"]
-
-    static func literal(_ random: inout SeededRandom) -> QueryLiteral {
-        switch Int.random(in: 0..<14, using: &random) {
-        case 0: return .null
-        case 1: return .bool(Bool.random(using: &random))
-        case 2, 3:
-            return .int([0, 1, 2, 3, 5, -1, 42, Int64.max, 9_007_199_254_740_992].randomElement(using: &random)!)
-        case 4:
-            return .double([0.5, 2.5, 3.0, -2.5, 1e300, 9_007_199_254_740_992.0, 1e-7].randomElement(using: &random)!)
-        case 5, 6, 7: return .string(texts.filter { !$0.contains("\u{0}") }.randomElement(using: &random)!)
-        case 8:
-            return .dateTimeOffset(
-                Timestamp(millisecondsSince1970: Int64.random(in: 0..<4, using: &random) * 86_400_000))
-        case 9: return .date(CalendarDate(year: 2024, month: 1, day: Int.random(in: 1...2, using: &random))!)
-        case 10: return .timeOfDay(TimeOfDay(hour: 10, minute: [0, 30].randomElement(using: &random)!)!)
-        case 11: return .guid("6F9619FF-8B86-D011-B42D-00C04FC964FF")
-        case 12: return .decimal(2.5)
-        default: return .string("a\u{0}b")
-        }
-    }
-
-    static func value(_ random: inout SeededRandom, depth: Int) -> QueryExpression {
-        let field = QueryExpression.field(fields.randomElement(using: &random)!)
-        switch Int.random(in: 0..<(depth > 2 ? 2 : 12), using: &random) {
-        case 0: return field
-        case 1: return .literal(literal(&random))
-        case 2, 3:
-            let op: BinaryOperator = [.add, .subtract, .multiply, .divide, .modulo].randomElement(using: &random)!
-            let rhs: QueryExpression =
-                Bool.random(using: &random) ? .literal(literal(&random)) : value(&random, depth: depth + 1)
-            return .binary(op, value(&random, depth: depth + 1), rhs)
-        case 4: return .unary(.negate, value(&random, depth: depth + 1))
-        case 5:
-            let function: QueryFunction = [
-                .length, .toLower, .toUpper, .trim, .year, .month, .day, .hour, .minute, .second, .floor, .ceiling,
-                .round,
-            ]
-            .randomElement(using: &random)!
-            return .function(function, [value(&random, depth: depth + 1)])
-        case 6:
-            let function: QueryFunction = [.indexOf, .concat, .contains, .startsWith, .endsWith].randomElement(
-                using: &random)!
-            return .function(function, [value(&random, depth: depth + 1), .literal(literal(&random))])
-        case 7:
-            var arguments = [
-                value(&random, depth: depth + 1), .literal(.int(Int64.random(in: -1...3, using: &random))),
-            ]
-            if Bool.random(using: &random) {
-                arguments.append(.literal(.int(Int64.random(in: -1...3, using: &random))))
-            }
-            return .function(.substring, arguments)
-        case 8: return .function(.replace, [field, .literal(.string("a")), .literal(.string("zz"))])
-        case 9:
-            return .cast(field, [.string, .int64, .double, .dateTimeOffset, .boolean].randomElement(using: &random)!)
-        default: return field
-        }
-    }
-
-    static func filter(_ random: inout SeededRandom, depth: Int = 0) -> QueryExpression {
-        switch Int.random(in: 0..<(depth > 2 ? 6 : 12), using: &random) {
-        case 0..<5:
-            let op: BinaryOperator = [
-                .equal, .notEqual, .greaterThan, .greaterThanOrEqual, .lessThan, .lessThanOrEqual,
-            ]
-            .randomElement(using: &random)!
-            let lhs = value(&random, depth: depth + 1)
-            let rhs: QueryExpression =
-                Int.random(in: 0..<4, using: &random) == 0
-                ? value(&random, depth: depth + 1) : .literal(literal(&random))
-            return Bool.random(using: &random) ? .binary(op, lhs, rhs) : .binary(op, rhs, lhs)
-        case 5: return value(&random, depth: depth + 1)
-        case 6, 7:
-            return .binary(
-                Bool.random(using: &random) ? .and : .or, filter(&random, depth: depth + 1),
-                filter(&random, depth: depth + 1))
-        case 8: return .unary(.not, filter(&random, depth: depth + 1))
-        case 9:
-            return .isIn(
-                value(&random, depth: depth + 1),
-                (0..<Int.random(in: 0...3, using: &random)).map { _ in .literal(literal(&random)) })
-        case 10:
-            return .function(
-                [.contains, .startsWith, .endsWith].randomElement(using: &random)!,
-                [.field("s"), .literal(literal(&random))])
-        default:
-            return .binary(
-                .equal, .field(fields.randomElement(using: &random)!), .field(fields.randomElement(using: &random)!))
-        }
-    }
-
-    static func query(_ random: inout SeededRandom) -> TableQuery {
-        var query = TableQuery(filter: Int.random(in: 0..<8, using: &random) == 0 ? nil : filter(&random))
-        for _ in 0..<Int.random(in: 0...2, using: &random) {
-            let expression: QueryExpression =
-                Int.random(in: 0..<5, using: &random) == 0
-                ? value(&random, depth: 1) : .field(fields.randomElement(using: &random)!)
-            query.orderBy.append(SortKey(expression, descending: Bool.random(using: &random)))
-        }
-        if Bool.random(using: &random) { query.skip = Int.random(in: 0..<20, using: &random) }
-        if Bool.random(using: &random) { query.top = Int.random(in: 0..<30, using: &random) }
-        query.includeDeleted = Int.random(in: 0..<3, using: &random) == 0
-        query.includeTotalCount = true
-        return query
-    }
-}
-
 // MARK: - Index use
 
 @Suite("SQLiteStore declared indexes")
@@ -398,9 +339,11 @@ struct SQLiteIndexUseTests {
             let order = try #require(plan.order, "the query should run in SQL")
             let sql: SQLFragment =
                 "SELECT item FROM \(SQLFragment(text: entry.sqlName)) \(plan.whereClause) ORDER BY \(SQLFragment.joined(order, separator: ", ")) LIMIT 100"
-            let details = try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql.text, arguments: sql.statementArguments)
-                .map { $0["detail"] as String? ?? "" }
-            return (sql.text, details)
+            let details = try Row.fetchAll(
+                db, sql: "EXPLAIN QUERY PLAN " + sql.sqliteText, arguments: sql.statementArguments
+            )
+            .map { $0["detail"] as String? ?? "" }
+            return (sql.sqliteText, details)
         }
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
 public import Logging
+import QuerySQL
+import QuerySQLite
 public import ServerStorage
 public import SyncCore
 import Synchronization
@@ -35,9 +37,10 @@ import Synchronization
 ///
 /// ## Queries
 ///
-/// Queries compile to SQL with bound parameters only (`QueryCompiler`); what SQL cannot
-/// reproduce exactly runs in ``QueryEvaluator`` over the rows SQLite selected by the compiled part
-/// of the filter (``QueryPlan/evaluator``). Such a query reads every row the compiled part selects.
+/// Queries compile to SQL with bound parameters only (QuerySQL's `SQLCompiler`, SQLite dialect,
+/// over ``sqlLayout``); what SQL cannot reproduce exactly runs in ``QueryEvaluator`` over the rows
+/// SQLite selected by the compiled part of the filter (``QueryPlan/evaluator``). Such a query reads
+/// every row the compiled part selects.
 public final class SQLiteServerStorage: ServerStorage {
     /// Where the database lives.
     public enum Location: Sendable, Hashable {
@@ -56,13 +59,14 @@ public final class SQLiteServerStorage: ServerStorage {
         public var maximumReaderCount: Int
         /// The clock stamps come from, in milliseconds since 1970 (tests inject their own).
         public var now: @Sendable () -> Int64
-        /// Where the storage logs (debug level and below, plus warnings).
-        public var logger: Logger
+        /// Where the storage logs (debug level and below, plus warnings), as its caller chose;
+        /// `nil` for nowhere.
+        public var logger: Logger?
 
+        /// A configuration; see the properties.
         public init(
             busyTimeout: Double = 5, maximumReaderCount: Int = 4,
-            now: @escaping @Sendable () -> Int64 = SQLiteServerStorage.systemMilliseconds,
-            logger: Logger = Logger(label: "ferry.storage.sqlite")
+            now: @escaping @Sendable () -> Int64 = SQLiteServerStorage.systemMilliseconds, logger: Logger? = nil
         ) {
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
@@ -94,6 +98,7 @@ public final class SQLiteServerStorage: ServerStorage {
         grdb.busyMode = .timeout(configuration.busyTimeout)
         grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
         grdb.label = "ferry.storage"
+        grdb.prepareDatabase { db in try SQLiteQueryFunctions.register(db) }
         switch location {
         case .file(let path):
             self.location = "sqlite:\(path)"
@@ -294,9 +299,9 @@ public final class SQLiteServerStorage: ServerStorage {
 
     /// The owner scope as SQL. An owner SQLite cannot compare exactly (GRDB binds text up to its
     /// first U+0000) is refused, never cut.
-    static func ownerCondition(_ owner: OwnerScope) throws -> SQLFragment {
+    static func ownerCondition(_ owner: OwnerScope) throws -> SQLFragment? {
         switch owner {
-        case .all: return .alwaysTrue
+        case .all: return nil
         case .owner(let subject):
             try OwnerScope.validateSubject(subject)
             return "owner = \(bind: subject)"
@@ -304,8 +309,9 @@ public final class SQLiteServerStorage: ServerStorage {
     }
 
     static func fetch(_ db: Database, _ record: TableRecord, id: String, owner: OwnerScope) throws -> StoredItem? {
-        let condition = SQLFragment.and(["id = \(bind: id)", try ownerCondition(owner)])
-        let sql = "SELECT \(columns) FROM \(record.sqlName) WHERE \(condition.text)"
+        let condition = SQLFragment.joined(
+            ["id = \(bind: id)"] + [try ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
+        let sql = "SELECT \(columns) FROM \(record.sqlName) WHERE \(condition.sqliteText)"
         guard let row = try Row.fetchOne(db, sql: sql, arguments: condition.statementArguments) else { return nil }
         return try decode(row)
     }
@@ -393,94 +399,6 @@ public final class SQLiteServerStorage: ServerStorage {
             throw StorageError(.notFound, "no item with id '\(id)' in '\(name)' (the table does not exist)")
         }
         return record
-    }
-
-    // MARK: - Queries
-
-    public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
-        try Self.validate(query, table)
-        guard let number = try await number(of: table.name) else {
-            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
-        }
-        let sqlName = "ferry_items_\(number)"
-        let compiler = QueryCompiler(schema: table.schema)
-        let split = compiler.split(query.filter)
-        let order = try? compiler.order(query.orderBy)
-        var conditions = [split.sql, try Self.ownerCondition(query.owner)]
-        if !query.includeDeleted { conditions.append("deleted = 0") }
-        let condition = SQLFragment.and(conditions)
-        let skip = max(0, query.skip)
-        let limit = query.limit.map { max(0, $0) }
-        let schema = table.schema
-        let logger = configuration.logger
-
-        return try await read("querying '\(table.name)'") { db in
-            if split.residual == nil, let order {
-                // Everything runs in SQLite; one extra row tells whether more follow.
-                let fetchLimit = limit.map { $0 == Int.max ? -1 : $0 + 1 } ?? -1
-                let sql =
-                    "SELECT \(Self.columns) FROM \(sqlName) WHERE \(condition.text) ORDER BY \(order.text) LIMIT ? OFFSET ?"
-                let arguments = StatementArguments(condition.arguments + order.arguments) + [fetchLimit, skip]
-                var items = try Row.fetchAll(db, sql: sql, arguments: arguments).map(Self.decode)
-                var hasMore = false
-                if let limit, items.count > limit {
-                    items.removeLast(items.count - limit)
-                    hasMore = true
-                }
-                var total: Int?
-                if query.includeTotalCount {
-                    total = try Int.fetchOne(
-                        db, sql: "SELECT COUNT(*) FROM \(sqlName) WHERE \(condition.text)",
-                        arguments: condition.statementArguments)
-                }
-                return StoragePage(items: items, totalCount: total, hasMore: hasMore, plan: .database)
-            }
-            // Part of the query runs in the evaluator, over the rows the compiled part selects.
-            logger.debug(
-                "query runs partly in the evaluator",
-                metadata: [
-                    "ferry.table": "\(table.name)",
-                    "ferry.residual": "\(split.residual.map { $0.odata(dialect: .v3) } ?? "-")",
-                ])
-            var sql = "SELECT \(Self.columns) FROM \(sqlName) WHERE \(condition.text)"
-            var arguments = condition.arguments
-            if let order {
-                sql += " ORDER BY \(order.text)"
-                arguments += order.arguments
-            }
-            var items = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments)).map(Self.decode)
-            let evaluator = QueryEvaluator(schema: schema)
-            if let residual = split.residual {
-                items = items.filter { evaluator.matches(residual, $0.queryable) }
-            }
-            if order == nil {
-                var byID: [String: StoredItem] = [:]
-                for item in items { byID[item.id] = item }
-                var queryables = items.map(\.queryable)
-                evaluator.sort(&queryables, by: query.orderBy)
-                items = queryables.compactMap { $0.id.flatMap { byID[$0] } }
-            }
-            let total = items.count
-            let start = min(skip, total)
-            let end = limit.map { min(total, start + min($0, total)) } ?? total
-            return StoragePage(
-                items: Array(items[start..<end]), totalCount: query.includeTotalCount ? total : nil,
-                hasMore: end < total, plan: .evaluator)
-        }
-    }
-
-    static func validate(_ query: StorageQuery, _ table: StorageTable) throws {
-        var check = TableQuery(filter: query.filter, orderBy: query.orderBy)
-        check.skip = query.skip
-        check.top = query.limit
-        do {
-            try QueryEvaluator(schema: table.schema).validate(check)
-        } catch {
-            throw StorageError(.invalidQuery, error.description, underlying: error)
-        }
-        guard query.skip >= 0, (query.limit ?? 0) >= 0 else {
-            throw StorageError(.invalidQuery, "skip and limit must not be negative")
-        }
     }
 
     // MARK: - Lifecycle

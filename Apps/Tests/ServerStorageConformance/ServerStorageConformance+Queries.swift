@@ -149,7 +149,7 @@ extension ServerStorageConformance {
                     .binary(
                         .or, .binary(.equal, field("s"), literal(.string("a"))),
                         .binary(.and, field("b"), .binary(.lessThan, field("n"), literal(.int(3))))),
-                    // These run in the evaluator:
+                    // These ran in the evaluator before the shared compiler (now only `version` does):
                     .binary(.equal, .function(.toLower, [field("s")]), literal(.string("a"))),
                     .binary(.greaterThan, field("day"), literal(.date(CalendarDate(year: 2020, month: 1, day: 1)!))),
                     .binary(.equal, field("guid"), literal(.guid("29386779-34b1-464a-bb5b-4053c2ee61b3"))),
@@ -181,7 +181,7 @@ extension ServerStorageConformance {
                     }
                 }
                 #expect((plans[.database] ?? 0) > 100, "too few queries ran wholly in the database: \(plans)")
-                #expect((plans[.evaluator] ?? 0) > 100, "too few queries used the evaluator fallback: \(plans)")
+                #expect((plans[.evaluator] ?? 0) > 60, "too few queries used the evaluator fallback: \(plans)")
             },
             .init("random queries give exactly what the evaluator gives (seeded sweep)") { fixture async throws in
                 let rows = try await seedCatalog(fixture.storage, fixture.clock, seed: 11)

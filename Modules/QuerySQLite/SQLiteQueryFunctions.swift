@@ -1,9 +1,15 @@
-import GRDB
+public import GRDB
 import GRDBSQLite
+import QuerySQL
 import SyncCore
 
-/// The few SQL functions the query compiler needs beyond SQLite's built-ins, registered on every
-/// connection the store opens.
+/// The few SQL functions ``SQLCompiler`` needs beyond SQLite's built-ins: every store that runs
+/// compiled SQLite registers them on each connection it opens.
+///
+/// ```swift
+/// var configuration = Configuration()
+/// configuration.prepareDatabase { db in try SQLiteQueryFunctions.register(db) }
+/// ```
 ///
 /// Each one is deterministic and delegates to SyncCore (``QueryEvaluator``, ``Timestamp``,
 /// ``CalendarDate``, ``TimeOfDay``), so compiled SQL has the evaluator's semantics by construction
@@ -22,7 +28,7 @@ import SyncCore
 /// | `ferry_double_text(real)` | the text `concat` gives a floating-point number |
 /// | `ferry_json_equal(a, b)` | whether two JSON texts hold equal values (``JSONValue`` equality) |
 /// | `ferry_cast(type, kind, value)` | the evaluator's `cast` of a Boolean (`b`), number (`n`), string (`s`) or GUID (`g`) |
-enum SQLFunctions {
+public enum SQLiteQueryFunctions: Sendable {
     enum Function: Int, CaseIterable {
         case instant
         case time
@@ -59,7 +65,7 @@ enum SQLFunctions {
     }
 
     /// Registers every function on `db`'s connection.
-    static func register(_ db: Database) throws {
+    public static func register(_ db: Database) throws {
         guard let connection = db.sqliteConnection else { return }
         for function in Function.allCases {
             let code = sqlite3_create_function_v2(
@@ -117,7 +123,7 @@ enum SQLFunctions {
         switch function {
         case .instant:
             guard let text = text(arguments[0]) else { return sqlite3_result_null(context) }
-            if let value = instantMilliseconds(text) {
+            if let value = SQLCompiler.instantMilliseconds(text) {
                 sqlite3_result_int64(context, value)
             } else {
                 sqlite3_result_null(context)
@@ -153,7 +159,8 @@ enum SQLFunctions {
             setResult(context, evaluator.evaluate(expression, in: [:]))
         case .enumIndex:
             guard let text = text(arguments[0]) else { return sqlite3_result_null(context) }
-            for (index, argument) in arguments.dropFirst().enumerated() where SQLFunctions.text(argument) == text {
+            for (index, argument) in arguments.dropFirst().enumerated()
+            where SQLiteQueryFunctions.text(argument) == text {
                 return sqlite3_result_int64(context, Int64(index))
             }
             sqlite3_result_null(context)
@@ -180,25 +187,18 @@ enum SQLFunctions {
             setResult(context, evaluator.evaluate(.function(.concat, [.literal(.double(number))]), in: [:]))
         }
     }
-
-    /// What `ferry_instant` computes: an ISO 8601 date-time, else a date at midnight UTC.
-    static func instantMilliseconds(_ text: String) -> Int64? {
-        if let timestamp = Timestamp(iso8601: text) { return timestamp.millisecondsSince1970 }
-        if let date = CalendarDate(iso8601: text) { return date.midnightUTC.millisecondsSince1970 }
-        return nil
-    }
 }
 
 /// SQLite's `SQLITE_TRANSIENT`: SQLite copies the bytes before the call returns.
-let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
+private let sqliteTransient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
 
 /// The C entry point of every function; the user data pointer says which one (raw value + 1).
 private func ferrySQLFunction(
     _ context: OpaquePointer?, _ count: Int32, _ values: UnsafeMutablePointer<OpaquePointer?>?
 ) {
     let tag = Int(bitPattern: sqlite3_user_data(context)) - 1
-    guard let function = SQLFunctions.Function(rawValue: tag) else { return sqlite3_result_null(context) }
+    guard let function = SQLiteQueryFunctions.Function(rawValue: tag) else { return sqlite3_result_null(context) }
     let arguments = (0..<Int(count)).map { values?[$0] }
     if function.argumentCount < 0, arguments.isEmpty { return sqlite3_result_null(context) }
-    SQLFunctions.run(function, context, arguments)
+    SQLiteQueryFunctions.run(function, context, arguments)
 }

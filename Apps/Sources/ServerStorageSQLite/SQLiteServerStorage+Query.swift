@@ -1,0 +1,145 @@
+import GRDB
+import Logging
+import QuerySQL
+import QuerySQLite
+public import ServerStorage
+import SyncCore
+
+extension SQLiteServerStorage {
+    /// The columns of a table as the query compiler sees them: the item's own fields in `item`,
+    /// `id`, `createdAt`, `updatedAt` (milliseconds, never NULL) and `deleted` in their columns, and
+    /// `version` unreadable (its number does not sort like the tag queries see).
+    static let sqlLayout = SQLTableLayout(
+        updatedAt: .init(name: "updated_at"), createdAt: .init(name: "created_at"), deletedColumn: "deleted",
+        unreadableFields: ["version"], itemHoldsSystemFields: false)
+
+    /// What one compiled filter may hold: well inside SQLite's limits (expression depth 1000, 32766
+    /// arguments) whatever a client sends.
+    static let sqlLimits = SQLCompiler.Limits(maximumDepth: 48, maximumOperands: 200, maximumArguments: 5_000)
+
+    static func compiler(_ table: StorageTable, assumesRegularSortKeys: Bool = true) -> SQLCompiler {
+        SQLCompiler(
+            schema: table.schema, layout: sqlLayout, dialect: .sqlite, limits: sqlLimits,
+            assumesRegularSortKeys: assumesRegularSortKeys)
+    }
+
+    /// A query's SQL: the rows it reads, and whether SQL also orders them.
+    struct QueryPlanSQL: Sendable {
+        var condition: SQLFragment
+        var residual: QueryExpression?
+        var order: SQLFragment?
+    }
+
+    public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
+        try Self.validate(query, table)
+        guard let number = try await number(of: table.name) else {
+            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+        }
+        let sqlName = "ferry_items_\(number)"
+        let compiler = Self.compiler(table)
+        let split = compiler.split(query.filter)
+        var scope = [try Self.ownerCondition(query.owner)].compactMap { $0 }
+        if !query.includeDeleted { scope.append("deleted = 0") }
+        let unfiltered = scope.isEmpty ? "1" : SQLFragment.joined(scope, separator: " AND ")
+        let condition = split.sql.map { SQLFragment.joined([$0] + scope, separator: " AND ") } ?? unfiltered
+        let order = split.residual == nil ? try? compiler.order(query.orderBy, filter: query.filter) : nil
+        let logger = configuration.logger
+
+        return try await read("querying '\(table.name)'") { db in
+            var plan = QueryPlanSQL(condition: condition, residual: split.residual, order: order?.sql)
+            if let precheck = order?.precheck,
+                try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS (SELECT 1 FROM \(sqlName) WHERE \(precheck.sqliteText))",
+                    arguments: precheck.statementArguments) ?? false
+            {
+                plan.order = (try? Self.compiler(table, assumesRegularSortKeys: false).order(query.orderBy))?.sql
+            }
+            if plan.residual == nil, plan.order != nil {
+                do {
+                    return try Self.run(db, sqlName, query, plan)
+                } catch let error as DatabaseError
+                    where error.resultCode == .SQLITE_ERROR || error.resultCode == .SQLITE_TOOBIG
+                {
+                    // SQLite refused the statement (too deep, too long): the evaluator answers.
+                    plan = QueryPlanSQL(condition: unfiltered, residual: query.filter)
+                }
+            }
+            logger?.debug(
+                "query runs partly in the evaluator",
+                metadata: [
+                    "ferry.table": "\(table.name)",
+                    "ferry.residual": "\(plan.residual.map { $0.odata(dialect: .v3) } ?? "-")",
+                ])
+            return try Self.evaluate(db, sqlName, table, query, plan)
+        }
+    }
+
+    /// Runs a query wholly in SQLite; one extra row tells whether more follow.
+    static func run(_ db: Database, _ sqlName: String, _ query: StorageQuery, _ plan: QueryPlanSQL) throws
+        -> StoragePage
+    {
+        let skip = Int64(max(0, query.skip))
+        let limit = query.limit.map { max(0, $0) }
+        let fetchLimit = limit.flatMap { $0 == Int.max ? nil : Int64($0) + 1 }
+        let order = plan.order ?? "id"
+        let sql: SQLFragment =
+            "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: sqlName)) WHERE \(plan.condition) ORDER BY \(order) \(SQLDialect.sqlite.page(limit: fetchLimit, offset: skip))"
+        var items = try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map(decode)
+        var hasMore = false
+        if let limit, items.count > limit {
+            items.removeLast(items.count - limit)
+            hasMore = true
+        }
+        var total: Int?
+        if query.includeTotalCount {
+            total = try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM \(sqlName) WHERE \(plan.condition.sqliteText)",
+                arguments: plan.condition.statementArguments)
+        }
+        return StoragePage(items: items, totalCount: total, hasMore: hasMore, plan: .database)
+    }
+
+    /// Runs the residual filter, and the order when SQL does not, in the evaluator over the rows
+    /// the compiled condition selects.
+    static func evaluate(
+        _ db: Database, _ sqlName: String, _ table: StorageTable, _ query: StorageQuery, _ plan: QueryPlanSQL
+    ) throws -> StoragePage {
+        var sql: SQLFragment =
+            "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: sqlName)) WHERE \(plan.condition)"
+        if let order = plan.order { sql = "\(sql) ORDER BY \(order)" }
+        var items = try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map(decode)
+        let evaluator = QueryEvaluator(schema: table.schema)
+        if let residual = plan.residual {
+            items = items.filter { evaluator.matches(residual, $0.queryable) }
+        }
+        if plan.order == nil {
+            var byID: [String: StoredItem] = [:]
+            for item in items { byID[item.id] = item }
+            var queryables = items.map(\.queryable)
+            evaluator.sort(&queryables, by: query.orderBy)
+            items = queryables.compactMap { $0.id.flatMap { byID[$0] } }
+        }
+        let skip = max(0, query.skip)
+        let limit = query.limit.map { max(0, $0) }
+        let total = items.count
+        let start = min(skip, total)
+        let end = limit.map { min(total, start + min($0, total)) } ?? total
+        return StoragePage(
+            items: Array(items[start..<end]), totalCount: query.includeTotalCount ? total : nil,
+            hasMore: end < total, plan: .evaluator)
+    }
+
+    static func validate(_ query: StorageQuery, _ table: StorageTable) throws {
+        var check = TableQuery(filter: query.filter, orderBy: query.orderBy)
+        check.skip = query.skip
+        check.top = query.limit
+        do {
+            try QueryEvaluator(schema: table.schema).validate(check)
+        } catch {
+            throw StorageError(.invalidQuery, error.description, underlying: error)
+        }
+        guard query.skip >= 0, (query.limit ?? 0) >= 0 else {
+            throw StorageError(.invalidQuery, "skip and limit must not be negative")
+        }
+    }
+}

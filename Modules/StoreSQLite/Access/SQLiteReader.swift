@@ -1,0 +1,216 @@
+import GRDB
+import QuerySQL
+import QuerySQLite
+import SyncCore
+
+class SQLiteReader: StoreReader {
+    let db: Database
+    /// "the SQLite store at '…'", for messages.
+    let place: String
+    /// Set when the transaction ends; the handle then refuses every call.
+    var isFinished = false
+
+    init(db: Database, place: String) {
+        self.db = db
+        self.place = place
+    }
+
+    /// Runs `body` on the connection, mapping SQLite errors to ``StoreError``.
+    func run<T>(_ action: @autoclosure () -> String, _ body: () throws -> T) throws -> T {
+        if isFinished {
+            throw StoreError(.closed, "a handle of \(place) was used after its transaction ended")
+        }
+        do {
+            return try body()
+        } catch let error as DatabaseError {
+            throw StoreErrors.map(error, action(), place)
+        } catch let error as RowDecodingError {
+            throw StoreError(
+                .corrupt, "\(action()) \(place) failed: a stored value has an unexpected type", underlying: error)
+        }
+    }
+
+    // MARK: Catalog
+
+    func entry(_ table: String) throws -> TableEntry? {
+        let statement = try db.cachedStatement(sql: "SELECT key, definition FROM ferry_tables WHERE name = ?")
+        guard let row = try Row.fetchOne(statement, arguments: [table]) else { return nil }
+        var definition: SyncCore.TableDefinition?
+        if let text = try row.decode(String?.self, forColumn: "definition") {
+            definition = try SyncCore.TableDefinition(
+                json: try decodeObject(text, what: "the definition of table '\(table)'"))
+        }
+        return TableEntry(key: try row.decode(Int64.self, forColumn: "key"), definition: definition)
+    }
+
+    func decodeObject(_ text: String, what: @autoclosure () -> String) throws(StoreError) -> JSONObject {
+        do {
+            if let object = try JSONValue(parsing: text).objectValue { return object }
+        } catch {
+            throw StoreError(.corrupt, "\(what()) in \(place) is not valid JSON: \(error)", underlying: error)
+        }
+        throw StoreError(.corrupt, "\(what()) in \(place) is not a JSON object")
+    }
+
+    /// A key column for arbitrary text (error ids, query ids, tokens): its JSON form, which has no
+    /// NUL character (SQLite's C API would cut the text there).
+    static func key(_ text: String) -> String { JSONValue.string(text).serialized() }
+
+    func unkey(_ text: String) throws(StoreError) -> String {
+        guard let value = try? JSONValue(parsing: text).stringValue else {
+            throw StoreError(.corrupt, "a stored key in \(place) is not a JSON string")
+        }
+        return value
+    }
+
+    // MARK: StoreReader
+
+    func item(_ table: String, id: String) throws -> JSONObject? {
+        try run("reading an item of table '\(table)' from") {
+            guard let entry = try entry(table) else { return nil }
+            let statement = try db.cachedStatement(sql: "SELECT item FROM \(entry.sqlName) WHERE id = ?")
+            guard let text = try String.fetchOne(statement, arguments: [id]) else { return nil }
+            return try decodeObject(text, what: "item '\(id)' of table '\(table)'")
+        }
+    }
+
+    func query(_ table: String, _ query: TableQuery) throws -> QueryResult {
+        try run("querying table '\(table)' in") {
+            let entry = try entry(table)
+            let schema = entry?.schema ?? .schemaless
+            try StoreValidation.validate(query, schema: schema)
+            guard let entry else { return try evaluate(query, schema: schema, over: []) }
+            return try QueryRunner(reader: self, table: table, entry: entry).run(query)
+        }
+    }
+
+    func evaluate(_ query: TableQuery, schema: TableSchema, over items: [JSONObject]) throws -> QueryResult {
+        do {
+            return try QueryEvaluator(schema: schema).evaluate(query, over: items)
+        } catch {
+            throw StoreError(.invalidQuery, error.description, underlying: error)
+        }
+    }
+
+    func count(_ table: String) throws -> Int {
+        try run("counting table '\(table)' in") {
+            guard let entry = try entry(table) else { return 0 }
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(entry.sqlName)") ?? 0
+        }
+    }
+
+    func tableNames() throws -> [String] {
+        try run("listing the tables of") {
+            var names: [String] = []
+            for row in try Row.fetchAll(
+                db, sql: "SELECT key, name, definition IS NOT NULL AS defined FROM ferry_tables")
+            {
+                let key = try row.decode(Int64.self, forColumn: "key")
+                let defined = try row.decode(Bool.self, forColumn: "defined")
+                let holdsItems =
+                    try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \"\(ItemTable.name(key))\")") ?? false
+                if defined || holdsItems {
+                    names.append(try row.decode(String.self, forColumn: "name"))
+                }
+            }
+            return names.sorted()
+        }
+    }
+
+    func definition(of table: String) throws -> SyncCore.TableDefinition? {
+        try run("reading the definition of table '\(table)' from") { try entry(table)?.definition }
+    }
+
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
+        try run("reading the operation queue of") {
+            if let limit, limit <= 0 { return [] }
+            var sql: SQLFragment = "SELECT json FROM ferry_operations WHERE id > \(bind: afterID ?? Int64.min)"
+            if let table { sql = "\(sql) AND tableName = \(bind: table)" }
+            sql = "\(sql) ORDER BY id"
+            // Without a table filter the SQL limit is exact; with one, table names holding NUL
+            // characters are matched exactly in Swift below, so the limit applies there.
+            if let limit, table == nil { sql = "\(sql) LIMIT \(bind: Int64(limit))" }
+            var result: [PendingOperation] = []
+            let cursor = try String.fetchCursor(db, sql: sql.sqliteText, arguments: sql.statementArguments)
+            while let text = try cursor.next() {
+                let operation = try decodeOperation(text)
+                if let table, operation.table != table { continue }
+                result.append(operation)
+                if let limit, result.count >= limit { break }
+            }
+            return result
+        }
+    }
+
+    func decodeOperation(_ text: String) throws -> PendingOperation {
+        try PendingOperation(json: try decodeObject(text, what: "a queued operation"))
+    }
+
+    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+        try run("reading the operations of item '\(itemID)' from") {
+            let statement = try db.cachedStatement(
+                sql: "SELECT json FROM ferry_operations WHERE tableName = ? AND itemId = ? ORDER BY id")
+            return try String.fetchAll(statement, arguments: [table, itemID]).map { try decodeOperation($0) }
+                .filter { $0.table == table && $0.itemID == itemID }
+        }
+    }
+
+    func operation(id: Int64) throws -> PendingOperation? {
+        try run("reading operation \(id) from") {
+            let statement = try db.cachedStatement(sql: "SELECT json FROM ferry_operations WHERE id = ?")
+            return try String.fetchOne(statement, arguments: [id]).map { try decodeOperation($0) }
+        }
+    }
+
+    func operationCount(table: String?) throws -> Int {
+        try run("counting the operation queue of") {
+            guard let table else { return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM ferry_operations") ?? 0 }
+            if table.utf8.contains(0) { return try operations(after: nil, table: table, limit: nil).count }
+            return try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM ferry_operations WHERE tableName = ?", arguments: [table])
+                ?? 0
+        }
+    }
+
+    func operationErrors(table: String?) throws -> [OperationErrorRecord] {
+        try run("reading the operation errors of") {
+            var sql: SQLFragment = "SELECT json FROM ferry_errors"
+            if let table { sql = "\(sql) WHERE tableName = \(bind: table)" }
+            sql = "\(sql) ORDER BY seq"
+            return try String.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments)
+                .map { try OperationErrorRecord(json: try decodeObject($0, what: "an operation error")) }
+                .filter { table == nil || $0.table == table }
+        }
+    }
+
+    func operationError(id: String) throws -> OperationErrorRecord? {
+        try run("reading operation error '\(id)' from") {
+            let statement = try db.cachedStatement(sql: "SELECT json FROM ferry_errors WHERE id = ?")
+            return try String.fetchOne(statement, arguments: [Self.key(id)]).map {
+                try OperationErrorRecord(json: try decodeObject($0, what: "operation error '\(id)'"))
+            }
+        }
+    }
+
+    func deltaToken(table: String, queryID: String) throws -> String? {
+        try run("reading a delta token of table '\(table)' from") {
+            let statement = try db.cachedStatement(
+                sql: "SELECT value FROM ferry_delta_tokens WHERE tableName = ? AND queryId = ?")
+            return try String.fetchOne(statement, arguments: [Self.key(table), Self.key(queryID)]).map { try unkey($0) }
+        }
+    }
+
+    func deltaTokens(table: String) throws -> [String: String] {
+        try run("reading the delta tokens of table '\(table)' from") {
+            var tokens: [String: String] = [:]
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT queryId, value FROM ferry_delta_tokens WHERE tableName = ?",
+                arguments: [Self.key(table)])
+            for row in rows {
+                let queryID = try row.decode(String.self, forColumn: "queryId")
+                tokens[try unkey(queryID)] = try unkey(try row.decode(String.self, forColumn: "value"))
+            }
+            return tokens
+        }
+    }
+}
