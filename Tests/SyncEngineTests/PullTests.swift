@@ -41,9 +41,9 @@ struct PullTests {
                         .binary(
                             .and, .binary(.equal, .field("updatedAt"), time),
                             .binary(.greaterThan, .field("id"), .literal(.string("r003")))))))
-        // A plain OData filter for both dialects.
+        // A plain OData filter for both protocol versions.
         #expect(
-            queries[1].odataQueryString(dialect: .v2).contains(
+            queries[1].odataQueryString(protocolVersion: .v2).contains(
                 "$filter=((updatedAt%20ge%20datetimeoffset'2023-11-14T22:13:20.000Z')%20and%20((updatedAt%20gt"))
 
         server.clearRequests()
@@ -97,7 +97,7 @@ struct PullTests {
         server.clearRequests()
         let rest = try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 3))
         #expect(rest.items.upserted == 4)
-        #expect(server.requests.first?.query?.filter?.odata(dialect: .v3).contains("'r005'") == true)
+        #expect(server.requests.first?.query?.filter?.odata(protocolVersion: .v3).contains("'r005'") == true)
         #expect(try await device.table().query().items.count == 10)
     }
 
@@ -258,7 +258,7 @@ struct PullTests {
                 try await todos.pull(query, queryID: queryID, options: options)
             }
         }
-        await expectSyncError(.invalidQuery) { try await device.context.table("bad name").pull() }
+        await expectSyncError(.invalidTableName) { try await device.context.table("bad name").pull() }
         #expect(server.requests.isEmpty)
         // Accepted: orderBy, skip and top without a query id; a query id with a filter.
         try await todos.pull(TableQuery().orderBy("n").skip(1).top(2))
@@ -271,7 +271,7 @@ struct PullTests {
             func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
             func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
             func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
-            func read(id: String) async throws(RemoteError) -> JSONObject? { nil }
+            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
             func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
                 RemotePage(items: [["id": "a", "updatedAt": "2024-01-01T00:00:00.000Z"]], nextPage: query)
             }
