@@ -27,7 +27,7 @@ struct LocalWriteTests {
         await expectSyncError(.itemExists) { try await todos.insert(["id": "fixed"]) }
         await expectSyncError(.invalidItem) { try await todos.insert(["id": "a/b"]) }
         await expectSyncError(.invalidItem) { try await todos.insert(["id": 42]) }
-        await expectSyncError(.invalidItem) { try await device.context.table("__reserved").insert(["id": "x"]) }
+        await expectSyncError(.invalidTableName) { try await device.context.table("__reserved").insert(["id": "x"]) }
         #expect(try await device.context.queuedOperationCount() == 2)
     }
 

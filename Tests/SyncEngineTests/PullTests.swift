@@ -75,7 +75,7 @@ struct PullTests {
         #expect(try await device.table().pull(queryID: "all").items.received == 0)
     }
 
-    /// Crash safety: each page commits with its cursor; a pull that stops resumes after the last
+    /// Crash safety: each page commits with its delta token; a pull that stops resumes after the last
     /// applied page and never applies a page twice or out of order.
     @Test(arguments: StoreKind.allCases)
     func aPullThatStopsResumesAfterTheLastAppliedPage(_ kind: StoreKind) async throws {
@@ -213,7 +213,7 @@ struct PullTests {
         let error = await expectSyncError(.remote) { try await device.table().pull(queryID: "all") }
         #expect(error?.description.contains("no table endpoint") == true, "\(String(describing: error))")
         #expect(try await device.table().query().items.isEmpty)
-        // The cursor did not move: the next pull downloads everything.
+        // The delta token did not move: the next pull downloads everything.
         #expect(try await device.table().pull(queryID: "all").items.received == 2)
     }
 
@@ -228,7 +228,7 @@ struct PullTests {
         try await device.table().pull(TableQuery().filter(.field("n").ge(3)), queryID: "q")
         #expect(server.requests.first?.query?.filter == .binary(.greaterThanOrEqual, .field("n"), .literal(.int(3))))
         #expect(try await device.table().query().items.count == 6)
-        // Independent cursors per query id and per table.
+        // Independent delta tokens per query id and per table.
         server.seed("note", Self.rows(2))
         #expect(try await device.table("note").pull(queryID: "q").items.received == 2)
         #expect(try await device.table().pull(queryID: "other").items.received == 6)
@@ -265,8 +265,8 @@ struct PullTests {
         try await todos.pull(TableQuery().filter(.field("n").eq(1)), queryID: "q-1.a:b_c")
     }
 
-    /// A server that ignores the cursor cannot make the pull loop forever.
-    @Test func aServerThatIgnoresTheCursorIsReported() async throws {
+    /// A server that ignores the delta token cannot make the pull loop forever.
+    @Test func aServerThatIgnoresTheDeltaTokenIsReported() async throws {
         struct Stuck: RemoteTable {
             func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
             func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }

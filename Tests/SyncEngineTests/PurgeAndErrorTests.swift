@@ -23,7 +23,7 @@ struct PurgeTests {
     }
 
     @Test(arguments: StoreKind.allCases)
-    func aForcedPurgeDropsOperationsErrorsAndCursors(_ kind: StoreKind) async throws {
+    func aForcedPurgeDropsOperationsErrorsAndDeltaTokens(_ kind: StoreKind) async throws {
         let server = ModelServer()
         let device = try Device(kind: kind, server: server)
         server.seed("todo", PullTests.rows(3))
@@ -41,13 +41,13 @@ struct PurgeTests {
         #expect(try await device.context.operationErrors(table: "todo").isEmpty)
         #expect(try await device.store.read { try $0.deltaTokens(table: "todo") }.isEmpty)
         #expect(try await device.context.queuedOperationCount(table: "other") == 0)  // o was pushed
-        // With its cursor gone, the next pull brings everything back.
+        // With its delta token gone, the next pull brings everything back.
         #expect(try await device.table().pull(queryID: "all").items.received == 4)
     }
 
-    /// Legacy bug #16: a purge resets the cursors that would never bring the purged items back.
+    /// Legacy bug #16: a purge resets the delta tokens that would never bring the purged items back.
     @Test(arguments: StoreKind.allCases)
-    func aPurgeResetsTheCursorsItInvalidates(_ kind: StoreKind) async throws {
+    func aPurgeResetsTheDeltaTokensItInvalidates(_ kind: StoreKind) async throws {
         let server = ModelServer()
         let device = try Device(kind: kind, server: server)
         server.seed("todo", PullTests.rows(6))

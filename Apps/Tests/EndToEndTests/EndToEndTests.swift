@@ -208,7 +208,7 @@ struct EndToEndTests {
         #expect(third.items.received == 0)
         #expect(third.pages <= 1)
 
-        // Purge and pull again: the purge reset the cursor, so everything comes back.
+        // Purge and pull again: the purge reset the delta token, so everything comes back.
         let purged = try await device.purge("rows")
         #expect(purged == 10_050)
         let again = try await device.pull("rows", queryID: "all", options: PullOptions(pageSize: 100))
@@ -263,6 +263,27 @@ struct EndToEndTests {
             let local = try await device.table("notes").query(TableQuery().top(100_000)).items
             let byID = Dictionary(uniqueKeysWithValues: local.map { ($0.id!, appFields($0)) })
             #expect(byID == onServer.mapValues(appFields))
+        }
+        try await server.stop()
+    }
+
+    /// A table name the server refuses comes back to the client as the code the SDK uses for it.
+    @Test(arguments: ProtocolVersion.both)
+    func aTableNameTheServerRefusesIsInvalidTableNameOnTheClient(version: ProtocolVersion) async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await TestServer.start(in: scratch)
+        let table = server.remote(version).onlineTable("__reserved")
+        for (what, call) in [
+            ("query", { _ = try await table.query(TableQuery()) }),
+            ("insert", { _ = try await table.insert(["id": "a"]) }),
+        ] as [(String, @Sendable () async throws -> Void)] {
+            do {
+                try await call()
+                Issue.record("\(what): the server accepted the table name '__reserved'")
+            } catch let error as RemoteError {
+                #expect(error.code == .invalidTableName, "\(what): \(error)")
+            }
         }
         try await server.stop()
     }
