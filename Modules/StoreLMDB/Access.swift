@@ -127,11 +127,11 @@ class LMDBReader: StoreReader {
         return try entry(table)?.definition
     }
 
-    func decodeOperation(_ bytes: UnsafeRawBufferPointer) throws(StoreError) -> PendingOperation {
-        try PendingOperation(json: try decodeObject(bytes, what: "a queued operation"))
+    func decodeOperation(_ bytes: UnsafeRawBufferPointer) throws(StoreError) -> QueuedOperation {
+        try QueuedOperation(json: try decodeObject(bytes, what: "a queued operation"))
     }
 
-    func operation(_ id: Int64) throws(StoreError) -> PendingOperation? {
+    func operation(_ id: Int64) throws(StoreError) -> QueuedOperation? {
         guard let value = try txn.get(dbs.operations, Layout.sequenceKey(id)) else { return nil }
         return try decodeOperation(value)
     }
@@ -156,7 +156,7 @@ class LMDBReader: StoreReader {
         }
     }
 
-    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation] {
         try checkActive()
         if let limit, limit <= 0 { return [] }
         var first: Int64 = 1
@@ -164,7 +164,7 @@ class LMDBReader: StoreReader {
             if afterID == .max { return [] }
             first = max(1, afterID + 1)
         }
-        var result: [PendingOperation] = []
+        var result: [QueuedOperation] = []
         guard let table else {
             try txn.withCursor(dbs.operations) { cursor in
                 var next = try cursor.get(MDB_SET_RANGE, key: Layout.sequenceKey(first))
@@ -189,9 +189,9 @@ class LMDBReader: StoreReader {
         return result
     }
 
-    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+    func operations(table: String, itemID: String) throws -> [QueuedOperation] {
         try checkActive()
-        var result: [PendingOperation] = []
+        var result: [QueuedOperation] = []
         for id in try duplicates(dbs.operationsByItem, Layout.pairKey(table, itemID)) {
             guard let operation = try operation(id) else {
                 throw LMDBErrors.corruptValue("the operation index of item '\(itemID)'", place)
@@ -201,7 +201,7 @@ class LMDBReader: StoreReader {
         return result
     }
 
-    func operation(id: Int64) throws -> PendingOperation? {
+    func operation(id: Int64) throws -> QueuedOperation? {
         try checkActive()
         return try operation(id)
     }
@@ -256,7 +256,7 @@ class LMDBReader: StoreReader {
     func tokenBucket(_ key: [UInt8]) throws(StoreError) -> [(table: String, queryID: String, value: String)] {
         guard let value = try txn.get(dbs.tokens, key) else { return [] }
         do {
-            return try TokenBucket.decode(value)
+            return try DeltaTokenRecords.decode(value)
         } catch {
             throw LMDBErrors.corruptValue("a delta token", place)
         }
@@ -277,7 +277,7 @@ class LMDBReader: StoreReader {
             while let (key, value) = next, key.hasPrefix(prefix) {
                 let entries: [(table: String, queryID: String, value: String)]
                 do {
-                    entries = try TokenBucket.decode(value)
+                    entries = try DeltaTokenRecords.decode(value)
                 } catch {
                     throw LMDBErrors.corruptValue("a delta token of table '\(table)'", place)
                 }
@@ -467,11 +467,11 @@ final class LMDBTransaction: LMDBReader, StoreTransaction {
 
     // MARK: Operations
 
-    private func putOperation(_ operation: PendingOperation) throws(StoreError) {
+    private func putOperation(_ operation: QueuedOperation) throws(StoreError) {
         try txn.put(dbs.operations, Layout.sequenceKey(operation.id), JSONValue.object(operation.json).serializedUTF8())
     }
 
-    private func indexOperation(_ operation: PendingOperation, add: Bool) throws(StoreError) {
+    private func indexOperation(_ operation: QueuedOperation, add: Bool) throws(StoreError) {
         let id = Layout.sequenceKey(operation.id)
         let byTable = Layout.textKey(tag: UInt8(ascii: "o"), operation.table).key
         let byItem = Layout.pairKey(operation.table, operation.itemID)
@@ -484,7 +484,7 @@ final class LMDBTransaction: LMDBReader, StoreTransaction {
         }
     }
 
-    func appendOperation(_ draft: OperationDraft) throws -> PendingOperation {
+    func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation {
         try checkActive()
         try StoreValidation.validateTableName(draft.table)
         // The high-water mark, never the highest id + 1: ids are not reused after the queue drains.
@@ -494,14 +494,14 @@ final class LMDBTransaction: LMDBReader, StoreTransaction {
         }
         let (next, overflow) = max(last, highest).addingReportingOverflow(1)
         guard !overflow else { throw StoreError(.full, "\(place) has used every operation id") }
-        let operation = PendingOperation(id: next, draft: draft)
+        let operation = QueuedOperation(id: next, draft: draft)
         try putOperation(operation)
         try indexOperation(operation, add: true)
         try txn.put(dbs.meta, Array("lastOperationId".utf8), Layout.sequenceKey(next))
         return operation
     }
 
-    func updateOperation(_ operation: PendingOperation) throws {
+    func updateOperation(_ operation: QueuedOperation) throws {
         try checkActive()
         guard let previous = try self.operation(operation.id) else {
             throw StoreError(.notFound, "no queued operation with id \(operation.id) in \(place)")
@@ -562,7 +562,7 @@ final class LMDBTransaction: LMDBReader, StoreTransaction {
         if entries.isEmpty {
             try txn.delete(dbs.tokens, key)
         } else {
-            try txn.put(dbs.tokens, key, TokenBucket.encode(entries))
+            try txn.put(dbs.tokens, key, DeltaTokenRecords.encode(entries))
         }
     }
 }

@@ -393,9 +393,9 @@ struct TableEntry {
 
 // MARK: - Delta tokens
 
-/// The value of a delta-token key: every (table, query id, token) whose key is that key (one,
-/// unless long strings were cut).
-enum TokenBucket {
+/// The value of a delta-token key, a hash bucket of delta tokens: every (table, query id, token)
+/// whose key is that key (one, unless long strings were cut). Not a rate limiter.
+enum DeltaTokenRecords {
     static func encode(_ entries: [(table: String, queryID: String, value: String)]) -> [UInt8] {
         var bytes: [UInt8] = []
         Layout.appendVarint(entries.count, to: &bytes)

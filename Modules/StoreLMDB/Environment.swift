@@ -35,9 +35,13 @@ final class Environment: @unchecked Sendable {
     /// Guarded by `gate` (changed only while no transaction is open).
     private var mapSizeValue: Int
 
-    static let logger = Logger(label: "ferry.store.lmdb")
+    /// The logger of the store that opened the environment.
+    let logger: Logger
 
-    init(handle: OpaquePointer, path: String, dbs: Databases, mapSize: Int, maximumMapSize: Int) {
+    init(
+        handle: OpaquePointer, path: String, dbs: Databases, mapSize: Int, maximumMapSize: Int, logger: Logger
+    ) {
+        self.logger = logger
         self.handle = handle
         self.path = path
         self.dbs = dbs
@@ -159,7 +163,7 @@ final class Environment: @unchecked Sendable {
             let rc = mdb_env_set_mapsize(handle, next)
             guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "growing the map of", place) }
             mapSizeValue = Self.currentMapSize(handle) ?? next
-            Self.logger.debug(
+            logger.debug(
                 "grew the LMDB map", metadata: ["path": "\(path)", "from": "\(current)", "to": "\(mapSizeValue)"])
         }
     }
@@ -190,7 +194,7 @@ final class Environment: @unchecked Sendable {
 
     /// Opens the environment in an existing directory. Throws after closing what it opened.
     static func open(
-        directory: String, configuration: LMDBStore.Configuration, place: String
+        directory: String, configuration: LMDBStore.Configuration, place: String, logger: Logger
     ) throws(StoreError) -> Environment {
         let dataPath = directory + "/data.mdb"
         let lockPath = directory + "/lock.mdb"
@@ -237,7 +241,8 @@ final class Environment: @unchecked Sendable {
             let dbs = try initialize(env, isNew: version == nil, place: place)
             let mapSize = currentMapSize(env) ?? initialSize
             return Environment(
-                handle: env, path: directory, dbs: dbs, mapSize: mapSize, maximumMapSize: max(maximum, mapSize))
+                handle: env, path: directory, dbs: dbs, mapSize: mapSize, maximumMapSize: max(maximum, mapSize),
+                logger: logger)
         } catch {
             mdb_env_close(env)
             cleanUp()
@@ -459,9 +464,9 @@ enum EnvironmentRegistry {
     private static let environments = Mutex<[String: Environment]>([:])
 
     /// The environment of `path`: the open one, or a newly opened one. The caller owns one reference.
-    static func open(path: String, configuration: LMDBStore.Configuration, place: String) throws(StoreError)
-        -> Environment
-    {
+    static func open(
+        path: String, configuration: LMDBStore.Configuration, place: String, logger: Logger
+    ) throws(StoreError) -> Environment {
         try environments.withLock { (open: inout [String: Environment]) throws(StoreError) -> Environment in
             let (directory, created) = try StoreDirectory.prepare(path, place: place)
             if let environment = open[directory] {
@@ -469,9 +474,10 @@ enum EnvironmentRegistry {
                 return environment
             }
             do throws(StoreError) {
-                let environment = try Environment.open(directory: directory, configuration: configuration, place: place)
+                let environment = try Environment.open(
+                    directory: directory, configuration: configuration, place: place, logger: logger)
                 open[directory] = environment
-                Environment.logger.debug("opened an LMDB environment", metadata: ["path": "\(directory)"])
+                logger.debug("opened an LMDB environment", metadata: ["path": "\(directory)"])
                 return environment
             } catch {
                 if created { try? FileManager.default.removeItem(atPath: directory) }
@@ -487,7 +493,7 @@ enum EnvironmentRegistry {
             guard environment.references == 0 else { return }
             open[environment.path] = nil
             mdb_env_close(environment.handle)
-            Environment.logger.debug("closed an LMDB environment", metadata: ["path": "\(environment.path)"])
+            environment.logger.debug("closed an LMDB environment", metadata: ["path": "\(environment.path)"])
         }
     }
 

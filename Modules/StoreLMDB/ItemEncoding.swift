@@ -1,4 +1,4 @@
-import SyncCore
+@_spi(StoreSupport) import SyncCore
 
 /// A batch of items encoded for an upsert: each item's single-item value (tag, summary, JSON) in
 /// one buffer, with its id and summary.

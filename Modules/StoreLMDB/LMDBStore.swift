@@ -1,4 +1,5 @@
 import CLMDB
+public import Logging
 import Synchronization
 public import SyncCore
 
@@ -105,10 +106,14 @@ public final class LMDBStore: LocalStore {
     ///   environment that is not a Ferry store or a store of a newer Ferry; `readOnly` when the
     ///   location cannot be written; `busy` when another process holds the environment's lock.
     ///   Nothing at the path is changed when opening fails.
-    public init(path: String, configuration: Configuration = Configuration()) throws {
+    ///
+    /// The store logs opening, closing and map growth to `logger` (by default the caller's
+    /// task-local `Logger.current`); the first store to open an environment gives it its logger.
+    public init(path: String, configuration: Configuration = Configuration(), logger: Logger = Logger.current) throws {
         self.path = path
         place = "the LMDB store at '\(path)'"
-        environment = try EnvironmentRegistry.open(path: path, configuration: configuration, place: place)
+        environment = try EnvironmentRegistry.open(
+            path: path, configuration: configuration, place: place, logger: logger)
     }
 
     deinit {

@@ -21,7 +21,7 @@ struct Databases: Sendable {
     var errors: MDB_dbi
     /// `"e" | error id` → sequence numbers (sorted duplicates).
     var errorIDs: MDB_dbi
-    /// `length | table | query id` → token bucket (see ``TokenBucket``).
+    /// `length | table | query id` → the delta tokens of that key (see ``DeltaTokenRecords``).
     var tokens: MDB_dbi
 
     /// Names and flags, in a fixed order.

@@ -65,7 +65,7 @@ struct MemoryState {
     var tables: [String: [String: JSONObject]] = [:]
     var definitions: [String: TableDefinition] = [:]
     /// Sorted by id.
-    var operations: [PendingOperation] = []
+    var operations: [QueuedOperation] = []
     var lastOperationID: Int64 = 0
     /// Oldest first.
     var errors: [OperationErrorRecord] = []
@@ -111,8 +111,8 @@ struct MemoryReader: StoreReader {
         state.definitions[table]
     }
 
-    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
-        var result: [PendingOperation] = []
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation] {
+        var result: [QueuedOperation] = []
         for operation in state.operations {
             if let afterID, operation.id <= afterID { continue }
             if let table, operation.table != table { continue }
@@ -122,11 +122,11 @@ struct MemoryReader: StoreReader {
         return result
     }
 
-    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+    func operations(table: String, itemID: String) throws -> [QueuedOperation] {
         state.operations.filter { $0.table == table && $0.itemID == itemID }
     }
 
-    func operation(id: Int64) throws -> PendingOperation? {
+    func operation(id: Int64) throws -> QueuedOperation? {
         state.operationIndex(of: id).map { state.operations[$0] }
     }
 
@@ -203,17 +203,17 @@ final class MemoryTransaction: StoreTransaction {
         return state.definitions[table]
     }
 
-    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation] {
         try checkActive()
         return try reader.operations(after: afterID, table: table, limit: limit)
     }
 
-    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+    func operations(table: String, itemID: String) throws -> [QueuedOperation] {
         try checkActive()
         return try reader.operations(table: table, itemID: itemID)
     }
 
-    func operation(id: Int64) throws -> PendingOperation? {
+    func operation(id: Int64) throws -> QueuedOperation? {
         try checkActive()
         return try reader.operation(id: id)
     }
@@ -291,12 +291,12 @@ final class MemoryTransaction: StoreTransaction {
         return try delete(table, ids: ids)
     }
 
-    func appendOperation(_ draft: OperationDraft) throws -> PendingOperation {
+    func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation {
         try checkActive()
         try StoreValidation.validateTableName(draft.table)
         let previousLast = state.lastOperationID
         state.lastOperationID += 1
-        let operation = PendingOperation(id: state.lastOperationID, draft: draft)
+        let operation = QueuedOperation(id: state.lastOperationID, draft: draft)
         state.operations.append(operation)
         undo.append { state in
             state.lastOperationID = previousLast
@@ -305,7 +305,7 @@ final class MemoryTransaction: StoreTransaction {
         return operation
     }
 
-    func updateOperation(_ operation: PendingOperation) throws {
+    func updateOperation(_ operation: QueuedOperation) throws {
         try checkActive()
         guard let index = state.operationIndex(of: operation.id) else {
             throw StoreError(.notFound, "no queued operation with id \(operation.id)")

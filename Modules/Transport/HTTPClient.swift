@@ -93,6 +93,14 @@ struct HTTPResponse: Sendable {
         return Self.displayLine(text)
     }
 
+    /// The `code` of a JSON error body (Ferry's server sends one), or `nil`.
+    var errorBodyCode: String? {
+        guard !body.isEmpty, case .object(let object)? = try? JSONValue(parsingUTF8: body), object["id"] == nil else {
+            return nil
+        }
+        return object["code"]?.stringValue
+    }
+
     /// Whether the body is an HTML page (by its `Content-Type`, or a body that starts with `<`).
     var isHTML: Bool {
         if let type = header("Content-Type")?.lowercased(), type.contains("html") { return true }
@@ -138,7 +146,7 @@ struct HTTPClient: Sendable {
     let configuration: HTTPRemote.Configuration
     let tokenProvider: HTTPRemote.TokenProvider?
     let session: URLSession
-    let logger = Logger(label: "ferry.transport")
+    let logger: Logger
 
     var protocolHeader: String {
         switch configuration.protocolVersion {
@@ -156,7 +164,8 @@ struct HTTPClient: Sendable {
         if let id { text += "/" + Self.pathSegment(id) }
         if let query, !query.isEmpty { text += "?" + query }
         guard let url = URL(string: text) else {
-            throw RemoteError(.badRequest, "cannot form a URL for table '\(table)' on \(configuration.serverURL)")
+            throw RemoteError(
+                .invalidTableName, "cannot form a URL for table '\(table)' on \(configuration.serverURL)")
         }
         return url
     }

@@ -1,4 +1,5 @@
 public import Foundation
+public import Logging
 public import SyncCore
 
 #if canImport(FoundationNetworking)
@@ -14,7 +15,7 @@ public import SyncCore
 ///     tokenProvider: { forceRefresh in try await auth.token(refresh: forceRefresh) })
 /// let context = SyncContext(store: store, remote: remote)
 /// let todos = remote.table("todo")                         // online: no local store involved
-/// let page = try await todos.page(TableQuery().filter(.field("done").eq(false)))
+/// let page = try await todos.query(TableQuery().filter(.field("done").eq(false)))
 /// ```
 public struct HTTPRemote: RemoteService {
     /// Where the server is and how to talk to it.
@@ -92,12 +93,14 @@ public struct HTTPRemote: RemoteService {
 
     let client: HTTPClient
 
-    /// A remote for `configuration`, authenticated by `tokenProvider` when given.
+    /// A remote for `configuration`, authenticated by `tokenProvider` when given, logging retries
+    /// and token refreshes to `logger` (by default the caller's task-local `Logger.current`).
     public init(
         _ configuration: Configuration, tokenProvider: TokenProvider? = nil,
-        session: URLSession = URLSession(configuration: .ephemeral)
+        session: URLSession = URLSession(configuration: .ephemeral), logger: Logger = Logger.current
     ) {
-        client = HTTPClient(configuration: configuration, tokenProvider: tokenProvider, session: session)
+        client = HTTPClient(
+            configuration: configuration, tokenProvider: tokenProvider, session: session, logger: logger)
     }
 
     /// The configuration this remote was made with.
@@ -109,7 +112,7 @@ public struct HTTPRemote: RemoteService {
     /// The table called `name` with the online API (what the legacy SDK calls `MSTable`).
     ///
     /// ```swift
-    /// let movie = try await remote.onlineTable("movies").read(id: "id-001")
+    /// let movie = try await remote.onlineTable("movies").item(id: "id-001")
     /// ```
     public func onlineTable(_ name: String) -> OnlineTable { OnlineTable(name: name, client: client) }
 

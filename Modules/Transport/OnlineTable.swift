@@ -10,8 +10,8 @@ public import SyncCore
 /// let inserted = try await movies.insert(["id": "m1", "title": "Amélie", "year": 2001])
 /// let updated = try await movies.update(["id": "m1", "title": "Amélie", "year": 2002],
 ///                                       ifVersion: inserted.version)
-/// let page = try await movies.page(TableQuery().filter(.field("year").ge(2000)).includingTotalCount())
-/// print(page.count ?? 0, page.items.count)
+/// let page = try await movies.query(TableQuery().filter(.field("year").ge(2000)).includingTotalCount())
+/// print(page.totalCount ?? 0, page.items.count)
 /// try await movies.delete(id: "m1", ifVersion: updated.version)
 /// ```
 ///
@@ -21,16 +21,6 @@ public struct OnlineTable: RemoteTable {
     /// The table's name on the server.
     public let name: String
     let client: HTTPClient
-
-    /// One page of a query, as the server sent it.
-    public struct Page: Sendable, Hashable {
-        /// The items of this page.
-        public var items: [JSONObject]
-        /// The total count of matching items, when the query asked for it.
-        public var count: Int?
-        /// The query for the next page (3.0 `nextLink`, 2.0 `Link` header), or `nil` on the last.
-        public var nextPage: TableQuery?
-    }
 
     // MARK: RemoteTable
 
@@ -58,46 +48,38 @@ public struct OnlineTable: RemoteTable {
     }
 
     /// The server's live item, or `nil` when it does not exist or is soft-deleted.
-    public func read(id: String) async throws(RemoteError) -> JSONObject? {
-        try await read(id: id, includeDeleted: false)
-    }
-
-    /// One page of `query`, for the sync engine: ``page(_:)`` without the count.
-    ///
-    /// A table that exists but has no rows is a page with no items (Ferry's server answers so for
-    /// a dynamic table nobody has written to yet). A 404 is not: it means there is no table endpoint
-    /// at that URL (a wrong server URL, or a server that does not speak the table protocol), and it
-    /// throws `notFound`, as a body that is not a page throws `invalidResponse`.
-    public func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
-        let page = try await page(query)
-        return RemotePage(items: page.items, nextPage: page.nextPage)
+    public func item(id: String) async throws(RemoteError) -> JSONObject? {
+        try await item(id: id, includeDeleted: false)
     }
 
     // MARK: Online extras
 
     /// The item with `id`; with `includeDeleted`, a soft-deleted item too.
-    public func read(id: String, includeDeleted: Bool) async throws(RemoteError) -> JSONObject? {
+    public func item(id: String, includeDeleted: Bool) async throws(RemoteError) -> JSONObject? {
         let query = includeDeleted ? includeDeletedParameter : nil
         let response = try await client.send("GET", try client.url(table: name, id: id, query: query))
         if response.status == 404 || response.status == 410 { return nil }
         return try expectItem(response, "reading '\(id)' from '\(name)'")
     }
 
-    /// One page of `query` with the count the server sent.
+    /// One page of `query`, with the total count when the query asked for it (the sync engine's
+    /// ``RemoteTable/query(_:)``).
     ///
-    /// A 404 throws `notFound` with a message that names the table and the URL: the server has no
-    /// such table, or the server URL does not lead to a table-protocol server. A 200 whose body is not
+    /// A table that exists but has no rows is a page with no items (Ferry's server answers so for
+    /// a dynamic table nobody has written to yet). A 404 is not: it means there is no table endpoint
+    /// at that URL (a wrong server URL, or a server that does not speak the table protocol), and it
+    /// throws `notFound` with a message that names the table and the URL. A 200 whose body is not
     /// a page of the protocol spoken (3.0.0: `{"items": […]}`; 2.0.0: an array or `{"results": […]}`)
     /// throws `invalidResponse`.
-    public func page(_ query: TableQuery) async throws(RemoteError) -> Page {
-        var text = query.odataQueryString(dialect: client.configuration.protocolVersion)
+    public func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
+        var text = query.odataQueryString(protocolVersion: client.configuration.protocolVersion)
         if client.configuration.protocolVersion == .v2 {
             // The 2.0 node server reads this one parameter case-sensitively.
             text = text.replacingOccurrences(of: "__includedeleted=", with: "__includeDeleted=")
         }
         let response = try await client.send("GET", try client.url(table: name, query: text))
         let endpoint = client.displayURL(table: name)
-        if response.status == 404 {
+        if response.status == 404, response.errorBodyCode != "invalidTableName" {
             let said = response.errorBodyMessage.map { " (the server says: \($0))" } ?? ""
             throw RemoteError(
                 .notFound, status: 404,
@@ -106,7 +88,7 @@ public struct OnlineTable: RemoteTable {
         }
         guard response.status == 200 else { throw failure(response, "querying '\(name)'") }
         return try PageDecoding.decode(
-            response, dialect: client.configuration.protocolVersion, table: name, endpoint: endpoint)
+            response, protocolVersion: client.configuration.protocolVersion, table: name, endpoint: endpoint)
     }
 
     /// Every item `query` matches, following the server's pages (at most `limit` items).
@@ -118,7 +100,7 @@ public struct OnlineTable: RemoteTable {
         var items: [JSONObject] = []
         var next: TableQuery? = query
         while let current = next, items.count < limit {
-            let page = try await page(current)
+            let page = try await self.query(current)
             items += page.items
             next = page.items.isEmpty ? nil : page.nextPage
         }
@@ -135,7 +117,7 @@ public struct OnlineTable: RemoteTable {
             url = try client.url(table: name, id: id)
             response = try await client.send("POST", url, headers: Self.ifMatch(version))
         case .v3:
-            guard var item = try await read(id: id, includeDeleted: true) else {
+            guard var item = try await item(id: id, includeDeleted: true) else {
                 throw RemoteError(.notFound, status: 404, "item '\(id)' does not exist in '\(name)'")
             }
             let expected = version ?? item.version
@@ -171,6 +153,9 @@ public struct OnlineTable: RemoteTable {
             if [409, 412].contains(response.status), let item = try? response.item(), item.id != nil { item } else {
                 nil
             }
+        if response.status == 404, response.errorBodyCode == "invalidTableName" {
+            return RemoteError(.invalidTableName, status: 404, "\(action): \(response.errorMessage)")
+        }
         return RemoteError(status: response.status, "\(action): \(response.errorMessage)", serverItem: serverItem)
     }
 }
@@ -179,11 +164,11 @@ public struct OnlineTable: RemoteTable {
 /// protocol spoken is an `invalidResponse` that says what it is instead, not an empty page.
 enum PageDecoding {
     static func decode(
-        _ response: HTTPResponse, dialect: ProtocolVersion, table: String, endpoint: String
-    ) throws(RemoteError) -> OnlineTable.Page {
+        _ response: HTTPResponse, protocolVersion: ProtocolVersion, table: String, endpoint: String
+    ) throws(RemoteError) -> RemotePage {
         func invalid(_ what: String) -> RemoteError {
             let (version, shape) =
-                switch dialect {
+                switch protocolVersion {
                 case .v3: ("3.0.0", #"{"items": [...]}"#)
                 case .v2: ("2.0.0", #"an array or {"results": [...]}"#)
                 }
@@ -200,12 +185,12 @@ enum PageDecoding {
         } catch {
             throw invalid("text that is not JSON")
         }
-        let key = dialect == .v3 ? "items" : "results"
+        let key = protocolVersion == .v3 ? "items" : "results"
         var items: [JSONValue]
         var count: Int?
         var nextLink: String?
         switch json {
-        case .array(let array) where dialect == .v2:
+        case .array(let array) where protocolVersion == .v2:
             items = array
         case .object(let object):
             // 3.0: {"items", "count", "nextLink"}; 2.0 with $inlinecount: {"results", "count"}.
@@ -235,14 +220,14 @@ enum PageDecoding {
         var nextPage: TableQuery?
         if let nextLink, !nextLink.isEmpty {
             do {
-                nextPage = try TableQuery(odata: queryPart(of: nextLink), dialect: dialect)
+                nextPage = try TableQuery(odata: queryPart(of: nextLink), protocolVersion: protocolVersion)
             } catch {
                 throw RemoteError(
                     .invalidResponse, status: response.status,
                     "the next-page link of '\(table)' is not a query this client reads: \(error)")
             }
         }
-        return OnlineTable.Page(items: objects, count: count, nextPage: nextPage)
+        return RemotePage(items: objects, totalCount: count, nextPage: nextPage)
     }
 
     /// What a JSON value that is not a page is, for a message: `a JSON array`, `JSON null` …

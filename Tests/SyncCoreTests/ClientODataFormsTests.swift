@@ -19,7 +19,7 @@ struct ClientODataFormsTests: ODataTestSupport {
         "$filter=('john')": .typeMismatch,
     ]
 
-    static func dialect(_ protocolName: String?) -> ProtocolVersion {
+    static func protocolVersion(_ protocolName: String?) -> ProtocolVersion {
         protocolName == "2.0" ? .v2 : .v3
     }
 
@@ -34,21 +34,21 @@ struct ClientODataFormsTests: ODataTestSupport {
         var rejectedAsExpected = 0
         for form in forms {
             let raw = try #require(form["query"]?.stringValue)
-            let dialect = Self.dialect(form["protocol"]?.stringValue)
+            let protocolVersion = Self.protocolVersion(form["protocol"]?.stringValue)
             let text = raw.replacing("{comparison:D}", with: Self.placeholderGUID)
             if let code = Self.invalidClientStrings[raw] {
-                expectQueryError(code) { _ = try TableQuery(odata: text, dialect: dialect) }
+                expectQueryError(code) { _ = try TableQuery(odata: text, protocolVersion: protocolVersion) }
                 rejectedAsExpected += 1
                 continue
             }
             do {
-                let parsed = try TableQuery(odata: text, dialect: dialect)
-                let encoded = parsed.odataQueryString(dialect: dialect)
-                let reparsed = try TableQuery(odata: encoded, dialect: dialect)
-                #expect(reparsed == parsed, "\(dialect.rawValue) \(raw) → \(encoded)")
+                let parsed = try TableQuery(odata: text, protocolVersion: protocolVersion)
+                let encoded = parsed.odataQueryString(protocolVersion: protocolVersion)
+                let reparsed = try TableQuery(odata: encoded, protocolVersion: protocolVersion)
+                #expect(reparsed == parsed, "\(protocolVersion.rawValue) \(raw) → \(encoded)")
                 if reparsed == parsed { roundTripped += 1 }
             } catch {
-                Issue.record("\(dialect.rawValue) \(raw): \(error)")
+                Issue.record("\(protocolVersion.rawValue) \(raw): \(error)")
             }
         }
         #expect(roundTripped == 250)
@@ -60,7 +60,7 @@ struct ClientODataFormsTests: ODataTestSupport {
         let v3 = try TableQuery(
             odata:
                 "$filter=((rating eq 'G') and (updatedAt gt cast(2024-08-23T20:22:54.291Z,Edm.DateTimeOffset)))&$orderby=updatedAt&$count=true&__includedeleted=true",
-            dialect: .v3
+            protocolVersion: .v3
         )
         #expect(
             v3
@@ -75,13 +75,14 @@ struct ClientODataFormsTests: ODataTestSupport {
                     includeDeleted: true
                 )
         )
-        let encoded = try TableQuery(odata: "$filter=stringProperty%20in%20%28%27A%27%2C%27B%27%29", dialect: .v3)
+        let encoded = try TableQuery(
+            odata: "$filter=stringProperty%20in%20%28%27A%27%2C%27B%27%29", protocolVersion: .v3)
         #expect(encoded.filter == .isIn(field("stringProperty"), [string("A"), string("B")]))
-        let v2 = try TableQuery(odata: "$filter=(author eq 'escapes%20%22s')", dialect: .v2)
+        let v2 = try TableQuery(odata: "$filter=(author eq 'escapes%20%22s')", protocolVersion: .v2)
         #expect(v2.filter == binary(.equal, field("author"), string("escapes \"s")))
         let hash = try TableQuery(
             odata: "$filter=(title eq 'How%20to%20dial%20this%20%23%20%26%20such%20stuff%3F')",
-            dialect: .v2
+            protocolVersion: .v2
         )
         #expect(hash.filter == binary(.equal, field("title"), string("How to dial this # & such stuff?")))
     }
@@ -97,15 +98,20 @@ struct ClientODataFormsTests: ODataTestSupport {
         for entry in cases {
             guard let kind = entry["kind"]?.stringValue, kind == "query" || kind == "paging" else { continue }
             let query = try #require(entry["query"]?.stringValue)
-            let dialect = Self.dialect(entry["protocol"]?.stringValue)
+            let protocolVersion = Self.protocolVersion(entry["protocol"]?.stringValue)
             if query.contains("geo.distance") {
                 // Recognised, but Ferry does not evaluate geospatial functions.
-                expectQueryError(.unsupported, option: "$filter") { _ = try TableQuery(odata: query, dialect: dialect) }
+                expectQueryError(.unsupported, option: "$filter") {
+                    _ = try TableQuery(odata: query, protocolVersion: protocolVersion)
+                }
                 continue
             }
             do {
-                let value = try TableQuery(odata: query, dialect: dialect)
-                #expect(try TableQuery(odata: value.odataQueryString(dialect: dialect), dialect: dialect) == value)
+                let value = try TableQuery(odata: query, protocolVersion: protocolVersion)
+                #expect(
+                    try TableQuery(
+                        odata: value.odataQueryString(protocolVersion: protocolVersion),
+                        protocolVersion: protocolVersion) == value)
                 parsed += 1
             } catch {
                 Issue.record("\(entry["name"]?.stringValue ?? "?"): \(query): \(error)")
@@ -130,11 +136,11 @@ struct ClientODataFormsTests: ODataTestSupport {
             guard entry["kind"]?.stringValue == "error", entry["expectedStatus"]?.intValue == 400 else { continue }
             let query = try #require(entry["query"]?.stringValue)
             guard !Self.serverSideErrors.contains(query) else {
-                #expect(throws: Never.self) { try TableQuery(odata: query, dialect: .v3) }
+                #expect(throws: Never.self) { try TableQuery(odata: query, protocolVersion: .v3) }
                 continue
             }
-            let dialect = Self.dialect(entry["protocol"]?.stringValue)
-            if queryError({ _ = try TableQuery(odata: query, dialect: dialect) }) != nil {
+            let protocolVersion = Self.protocolVersion(entry["protocol"]?.stringValue)
+            if queryError({ _ = try TableQuery(odata: query, protocolVersion: protocolVersion) }) != nil {
                 rejected += 1
             } else {
                 Issue.record("\(query) parsed, but the peers answer 400")

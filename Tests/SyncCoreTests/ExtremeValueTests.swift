@@ -17,10 +17,10 @@ struct ExtremeValueTests: ODataTestSupport {
     @Test func substringWithTheLargestLengthIsTheRestOfTheText() throws {
         // The probe that crashed the server: Int64(from) + length overflowed.
         let query = try TableQuery(
-            odata: "$filter=substring('hello',1,9223372036854775807) eq 'x'", dialect: .v3)
+            odata: "$filter=substring('hello',1,9223372036854775807) eq 'x'", protocolVersion: .v3)
         #expect(try evaluator.evaluate(query, over: [row]).items.isEmpty)
         let matching = try TableQuery(
-            odata: "$filter=substring('hello',1,9223372036854775807) eq 'ello'", dialect: .v3)
+            odata: "$filter=substring('hello',1,9223372036854775807) eq 'ello'", protocolVersion: .v3)
         #expect(try evaluator.evaluate(matching, over: [row]).items.count == 1)
         #expect(value(call(.substring, string("hello"), int(1), int(.max))) == "ello")
         #expect(value(call(.substring, field("text"), int(5), int(.max))) == "")
@@ -159,12 +159,14 @@ struct ExtremeValueTests: ODataTestSupport {
     }
 
     @Test func topAndSkipBeyondIntAreQueryErrors() throws {
-        let largest = try TableQuery(odata: "$top=9223372036854775807&$skip=9223372036854775807", dialect: .v3)
+        let largest = try TableQuery(odata: "$top=9223372036854775807&$skip=9223372036854775807", protocolVersion: .v3)
         #expect(largest.top == .max && largest.skip == .max)
         #expect(try evaluator.evaluate(largest, over: [row]).items.isEmpty)
-        expectQueryError(.invalidOption) { _ = try TableQuery(odata: "$top=9223372036854775808", dialect: .v3) }
-        expectQueryError(.invalidOption) { _ = try TableQuery(odata: "$skip=99999999999999999999", dialect: .v3) }
-        expectQueryError(.invalidOption) { _ = try TableQuery(odata: "$top=-1", dialect: .v3) }
+        expectQueryError(.invalidOption) { _ = try TableQuery(odata: "$top=9223372036854775808", protocolVersion: .v3) }
+        expectQueryError(.invalidOption) {
+            _ = try TableQuery(odata: "$skip=99999999999999999999", protocolVersion: .v3)
+        }
+        expectQueryError(.invalidOption) { _ = try TableQuery(odata: "$top=-1", protocolVersion: .v3) }
         // Built in code, negative values mean an empty page and no skip.
         var negative = TableQuery()
         negative.top = .min

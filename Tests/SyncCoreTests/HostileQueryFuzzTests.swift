@@ -15,16 +15,18 @@ struct HostileQueryFuzzTests {
         var refused = 0
         for _ in 0..<1_500 {
             let text = HostileQueries.queryText(&random)
-            for dialect in ProtocolVersion.allCases {
+            for protocolVersion in ProtocolVersion.allCases {
                 do {
-                    let query = try TableQuery(odata: text, dialect: dialect)
+                    let query = try TableQuery(odata: text, protocolVersion: protocolVersion)
                     parsed += 1
                     for schema in [TableSchema.schemaless, HostileQueries.typedSchema] {
                         _ = try? QueryEvaluator(schema: schema).evaluate(query, over: items)
                     }
                     // What parses re-encodes to text that parses again (or is refused cleanly: the 2.0.0
-                    // dialect has no literal for some values).
-                    _ = try? TableQuery(odata: query.odataQueryString(dialect: dialect), dialect: dialect)
+                    // protocol version has no literal for some values).
+                    _ = try? TableQuery(
+                        odata: query.odataQueryString(protocolVersion: protocolVersion),
+                        protocolVersion: protocolVersion)
                 } catch {
                     refused += 1
                 }
@@ -47,10 +49,11 @@ struct HostileQueryFuzzTests {
                     for item in items.prefix(6) { _ = evaluator.evaluate(filter, in: item) }
                 }
             }
-            for dialect in ProtocolVersion.allCases {
+            for protocolVersion in ProtocolVersion.allCases {
                 // The encoder writes any tree; its text parses or is refused cleanly (NaN, extreme
                 // dates and casts the grammar has no literal for).
-                _ = try? TableQuery(odata: query.odataQueryString(dialect: dialect), dialect: dialect)
+                _ = try? TableQuery(
+                    odata: query.odataQueryString(protocolVersion: protocolVersion), protocolVersion: protocolVersion)
             }
         }
         #expect(evaluated > 1_000)

@@ -1,7 +1,7 @@
 import StoreConformance
 import Testing
 
-@testable import SyncCore
+@_spi(StoreSupport) @testable import SyncCore
 
 @Suite("JSONTextBuffer")
 struct JSONTextBufferTests {

@@ -5,15 +5,15 @@ import Testing
 
 @Suite("OData encoding")
 struct ODataEncoderTests: ODataTestSupport {
-    /// Encodes `expression` in both dialects and compares with the expected texts.
+    /// Encodes `expression` in both protocol versions and compares with the expected texts.
     func expectEncoding(
         _ expression: QueryExpression,
         v3: String,
         v2: String,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        #expect(expression.odata(dialect: .v3) == v3, sourceLocation: sourceLocation)
-        #expect(expression.odata(dialect: .v2) == v2, sourceLocation: sourceLocation)
+        #expect(expression.odata(protocolVersion: .v3) == v3, sourceLocation: sourceLocation)
+        #expect(expression.odata(protocolVersion: .v2) == v2, sourceLocation: sourceLocation)
     }
 
     @Test func comparisonsAndLogic() {
@@ -156,7 +156,7 @@ struct ODataEncoderTests: ODataTestSupport {
             includeTotalCount: true,
             includeDeleted: true
         )
-        let v3 = query.odataParameters(dialect: .v3)
+        let v3 = query.odataParameters(protocolVersion: .v3)
         #expect(v3.map(\.name) == ["$filter", "$orderby", "$skip", "$top", "$select", "$count", "__includedeleted"])
         #expect(
             v3.map(\.value) == [
@@ -164,21 +164,24 @@ struct ODataEncoderTests: ODataTestSupport {
                 "updatedAt,year(releaseDate) desc", "0", "50", "id,title", "true", "true",
             ]
         )
-        let v2 = query.odataParameters(dialect: .v2)
+        let v2 = query.odataParameters(protocolVersion: .v2)
         #expect(
             v2.map(\.name) == ["$filter", "$orderby", "$skip", "$top", "$select", "$inlinecount", "__includedeleted"]
         )
         #expect(v2[0].value == "((rating eq 'G') and (updatedAt gt datetimeoffset'2024-08-23T20:22:54.291Z'))")
         #expect(v2[5].value == "allpages")
-        #expect(TableQuery().odataParameters(dialect: .v3).isEmpty)
-        #expect(TableQuery().odataQueryString(dialect: .v3) == "")
+        #expect(TableQuery().odataParameters(protocolVersion: .v3).isEmpty)
+        #expect(TableQuery().odataQueryString(protocolVersion: .v3) == "")
         #expect(
-            query.odataQueryString(dialect: .v3)
+            query.odataQueryString(protocolVersion: .v3)
                 == "$filter=((rating%20eq%20'G')%20and%20(updatedAt%20gt%20cast(2024-08-23T20:22:54.291Z,Edm.DateTimeOffset)))"
                 + "&$orderby=updatedAt,year(releaseDate)%20desc&$skip=0&$top=50&$select=id,title&$count=true&__includedeleted=true"
         )
-        for dialect in ProtocolVersion.allCases {
-            #expect(try TableQuery(odata: query.odataQueryString(dialect: dialect), dialect: dialect) == query)
+        for protocolVersion in ProtocolVersion.allCases {
+            #expect(
+                try TableQuery(
+                    odata: query.odataQueryString(protocolVersion: protocolVersion), protocolVersion: protocolVersion)
+                    == query)
         }
     }
 
@@ -189,14 +192,15 @@ struct ODataEncoderTests: ODataTestSupport {
         #expect(ODataEncoding.percentEncoded("/?*!@;\"[]") == "%2F%3F%2A%21%40%3B%22%5B%5D")
         let query = TableQuery(filter: binary(.equal, field("title"), string("Amélie & co + 100%")))
         #expect(
-            query.odataQueryString(dialect: .v3) == "$filter=(title%20eq%20'Am%C3%A9lie%20%26%20co%20%2B%20100%25')"
+            query.odataQueryString(protocolVersion: .v3)
+                == "$filter=(title%20eq%20'Am%C3%A9lie%20%26%20co%20%2B%20100%25')"
         )
-        #expect(try TableQuery(odata: query.odataQueryString(dialect: .v3), dialect: .v3) == query)
+        #expect(try TableQuery(odata: query.odataQueryString(protocolVersion: .v3), protocolVersion: .v3) == query)
     }
 
     // MARK: Round trips
 
-    /// Hand-written filters: `parse(encode(parse(q))) == parse(q)` in both dialects.
+    /// Hand-written filters: `parse(encode(parse(q))) == parse(q)` in both protocol versions.
     static let filters: [String] = [
         "year eq 1994", "year ne 1994", "year gt 1999 and year lt 2010", "year ge 2000 or year le 1900",
         "(year ge 1930 and year le 1940) or (year ge 1950 and year le 1960)", "not(bestPictureWinner eq true)",
@@ -239,27 +243,31 @@ struct ODataEncoderTests: ODataTestSupport {
     @Test("parse(encode(parse(q))) == parse(q)", arguments: filters)
     func roundTrip(filter: String) throws {
         #expect(Self.filters.count >= 60)
-        for dialect in ProtocolVersion.allCases {
-            let parsed = try parseFilter(filter, dialect)
-            let encoded = parsed.odata(dialect: dialect)
-            let reparsed = try parseFilter(encoded, dialect)
-            if dialect == .v3 || Self.usesOnlyV2Forms(parsed) {
-                #expect(reparsed == parsed, "\(dialect.rawValue): \(filter) → \(encoded)")
+        for protocolVersion in ProtocolVersion.allCases {
+            let parsed = try parseFilter(filter, protocolVersion)
+            let encoded = parsed.odata(protocolVersion: protocolVersion)
+            let reparsed = try parseFilter(encoded, protocolVersion)
+            if protocolVersion == .v3 || Self.usesOnlyV2Forms(parsed) {
+                #expect(reparsed == parsed, "\(protocolVersion.rawValue): \(filter) → \(encoded)")
             } else {
                 // 3.0-only forms change shape once, then stay put.
-                #expect(try parseFilter(reparsed.odata(dialect: dialect), dialect) == reparsed, "\(encoded)")
+                #expect(
+                    try parseFilter(reparsed.odata(protocolVersion: protocolVersion), protocolVersion) == reparsed,
+                    "\(encoded)")
             }
             // The whole query string round-trips too.
-            let query = try TableQuery(odata: "$filter=" + filter + "&$orderby=title desc&$top=3", dialect: dialect)
-            let back = try TableQuery(odata: query.odataQueryString(dialect: dialect), dialect: dialect)
-            if dialect == .v3 || Self.usesOnlyV2Forms(parsed) { #expect(back == query) }
+            let query = try TableQuery(
+                odata: "$filter=" + filter + "&$orderby=title desc&$top=3", protocolVersion: protocolVersion)
+            let back = try TableQuery(
+                odata: query.odataQueryString(protocolVersion: protocolVersion), protocolVersion: protocolVersion)
+            if protocolVersion == .v3 || Self.usesOnlyV2Forms(parsed) { #expect(back == query) }
         }
     }
 
     @Test("2.0 rewrites 3.0-only forms")
     func v2Rewrites() throws {
         let parsed = try parseFilter("rating in ('G', 'PG') and d eq 1994-10-14 and t eq 07:14:00", .v3)
-        let reparsed = try parseFilter(parsed.odata(dialect: .v2), .v2)
+        let reparsed = try parseFilter(parsed.odata(protocolVersion: .v2), .v2)
         #expect(
             reparsed
                 == binary(
@@ -284,11 +292,14 @@ struct ODataEncoderTests: ODataTestSupport {
         var checked = 0
         for _ in 0..<4000 {
             let tree = RandomTree.expression(depth: 5, using: &generator)
-            for dialect in ProtocolVersion.allCases {
+            for protocolVersion in ProtocolVersion.allCases {
                 // The parser may reject a random tree (type mismatches); what it accepts must be stable.
-                guard let first = try? parseFilter(tree.odata(dialect: dialect), dialect) else { continue }
-                let second = try parseFilter(first.odata(dialect: dialect), dialect)
-                #expect(second == first, "\(dialect.rawValue): \(first.odata(dialect: dialect))")
+                guard let first = try? parseFilter(tree.odata(protocolVersion: protocolVersion), protocolVersion) else {
+                    continue
+                }
+                let second = try parseFilter(first.odata(protocolVersion: protocolVersion), protocolVersion)
+                #expect(
+                    second == first, "\(protocolVersion.rawValue): \(first.odata(protocolVersion: protocolVersion))")
                 checked += 1
             }
         }

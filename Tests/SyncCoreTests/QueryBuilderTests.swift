@@ -59,8 +59,8 @@ struct QueryBuilderTests: ODataTestSupport {
         #expect(title.uppercased() == call(.toUpper, title))
         #expect(title.trimmed() == call(.trim, title))
         #expect(title.length() == call(.length, title))
-        #expect(title.lowercased().contains("star").odata(dialect: .v3) == "contains(tolower(title),'star')")
-        #expect(title.lowercased().contains("star").odata(dialect: .v2) == "substringof('star',tolower(title))")
+        #expect(title.lowercased().contains("star").odata(protocolVersion: .v3) == "contains(tolower(title),'star')")
+        #expect(title.lowercased().contains("star").odata(protocolVersion: .v2) == "substringof('star',tolower(title))")
     }
 
     @Test func datesAndMath() {
@@ -85,7 +85,9 @@ struct QueryBuilderTests: ODataTestSupport {
         #expect(duration.multiplied(by: year) == binary(.multiply, duration, year))
         #expect(duration.divided(by: year) == binary(.divide, duration, year))
         #expect(duration.modulo(year) == binary(.modulo, duration, year))
-        #expect(duration.divided(by: 60.0).rounded().eq(2).odata(dialect: .v3) == "(round((duration div 60.0)) eq 2)")
+        #expect(
+            duration.divided(by: 60.0).rounded().eq(2).odata(protocolVersion: .v3)
+                == "(round((duration div 60.0)) eq 2)")
     }
 
     @Test func logic() {
@@ -95,7 +97,7 @@ struct QueryBuilderTests: ODataTestSupport {
         #expect((a || b) == binary(.or, a, b))
         #expect(!a == .unary(.not, a))
         #expect((a || b && !a) == binary(.or, a, binary(.and, b, .unary(.not, a))))
-        #expect((year.ge(1930) && year.le(1940)).odata(dialect: .v3) == "((year ge 1930) and (year le 1940))")
+        #expect((year.ge(1930) && year.le(1940)).odata(protocolVersion: .v3) == "((year ge 1930) and (year le 1940))")
     }
 
     @Test func fluentQueries() throws {
@@ -127,12 +129,15 @@ struct QueryBuilderTests: ODataTestSupport {
                 )
         )
         #expect(
-            query.odataQueryString(dialect: .v3)
+            query.odataQueryString(protocolVersion: .v3)
                 == "$filter=((done%20eq%20false)%20and%20startswith(title,'Buy'))&$orderby=updatedAt%20desc,title,year(year)"
                 + "&$skip=40&$top=20&$select=id,title&$count=true&__includedeleted=true"
         )
-        for dialect in ProtocolVersion.allCases {
-            #expect(try TableQuery(odata: query.odataQueryString(dialect: dialect), dialect: dialect) == query)
+        for protocolVersion in ProtocolVersion.allCases {
+            #expect(
+                try TableQuery(
+                    odata: query.odataQueryString(protocolVersion: protocolVersion), protocolVersion: protocolVersion)
+                    == query)
         }
         // The builder returns copies.
         let base = TableQuery().top(5)
@@ -149,12 +154,12 @@ struct QueryBuilderTests: ODataTestSupport {
             .includingTotalCount()
             .includingDeleted()
         #expect(
-            query.odataParameters(dialect: .v3).map { "\($0.name)=\($0.value)" }.joined(separator: "&")
+            query.odataParameters(protocolVersion: .v3).map { "\($0.name)=\($0.value)" }.joined(separator: "&")
                 == "$filter=(updatedAt gt cast(2024-08-23T20:22:54.291Z,Edm.DateTimeOffset))&$orderby=updatedAt&$count=true"
                 + "&__includedeleted=true"
         )
         #expect(
-            query.odataParameters(dialect: .v2).first?.value
+            query.odataParameters(protocolVersion: .v2).first?.value
                 == "(updatedAt gt datetimeoffset'2024-08-23T20:22:54.291Z')"
         )
     }

@@ -199,17 +199,19 @@ struct DeepQueryTests {
     @Test func aChainAtTheDefaultDepthLimitParsesEvaluatesEncodesAndHashes() async throws {
         let terms = QueryLimits.default.maximumDepth - 1
         let text = (0..<terms).map { "n eq \($0)" }.joined(separator: " or ")
-        let filter = try QueryExpression(odataFilter: text, dialect: .v3, limits: QueryLimits(maximumLength: 1 << 20))
+        let filter = try QueryExpression(
+            odataFilter: text, protocolVersion: .v3, limits: QueryLimits(maximumLength: 1 << 20))
         let evaluator = QueryEvaluator()
         #expect(evaluator.matches(filter, ["id": "a", "n": .int(Int64(terms - 1))]))
         #expect(!evaluator.matches(filter, ["id": "a", "n": -1]))
-        let encoded = filter.odata(dialect: .v3)
-        let again = try QueryExpression(odataFilter: encoded, dialect: .v3, limits: QueryLimits(maximumLength: 1 << 20))
+        let encoded = filter.odata(protocolVersion: .v3)
+        let again = try QueryExpression(
+            odataFilter: encoded, protocolVersion: .v3, limits: QueryLimits(maximumLength: 1 << 20))
         #expect(again == filter)
         #expect(Set([filter, again]).count == 1)
         let tooLong = (0...QueryLimits.default.maximumDepth).map { "n eq \($0)" }.joined(separator: " or ")
         #expect(throws: QueryError.self) {
-            try QueryExpression(odataFilter: tooLong, dialect: .v3, limits: QueryLimits(maximumLength: 1 << 20))
+            try QueryExpression(odataFilter: tooLong, protocolVersion: .v3, limits: QueryLimits(maximumLength: 1 << 20))
         }
     }
 

@@ -117,8 +117,8 @@ struct CollapseTests {
         let operations = try await device.operations()
         #expect(operations.map(\.itemID) == ["t1", "n1", "t2"])
         #expect(operations.map(\.id) == operations.map(\.id).sorted())
-        #expect(try await todos.pendingOperationCount() == 2)
-        #expect(try await notes.pendingOperationCount() == 1)
+        #expect(try await todos.queuedOperationCount() == 2)
+        #expect(try await notes.queuedOperationCount() == 1)
         try await device.context.push()
         #expect(device.server.requests.map { "\($0.table)/\($0.itemID ?? "")" } == ["todo/t1", "note/n1", "todo/t2"])
     }
@@ -189,6 +189,6 @@ struct CollapseTests {
 
 /// A value set from inside a scripted request.
 actor SeenQueue {
-    var value: [PendingOperation]?
-    func set(_ value: [PendingOperation]?) { self.value = value }
+    var value: [QueuedOperation]?
+    func set(_ value: [QueuedOperation]?) { self.value = value }
 }

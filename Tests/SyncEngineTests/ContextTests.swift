@@ -42,9 +42,9 @@ struct ContextTests {
         let device = try Device(kind: kind, server: server)
         try await device.table().insert(["id": "a"])
         let other = SyncContext(store: device.store, remote: server.remote(device: "other"))
-        #expect(try await other.pendingOperationCount() == 1)
+        #expect(try await other.queuedOperationCount() == 1)
         #expect(try await other.push().pushed == 1)
-        #expect(try await device.context.pendingOperationCount() == 0)
+        #expect(try await device.context.queuedOperationCount() == 0)
     }
 
     struct Shape: Codable, Equatable, Sendable {
@@ -105,5 +105,24 @@ struct ContextTests {
         } catch {
             Issue.record("the code pattern did not match")
         }
+    }
+
+    /// One bad table name is one error code, whichever call meets it first.
+    @Test func aBadTableNameIsTheSameErrorCodeForEveryCall() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        let table = device.context.table("bad name")
+        await expectSyncError(.invalidTableName, "insert") { try await table.insert(["id": "1"]) }
+        await expectSyncError(.invalidTableName, "delete") { try await table.delete(id: "1") }
+        await expectSyncError(.invalidTableName, "pull") { try await table.pull() }
+        await expectSyncError(.invalidTableName, "purge") { try await table.purge() }
+        await expectSyncError(.invalidTableName, "query") { _ = try await table.query() }
+        do {
+            try await device.context.store.upsert("bad name", [["id": "1"]])
+            Issue.record("the store accepted a bad table name")
+        } catch let error as StoreError {
+            #expect(error.code == .invalidTableName, "\(error)")
+        }
+        #expect(server.requests.isEmpty)
     }
 }

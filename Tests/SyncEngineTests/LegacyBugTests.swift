@@ -32,7 +32,7 @@ struct LegacyBugTests {
         }.value
         #expect(results == [.cancelled, .cancelled, .cancelled, .cancelled])
         #expect(server.requests.isEmpty)
-        #expect(try await device.context.pendingOperationCount() == 1)
+        #expect(try await device.context.queuedOperationCount() == 1)
     }
 
     /// Bug #13: items without `updatedAt` cannot be paged by time; the pull says so instead of
@@ -42,7 +42,7 @@ struct LegacyBugTests {
             func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
             func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
             func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
-            func read(id: String) async throws(RemoteError) -> JSONObject? { nil }
+            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
             func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
                 RemotePage(items: [["id": "a"], ["id": "b"]])
             }
@@ -80,7 +80,7 @@ struct LegacyBugTests {
         let storage = try TestStore(.memory)
         let context = SyncContext(store: storage.store, remote: ModelServer().remote())
         try await storage.store.close()
-        await expectSyncError(.store) { _ = try await context.pendingOperationCount() }
+        await expectSyncError(.store) { _ = try await context.queuedOperationCount() }
     }
 
     /// Bug #27: text that looks like a date stays text.

@@ -19,16 +19,16 @@ struct LocalWriteTests {
         #expect(operations.map(\.kind) == [.insert])
         #expect(operations.first?.itemID == id)
         #expect(operations.first?.state == .pending)
-        #expect(try await todos.pendingOperationCount() == 1)
-        #expect(try await device.context.table("other").pendingOperationCount() == 0)
+        #expect(try await todos.queuedOperationCount() == 1)
+        #expect(try await device.context.table("other").queuedOperationCount() == 0)
 
         let given = try await todos.insert(["id": "fixed", "title": "Eggs"])
         #expect(given.id == "fixed")
         await expectSyncError(.itemExists) { try await todos.insert(["id": "fixed"]) }
         await expectSyncError(.invalidItem) { try await todos.insert(["id": "a/b"]) }
         await expectSyncError(.invalidItem) { try await todos.insert(["id": 42]) }
-        await expectSyncError(.invalidItem) { try await device.context.table("__reserved").insert(["id": "x"]) }
-        #expect(try await device.context.pendingOperationCount() == 2)
+        await expectSyncError(.invalidTableName) { try await device.context.table("__reserved").insert(["id": "x"]) }
+        #expect(try await device.context.queuedOperationCount() == 2)
     }
 
     @Test(arguments: StoreKind.allCases)
@@ -103,7 +103,7 @@ struct LocalWriteTests {
         failing.fails.withLock { $0 = false }
         #expect(try await todos.item(id: "new") == nil)
         #expect(try await todos.item(id: "kept")?["v"] == 1)
-        #expect(try await context.pendingOperationCount() == 1)
+        #expect(try await context.queuedOperationCount() == 1)
     }
 
     struct Todo: Codable, Sendable, Equatable {
@@ -195,13 +195,13 @@ struct FailingTransaction: StoreTransaction {
     func count(_ table: String) throws -> Int { try base.count(table) }
     func tableNames() throws -> [String] { try base.tableNames() }
     func definition(of table: String) throws -> TableDefinition? { try base.definition(of: table) }
-    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation] {
         try base.operations(after: afterID, table: table, limit: limit)
     }
-    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+    func operations(table: String, itemID: String) throws -> [QueuedOperation] {
         try base.operations(table: table, itemID: itemID)
     }
-    func operation(id: Int64) throws -> PendingOperation? { try base.operation(id: id) }
+    func operation(id: Int64) throws -> QueuedOperation? { try base.operation(id: id) }
     func operationCount(table: String?) throws -> Int { try base.operationCount(table: table) }
     func operationErrors(table: String?) throws -> [OperationErrorRecord] { try base.operationErrors(table: table) }
     func operationError(id: String) throws -> OperationErrorRecord? { try base.operationError(id: id) }
@@ -213,11 +213,11 @@ struct FailingTransaction: StoreTransaction {
     func upsert(_ table: String, _ items: [JSONObject]) throws { try base.upsert(table, items) }
     func delete(_ table: String, ids: [String]) throws -> Int { try base.delete(table, ids: ids) }
     func delete(_ table: String, matching query: TableQuery) throws -> Int { try base.delete(table, matching: query) }
-    func appendOperation(_ draft: OperationDraft) throws -> PendingOperation {
+    func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation {
         try check()
         return try base.appendOperation(draft)
     }
-    func updateOperation(_ operation: PendingOperation) throws {
+    func updateOperation(_ operation: QueuedOperation) throws {
         try check()
         try base.updateOperation(operation)
     }

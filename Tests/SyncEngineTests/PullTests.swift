@@ -41,9 +41,9 @@ struct PullTests {
                         .binary(
                             .and, .binary(.equal, .field("updatedAt"), time),
                             .binary(.greaterThan, .field("id"), .literal(.string("r003")))))))
-        // A plain OData filter for both dialects.
+        // A plain OData filter for both protocol versions.
         #expect(
-            queries[1].odataQueryString(dialect: .v2).contains(
+            queries[1].odataQueryString(protocolVersion: .v2).contains(
                 "$filter=((updatedAt%20ge%20datetimeoffset'2023-11-14T22:13:20.000Z')%20and%20((updatedAt%20gt"))
 
         server.clearRequests()
@@ -75,7 +75,7 @@ struct PullTests {
         #expect(try await device.table().pull(queryID: "all").items.received == 0)
     }
 
-    /// Crash safety: each page commits with its cursor; a pull that stops resumes after the last
+    /// Crash safety: each page commits with its delta token; a pull that stops resumes after the last
     /// applied page and never applies a page twice or out of order.
     @Test(arguments: StoreKind.allCases)
     func aPullThatStopsResumesAfterTheLastAppliedPage(_ kind: StoreKind) async throws {
@@ -97,7 +97,7 @@ struct PullTests {
         server.clearRequests()
         let rest = try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 3))
         #expect(rest.items.upserted == 4)
-        #expect(server.requests.first?.query?.filter?.odata(dialect: .v3).contains("'r005'") == true)
+        #expect(server.requests.first?.query?.filter?.odata(protocolVersion: .v3).contains("'r005'") == true)
         #expect(try await device.table().query().items.count == 10)
     }
 
@@ -213,7 +213,7 @@ struct PullTests {
         let error = await expectSyncError(.remote) { try await device.table().pull(queryID: "all") }
         #expect(error?.description.contains("no table endpoint") == true, "\(String(describing: error))")
         #expect(try await device.table().query().items.isEmpty)
-        // The cursor did not move: the next pull downloads everything.
+        // The delta token did not move: the next pull downloads everything.
         #expect(try await device.table().pull(queryID: "all").items.received == 2)
     }
 
@@ -228,7 +228,7 @@ struct PullTests {
         try await device.table().pull(TableQuery().filter(.field("n").ge(3)), queryID: "q")
         #expect(server.requests.first?.query?.filter == .binary(.greaterThanOrEqual, .field("n"), .literal(.int(3))))
         #expect(try await device.table().query().items.count == 6)
-        // Independent cursors per query id and per table.
+        // Independent delta tokens per query id and per table.
         server.seed("note", Self.rows(2))
         #expect(try await device.table("note").pull(queryID: "q").items.received == 2)
         #expect(try await device.table().pull(queryID: "other").items.received == 6)
@@ -258,20 +258,20 @@ struct PullTests {
                 try await todos.pull(query, queryID: queryID, options: options)
             }
         }
-        await expectSyncError(.invalidQuery) { try await device.context.table("bad name").pull() }
+        await expectSyncError(.invalidTableName) { try await device.context.table("bad name").pull() }
         #expect(server.requests.isEmpty)
         // Accepted: orderBy, skip and top without a query id; a query id with a filter.
         try await todos.pull(TableQuery().orderBy("n").skip(1).top(2))
         try await todos.pull(TableQuery().filter(.field("n").eq(1)), queryID: "q-1.a:b_c")
     }
 
-    /// A server that ignores the cursor cannot make the pull loop forever.
-    @Test func aServerThatIgnoresTheCursorIsReported() async throws {
+    /// A server that ignores the delta token cannot make the pull loop forever.
+    @Test func aServerThatIgnoresTheDeltaTokenIsReported() async throws {
         struct Stuck: RemoteTable {
             func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
             func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
             func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
-            func read(id: String) async throws(RemoteError) -> JSONObject? { nil }
+            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
             func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
                 RemotePage(items: [["id": "a", "updatedAt": "2024-01-01T00:00:00.000Z"]], nextPage: query)
             }

@@ -11,7 +11,7 @@ struct PurgeTests {
         server.seed("todo", PullTests.rows(4))
         try await device.table().pull()
         try await device.table().insert(["id": "local"])
-        await expectSyncError(.pendingOperations) { try await device.table().purge() }
+        await expectSyncError(.queuedOperations) { try await device.table().purge() }
         #expect(try await device.table().query().items.count == 5)
         // Pending operations on another table do not block it.
         try await device.context.push()
@@ -23,7 +23,7 @@ struct PurgeTests {
     }
 
     @Test(arguments: StoreKind.allCases)
-    func aForcedPurgeDropsOperationsErrorsAndCursors(_ kind: StoreKind) async throws {
+    func aForcedPurgeDropsOperationsErrorsAndDeltaTokens(_ kind: StoreKind) async throws {
         let server = ModelServer()
         let device = try Device(kind: kind, server: server)
         server.seed("todo", PullTests.rows(3))
@@ -34,20 +34,20 @@ struct PurgeTests {
         server.inject(.status(400, "no"), on: .insert, itemID: "a")
         _ = try await device.context.push()
         try await device.table().update(["id": "r000", "n": 9])
-        #expect(try await device.table().pendingOperationCount() == 2)
+        #expect(try await device.table().queuedOperationCount() == 2)
         let removed = try await device.table().purge(force: true)
         #expect(removed == 5)  // r000…r002, a (failed) and b (pushed)
-        #expect(try await device.table().pendingOperationCount() == 0)
+        #expect(try await device.table().queuedOperationCount() == 0)
         #expect(try await device.context.operationErrors(table: "todo").isEmpty)
         #expect(try await device.store.read { try $0.deltaTokens(table: "todo") }.isEmpty)
-        #expect(try await device.context.pendingOperationCount(table: "other") == 0)  // o was pushed
-        // With its cursor gone, the next pull brings everything back.
+        #expect(try await device.context.queuedOperationCount(table: "other") == 0)  // o was pushed
+        // With its delta token gone, the next pull brings everything back.
         #expect(try await device.table().pull(queryID: "all").items.received == 4)
     }
 
-    /// Legacy bug #16: a purge resets the cursors that would never bring the purged items back.
+    /// Legacy bug #16: a purge resets the delta tokens that would never bring the purged items back.
     @Test(arguments: StoreKind.allCases)
-    func aPurgeResetsTheCursorsItInvalidates(_ kind: StoreKind) async throws {
+    func aPurgeResetsTheDeltaTokensItInvalidates(_ kind: StoreKind) async throws {
         let server = ModelServer()
         let device = try Device(kind: kind, server: server)
         server.seed("todo", PullTests.rows(6))
@@ -93,16 +93,16 @@ struct ErrorResolutionTests {
         #expect(try await device.table().item(id: "b") == nil)
         #expect(try await device.operations().isEmpty)
         #expect(try await device.context.operationErrors().isEmpty)
-        await expectSyncError(.notFound) { try await device.context.resolveError(conflict.id, .useServerItem) }
+        await expectSyncError(.notFound) { try await device.context.resolveError(conflict.id, .useServer) }
     }
 
     @Test(arguments: StoreKind.allCases)
     func takingTheServersItem(_ kind: StoreKind) async throws {
         let device = try Device(kind: kind, server: ModelServer())
         let (conflict, rejected) = try await Self.failures(device)
-        try await device.context.resolveError(conflict.id, .useServerItem)
+        try await device.context.resolveError(conflict.id, .useServer)
         #expect(try await device.table().item(id: "a")?.version == device.server.row("todo", id: "a")?.version)
-        await expectSyncError(.invalidResolution) { try await device.context.resolveError(rejected.id, .useServerItem) }
+        await expectSyncError(.invalidResolution) { try await device.context.resolveError(rejected.id, .useServer) }
         #expect(try await device.operations().map(\.itemID) == ["b"])
     }
 
@@ -112,10 +112,10 @@ struct ErrorResolutionTests {
         let (conflict, rejected) = try await Self.failures(device)
         try await device.restart()
         await expectSyncError(.invalidItem) {
-            try await device.context.resolveError(conflict.id, .retry(with: ["id": "zzz"]))
+            try await device.context.resolveError(conflict.id, .useMerged(["id": "zzz"]))
         }
-        try await device.context.resolveError(conflict.id, .retry())
-        try await device.context.resolveError(rejected.id, .retry(with: ["id": "b", "title": "a longer title"]))
+        try await device.context.resolveError(conflict.id, .useClient)
+        try await device.context.resolveError(rejected.id, .useMerged(["id": "b", "title": "a longer title"]))
         #expect(try await device.operations().map(\.state) == [.pending, .pending])
         #expect(try await device.context.operationErrors().isEmpty)
         let result = try await device.context.push()
@@ -193,7 +193,7 @@ struct EventTests {
         server.clearFaults()
         try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 2, pushesFirst: false))
         let pulled = await collect(pullEvents) { if case .pullFinished = $0 { true } else { false } }
-        let pages = pulled.compactMap { event -> PullPage? in
+        let pages = pulled.compactMap { event -> PullCounts? in
             if case .pagePulled(_, _, let page) = event { return page }
             return nil
         }

@@ -316,7 +316,7 @@ struct PushTests {
     @Test(arguments: StoreKind.allCases)
     func aMergedItemIsStoredAndSent(_ kind: StoreKind) async throws {
         let server = ModelServer()
-        let handler = RecordingConflictHandler(answers: [.merged(["id": "a", "title": "both"])])
+        let handler = RecordingConflictHandler(answers: [.useMerged(["id": "a", "title": "both"])])
         let device = try Device(kind: kind, server: server, handler: handler)
         server.seed("todo", [["id": "a", "title": "base"]])
         try await device.table().pull()

@@ -65,7 +65,7 @@ struct Device {
 
     init(
         _ name: String = "device", kind: StoreKind, server: ModelServer,
-        handler: some ConflictHandler = FailingConflictHandler()
+        handler: some ConflictHandler = KeepingConflictHandler()
     ) throws {
         self.name = name
         self.storage = try TestStore(kind)
@@ -85,8 +85,8 @@ struct Device {
         context = SyncContext(store: store, remote: server.remote(device: name), conflictHandler: handler)
     }
 
-    func operations(_ table: String? = nil) async throws -> [PendingOperation] {
-        try await context.pendingOperations(table: table)
+    func operations(_ table: String? = nil) async throws -> [QueuedOperation] {
+        try await context.queuedOperations(table: table)
     }
 }
 
@@ -95,7 +95,7 @@ final class RecordingConflictHandler: ConflictHandler, Sendable {
     private let state: Mutex<(seen: [SyncConflict], answers: [ConflictResolution])>
     let fallback: ConflictResolution
 
-    init(answers: [ConflictResolution] = [], fallback: ConflictResolution = .keepError) {
+    init(answers: [ConflictResolution] = [], fallback: ConflictResolution = .keep) {
         state = Mutex(([], answers))
         self.fallback = fallback
     }

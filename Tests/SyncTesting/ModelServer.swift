@@ -419,7 +419,7 @@ private struct ModelRemoteTable: RemoteTable {
         }
     }
 
-    func read(id: String) async throws(RemoteError) -> JSONObject? {
+    func item(id: String) async throws(RemoteError) -> JSONObject? {
         let name = name
         let answer = try await server.handle(request(.read, id: id)) { state throws(RemoteError) in
             .item(state.tables[name]?[id].flatMap { $0.isDeleted ? nil : $0 })

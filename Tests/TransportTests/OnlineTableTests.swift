@@ -177,9 +177,9 @@ struct OnlineTableTests {
             "read.test", .v3,
             [StubAnswer(status: 404), StubAnswer(status: 410), StubAnswer(status: 200, body: #"{"id":"3"}"#)])
         let table = remote.onlineTable("todo")
-        #expect(try await table.read(id: "1") == nil)
-        #expect(try await table.read(id: "2") == nil)
-        #expect(try await table.read(id: "3") == ["id": "3"])
+        #expect(try await table.item(id: "1") == nil)
+        #expect(try await table.item(id: "2") == nil)
+        #expect(try await table.item(id: "3") == ["id": "3"])
     }
 
     @Test func errorsAreOneLineWithTheServersMessage() async throws {
@@ -208,8 +208,8 @@ struct OnlineTableTests {
         let remote = stubbedRemote("page3.test", .v3, [firstPage, firstPage, lastPage])
         let table = remote.onlineTable("movies")
         let query = TableQuery().top(10).includingTotalCount().includingDeleted()
-        let first = try await table.page(query)
-        #expect(first.count == 3)
+        let first = try await table.query(query)
+        #expect(first.totalCount == 3)
         #expect(first.nextPage?.skip == 2)
         #expect(first.nextPage?.top == 8)
         let all = try await table.all(query)
@@ -229,12 +229,12 @@ struct OnlineTableTests {
                 StubAnswer(status: 200, body: #"{"results":[{"id":"3"}],"count":3}"#),
             ])
         let table = remote.onlineTable("movies")
-        let first = try await table.page(TableQuery().includingDeleted())
+        let first = try await table.query(TableQuery().includingDeleted())
         #expect(first.items.count == 2)
         #expect(first.nextPage?.skip == 2)
         #expect(first.nextPage?.top == 2)
-        let second = try await table.page(try #require(first.nextPage))
-        #expect(second.count == 3)
+        let second = try await table.query(try #require(first.nextPage))
+        #expect(second.totalCount == 3)
         #expect(second.nextPage == nil)
         // The 2.0 node server reads `__includeDeleted` case-sensitively.
         #expect(StubProtocol.seen(host: "page2.test").first?.query?.contains("__includeDeleted=true") == true)
@@ -249,7 +249,7 @@ struct OnlineTableTests {
                 calls.withLock { $0.append(refresh) }
                 return refresh ? "fresh" : "stale"
             })
-        #expect(try await remote.onlineTable("todo").read(id: "1") == ["id": "1"])
+        #expect(try await remote.onlineTable("todo").item(id: "1") == ["id": "1"])
         #expect(calls.withLock { $0 } == [false, true])
         #expect(
             StubProtocol.seen(host: "auth.test").map { $0.header("Authorization") } == ["Bearer stale", "Bearer fresh"])
@@ -257,7 +257,7 @@ struct OnlineTableTests {
         // A second 401 is the answer.
         let again = stubbedRemote(
             "auth2.test", .v3, [StubAnswer(status: 401), StubAnswer(status: 401)], tokens: { _ in "t" })
-        let error = await #expect(throws: RemoteError.self) { _ = try await again.onlineTable("todo").read(id: "1") }
+        let error = await #expect(throws: RemoteError.self) { _ = try await again.onlineTable("todo").item(id: "1") }
         #expect(error?.code == .unauthorized)
         #expect(StubProtocol.seen(host: "auth2.test").count == 2)
     }
@@ -266,7 +266,7 @@ struct OnlineTableTests {
         let remote = stubbedRemote(
             "retry.test", .v3,
             [StubAnswer(status: 503), StubAnswer(status: 502), StubAnswer(status: 200, body: #"{"id":"1"}"#)])
-        #expect(try await remote.onlineTable("todo").read(id: "1") == ["id": "1"])
+        #expect(try await remote.onlineTable("todo").item(id: "1") == ["id": "1"])
         #expect(StubProtocol.seen(host: "retry.test").count == 3)
 
         let writes = stubbedRemote("noretry.test", .v3, [StubAnswer(status: 503), StubAnswer(status: 201, body: "{}")])
@@ -282,7 +282,7 @@ struct OnlineTableTests {
         let remote = HTTPRemote(
             HTTPRemote.Configuration(
                 serverURL: URL(string: "http://127.0.0.1:1")!, retry: HTTPRemote.RetryPolicy(maximumAttempts: 1)))
-        let error = await #expect(throws: RemoteError.self) { _ = try await remote.onlineTable("todo").read(id: "1") }
+        let error = await #expect(throws: RemoteError.self) { _ = try await remote.onlineTable("todo").item(id: "1") }
         #expect(error?.code == .network)
         // No connection was made: the engine may treat the request as never sent.
         #expect(error?.wasNotSent == true, "\(String(describing: error))")

@@ -43,7 +43,7 @@ struct QueryAnswerTests {
         #expect(!message.contains("secret"), "nor the password: \(message)")
 
         // The online API says the same; an HTML body is not quoted.
-        let online = await #expect(throws: RemoteError.self) { _ = try await table.page(TableQuery()) }
+        let online = await #expect(throws: RemoteError.self) { _ = try await table.query(TableQuery()) }
         #expect(online?.code == .notFound)
         #expect(online?.message.contains("http://wrongpath.test/api/tables/todo") == true)
         #expect(online?.message.contains("<html") == false, "\(online?.message ?? "")")

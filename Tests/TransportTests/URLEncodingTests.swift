@@ -10,7 +10,7 @@ struct URLEncodingTests {
     static func sentURL(_ host: String, _ version: ProtocolVersion, _ query: TableQuery) async throws -> String {
         let body = version == .v3 ? #"{"items":[]}"# : "[]"
         let remote = stubbedRemote(host, version, [StubAnswer(status: 200, body: body)])
-        _ = try await remote.onlineTable("todo").page(query)
+        _ = try await remote.onlineTable("todo").query(query)
         return try #require(StubProtocol.seen(host: host).first).url
     }
 
@@ -32,7 +32,7 @@ struct URLEncodingTests {
             ? "cast(2024-01-01T00:00:00%2B02:00,Edm.DateTimeOffset)" : "datetimeoffset'2024-01-01T00:00:00%2B02:00'"
         let odata =
             "$filter=updatedAt gt \(literal) or createdAt gt cast('2024-01-01T00:00:00%2B02:00',Edm.DateTimeOffset)"
-        let url = try await Self.sentURL(host, version, try TableQuery(odata: odata, dialect: version))
+        let url = try await Self.sentURL(host, version, try TableQuery(odata: odata, protocolVersion: version))
         let utc =
             version == .v3
             ? "cast(2023-12-31T22:00:00.000Z,Edm.DateTimeOffset)" : "datetimeoffset'2023-12-31T22:00:00.000Z'"
@@ -51,7 +51,7 @@ struct URLEncodingTests {
                 StubAnswer(status: 204),
             ])
         let table = remote.onlineTable("to+do")
-        _ = try await table.read(id: "a+b", includeDeleted: true)
+        _ = try await table.item(id: "a+b", includeDeleted: true)
         _ = try await table.update(["id": "a+b"], ifVersion: nil)
         try await table.delete(id: "a+b", ifVersion: nil)
         #expect(

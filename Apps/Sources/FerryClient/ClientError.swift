@@ -77,7 +77,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
                 return ClientError(.notFound, error.message)
             case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution:
                 return ClientError(.usage, error.message)
-            case .pendingOperations:
+            case .queuedOperations:
                 return ClientError(.failed, error.message, hint: "push first, or purge with --force")
             default:
                 return ClientError(.failed, error.message)

@@ -82,13 +82,13 @@ public struct ServerSettings: Sendable, Hashable {
     }
 }
 
-/// The conflict policy of a device, by name: `fail`, `server`, `client` or `merge`.
+/// The conflict policy of a device, by name: `keep`, `server`, `client` or `merge`.
 public enum ConflictPolicy: String, Sendable, Hashable, CaseIterable {
-    case fail, server, client, merge
+    case keep, server, client, merge
 
     var handler: any ConflictHandler {
         switch self {
-        case .fail: FailingConflictHandler()
+        case .keep: KeepingConflictHandler()
         case .server: ServerWinsConflictHandler()
         case .client: ClientWinsConflictHandler()
         case .merge: ThreeWayMergeConflictHandler()
@@ -136,8 +136,8 @@ struct GatedTable: RemoteTable {
     func delete(id: String, ifVersion version: String?) async throws(RemoteError) {
         try await connectivity.check().table(name).delete(id: id, ifVersion: version)
     }
-    func read(id: String) async throws(RemoteError) -> JSONObject? {
-        try await connectivity.check().table(name).read(id: id)
+    func item(id: String) async throws(RemoteError) -> JSONObject? {
+        try await connectivity.check().table(name).item(id: id)
     }
     func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
         try await connectivity.check().table(name).query(query)
@@ -162,7 +162,7 @@ public actor Device {
     private var context: SyncContext
 
     public init(
-        name: String, store location: StoreLocation, server: ServerSettings?, policy: ConflictPolicy = .fail
+        name: String, store location: StoreLocation, server: ServerSettings?, policy: ConflictPolicy = .keep
     ) throws {
         self.name = name
         self.location = location
@@ -180,7 +180,7 @@ public actor Device {
     }
 
     /// For tests: a device on any store and remote.
-    public init(name: String, store: any LocalStore, remote: any RemoteService, policy: ConflictPolicy = .fail) {
+    public init(name: String, store: any LocalStore, remote: any RemoteService, policy: ConflictPolicy = .keep) {
         self.name = name
         location = .memory
         server = nil
@@ -230,7 +230,8 @@ public actor Device {
         try await context.table(table).delete(id: id)
     }
 
-    public func get(_ table: String, id: String) async throws -> JSONObject? {
+    /// The local item with `id` in `table`, or `nil`.
+    public func item(_ table: String, id: String) async throws -> JSONObject? {
         try await context.table(table).item(id: id)
     }
 
@@ -255,9 +256,9 @@ public actor Device {
         try await context.purge(table, query: query, force: force)
     }
 
-    /// Pending operations per table, the errors, and the pull cursors.
+    /// Queued operations per table, the errors, and the delta tokens.
     public func status() async throws -> DeviceStatus {
-        let operations = try await context.pendingOperations()
+        let operations = try await context.queuedOperations()
         let errors = try await context.operationErrors()
         let tables = Set(try await tableNames()).union(operations.map(\.table))
         var tokens: [String: [String: String]] = [:]
@@ -265,11 +266,11 @@ public actor Device {
             let entries = try await store.read { try $0.deltaTokens(table: table) }
             if !entries.isEmpty { tokens[table] = entries }
         }
-        var pending: [String: Int] = [:]
-        for operation in operations { pending[operation.table, default: 0] += 1 }
+        var queued: [String: Int] = [:]
+        for operation in operations { queued[operation.table, default: 0] += 1 }
         return DeviceStatus(
-            device: name, store: location.description, online: isOnline, pending: pending,
-            operations: operations, errors: errors, cursors: tokens)
+            device: name, store: location.description, online: isOnline, queued: queued,
+            operations: operations, errors: errors, deltaTokens: tokens)
     }
 
     public func conflicts() async throws -> [OperationErrorRecord] { try await context.operationErrors() }
@@ -284,10 +285,10 @@ public struct DeviceStatus: Sendable {
     public var device: String
     public var store: String
     public var online: Bool
-    /// Pending operations per table.
-    public var pending: [String: Int]
-    public var operations: [PendingOperation]
+    /// The number of queued operations per table.
+    public var queued: [String: Int]
+    public var operations: [QueuedOperation]
     public var errors: [OperationErrorRecord]
-    /// Pull cursors per table and query id.
-    public var cursors: [String: [String: String]]
+    /// Delta tokens per table and query id.
+    public var deltaTokens: [String: [String: String]]
 }

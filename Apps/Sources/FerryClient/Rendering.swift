@@ -196,17 +196,18 @@ public enum Rendering: Sendable {
     public static func status(_ status: DeviceStatus, format: OutputFormat) -> String {
         switch format {
         case .json, .jsonLines:
-            let pending = status.pending.mapValues { JSONValue.int(Int64($0)) }
-            let cursors = status.cursors.mapValues { entries in JSONValue.object(entries.mapValues(JSONValue.string)) }
+            let queued = status.queued.mapValues { JSONValue.int(Int64($0)) }
+            let tokens = status.deltaTokens.mapValues { entries in JSONValue.object(entries.mapValues(JSONValue.string))
+            }
             return JSONValue.object([
                 "device": .string(status.device), "store": .string(status.store), "online": .bool(status.online),
-                "pending": .object(pending), "errors": .array(status.errors.map { .object($0.json) }),
-                "cursors": .object(cursors),
+                "queued": .object(queued), "errors": .array(status.errors.map { .object($0.json) }),
+                "deltaTokens": .object(tokens),
             ]).serialized()
         case .table, .csv:
             var lines = [
                 "device \(status.device) (\(status.store)), \(status.online ? "online" : "offline"); "
-                    + "\(status.operations.count) pending operation\(status.operations.count == 1 ? "" : "s"), "
+                    + "\(status.operations.count) queued operation\(status.operations.count == 1 ? "" : "s"), "
                     + "\(status.errors.count) error\(status.errors.count == 1 ? "" : "s")"
             ]
             if !status.operations.isEmpty {
@@ -215,14 +216,15 @@ public enum Rendering: Sendable {
                 }
                 lines.append(TextTable.render(headers: ["#", "table", "item", "operation", "state"], rows: rows))
             }
-            if !status.cursors.isEmpty {
+            if !status.deltaTokens.isEmpty {
                 var rows: [[String]] = []
-                for (table, entries) in status.cursors.sorted(by: { $0.key < $1.key }) {
+                for (table, entries) in status.deltaTokens.sorted(by: { $0.key < $1.key }) {
                     for (queryID, value) in entries.sorted(by: { $0.key < $1.key }) {
                         rows.append([table, queryID, value])
                     }
                 }
-                lines.append(TextTable.render(headers: ["table", "query id", "cursor"], rows: rows, maximumWidth: 60))
+                lines.append(
+                    TextTable.render(headers: ["table", "query id", "delta token"], rows: rows, maximumWidth: 60))
             }
             return lines.joined(separator: "\n")
         }

@@ -26,8 +26,11 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         public static let invalidQuery = Code("invalidQuery")
         /// A value of another JSON kind than the field already holds.
         public static let fieldKind = Code("fieldKind")
-        /// A table name or id the storage cannot accept.
+        /// An id or owner the storage cannot accept.
         public static let invalidName = Code("invalidName")
+        /// A table name that `StoreValidation.validateTableName(_:)` refuses (the code name of
+        /// SyncCore's errors for the same mistake).
+        public static let invalidTableName = Code("invalidTableName")
         /// The storage was closed.
         public static let closed = Code("closed")
         /// The database is locked by another process for longer than the configured timeout.

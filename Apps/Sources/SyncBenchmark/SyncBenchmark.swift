@@ -67,7 +67,7 @@ enum SyncBenchmark {
                                     .and, .binary(.equal, .field("updatedAt"), stamp),
                                     .binary(.greaterThan, .field("id"), .literal(.string(id))))))
                     }
-                    let page = try await table.page(query)
+                    let page = try await table.query(query)
                     received += page.items.count
                     guard let last = page.items.last, let time = last.updatedAt, let id = last.id else { break }
                     cursor = (time, id)

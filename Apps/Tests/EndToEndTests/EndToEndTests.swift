@@ -33,13 +33,13 @@ struct EndToEndTests {
         }
         let offline = await #expect(throws: SyncError.self) { try await phone.push() }
         #expect(offline?.code == .network)
-        #expect(try await phone.pendingOperationCount() == 3)
+        #expect(try await phone.queuedOperationCount() == 3)
 
         // Restart: close the store, open it again.
         try await store.close()
         store = try kind.open(scratch.url, "phone")
         phone = SyncContext(store: store, remote: TestServer.remote(url, version))
-        #expect(try await phone.pendingOperationCount() == 3)
+        #expect(try await phone.queuedOperationCount() == 3)
         #expect(try await phone.table("todo").query().items.count == 3)
 
         // The server comes up on that port: the items are not there until the phone syncs.
@@ -47,7 +47,7 @@ struct EndToEndTests {
         #expect(try await server.items("todo", version).isEmpty)
         let pushed = try await phone.push()
         #expect(pushed.pushed == 3)
-        #expect(try await phone.pendingOperationCount() == 0)
+        #expect(try await phone.queuedOperationCount() == 0)
         let onServer = try await server.items("todo", version)
         #expect(Set(onServer.values.compactMap { $0["title"]?.stringValue }) == ["Milk", "Bread", "Eggs"])
 
@@ -64,7 +64,7 @@ struct EndToEndTests {
         try await server.stop()
     }
 
-    enum Handler: String, CaseIterable, Sendable { case fail, serverWins, clientWins, merge }
+    enum Handler: String, CaseIterable, Sendable { case keep, serverWins, clientWins, merge }
 
     /// Two devices edit the same item; the second pusher's handler decides.
     @Test(arguments: ProtocolVersion.both, Handler.allCases)
@@ -77,7 +77,7 @@ struct EndToEndTests {
         let remote = server.remote(version)
         let second: SyncContext =
             switch handler {
-            case .fail: SyncContext(store: store, remote: remote, conflictHandler: .fail)
+            case .keep: SyncContext(store: store, remote: remote, conflictHandler: .keep)
             case .serverWins: SyncContext(store: store, remote: remote, conflictHandler: .serverWins)
             case .clientWins: SyncContext(store: store, remote: remote, conflictHandler: .clientWins)
             case .merge: SyncContext(store: store, remote: remote, conflictHandler: .threeWayMerge())
@@ -94,7 +94,7 @@ struct EndToEndTests {
 
         let onServer = try #require(try await server.items("todo", version)[id])
         switch handler {
-        case .fail:
+        case .keep:
             #expect(result.failed.count == 1)
             let error = try #require(try await second.operationErrors().first)
             #expect(error.serverItem?["title"] == "A")
@@ -110,7 +110,7 @@ struct EndToEndTests {
             #expect(result.failed.isEmpty)
             #expect(onServer["title"] == "A" && onServer["note"] == "B")
         }
-        if handler != .fail {
+        if handler != .keep {
             // Both devices end equal to the server.
             _ = try await first.pull("todo", queryID: "all")
             _ = try await second.pull("todo", queryID: "all")
@@ -208,7 +208,7 @@ struct EndToEndTests {
         #expect(third.items.received == 0)
         #expect(third.pages <= 1)
 
-        // Purge and pull again: the purge reset the cursor, so everything comes back.
+        // Purge and pull again: the purge reset the delta token, so everything comes back.
         let purged = try await device.purge("rows")
         #expect(purged == 10_050)
         let again = try await device.pull("rows", queryID: "all", options: PullOptions(pageSize: 100))
@@ -258,12 +258,34 @@ struct EndToEndTests {
         for device in devices { _ = try await device.pull("notes", queryID: "all") }
         let onServer = try await server.items("notes", version)
         for device in devices {
-            #expect(try await device.pendingOperationCount() == 0)
+            #expect(try await device.queuedOperationCount() == 0)
             #expect(try await device.operationErrors().isEmpty)
             let local = try await device.table("notes").query(TableQuery().top(100_000)).items
             let byID = Dictionary(uniqueKeysWithValues: local.map { ($0.id!, appFields($0)) })
             #expect(byID == onServer.mapValues(appFields))
         }
+        try await server.stop()
+    }
+
+    /// A table name the server refuses comes back to the client as the code the SDK uses for it.
+    @Test(arguments: ProtocolVersion.both)
+    func aTableNameTheServerRefusesIsInvalidTableNameOnTheClient(version: ProtocolVersion) async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await TestServer.start(in: scratch)
+        let table = server.remote(version).onlineTable("__reserved")
+        func expectRefused(_ what: String, _ call: () async throws -> Void) async {
+            do {
+                try await call()
+                Issue.record("\(what): the server accepted the table name '__reserved'")
+            } catch let error as RemoteError {
+                #expect(error.code == .invalidTableName, "\(what): \(error)")
+            } catch {
+                Issue.record("\(what): \(error)")
+            }
+        }
+        await expectRefused("query") { _ = try await table.query(TableQuery()) }
+        await expectRefused("insert") { _ = try await table.insert(["id": "a"]) }
         try await server.stop()
     }
 }

@@ -69,13 +69,13 @@ public protocol StoreReader {
 
     /// Pending operations in queue order: those with an id greater than `afterID` (all when `nil`),
     /// optionally only for one table, at most `limit` of them.
-    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation]
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation]
 
     /// The pending operations of one item, in queue order.
-    func operations(table: String, itemID: String) throws -> [PendingOperation]
+    func operations(table: String, itemID: String) throws -> [QueuedOperation]
 
     /// The operation with `id`, or `nil`.
-    func operation(id: Int64) throws -> PendingOperation?
+    func operation(id: Int64) throws -> QueuedOperation?
 
     /// The number of pending operations, for one table or all.
     func operationCount(table: String?) throws -> Int
@@ -110,10 +110,10 @@ public protocol StoreTransaction: StoreReader {
     func delete(_ table: String, matching query: TableQuery) throws -> Int
 
     /// Appends an operation to the queue with the next id, and returns it.
-    func appendOperation(_ draft: OperationDraft) throws -> PendingOperation
+    func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation
 
     /// Replaces a queued operation (matched by id). Throws ``StoreError/Code/notFound`` if absent.
-    func updateOperation(_ operation: PendingOperation) throws
+    func updateOperation(_ operation: QueuedOperation) throws
 
     /// Removes operations by id; absent ids are not an error.
     func deleteOperations(ids: [Int64]) throws

@@ -4,20 +4,20 @@ public enum StoreValidation: Sendable {
     /// The longest table name.
     public static let maximumTableNameLength = 128
 
-    /// Throws ``StoreError/Code/invalidItem`` unless `name` is 1–128 characters of `A-Z a-z 0-9 _ -`
+    /// Throws ``StoreError/Code/invalidTableName`` unless `name` is 1–128 characters of `A-Z a-z 0-9 _ -`
     /// that does not start with `__` (reserved for Ferry's own tables).
     public static func validateTableName(_ name: String) throws(StoreError) {
         guard !name.isEmpty, name.utf8.count <= maximumTableNameLength else {
             throw StoreError(
-                .invalidItem,
+                .invalidTableName,
                 "invalid table name '\(name.prefix(40))': it must be 1 to \(maximumTableNameLength) characters")
         }
         guard name.utf8.allSatisfy({ isTableNameByte($0) }) else {
             throw StoreError(
-                .invalidItem, "invalid table name '\(name.prefix(40))': use only letters, digits, '_' and '-'")
+                .invalidTableName, "invalid table name '\(name.prefix(40))': use only letters, digits, '_' and '-'")
         }
         guard !name.hasPrefix("__") else {
-            throw StoreError(.invalidItem, "invalid table name '\(name)': names starting with '__' are reserved")
+            throw StoreError(.invalidTableName, "invalid table name '\(name)': names starting with '__' are reserved")
         }
     }
 

@@ -5,7 +5,8 @@ public enum OperationKind: String, Sendable, Hashable, CaseIterable, Codable {
     case delete
 }
 
-/// The state of a queued operation.
+/// The state of a ``QueuedOperation``: every operation in the queue is queued; its state says
+/// whether it waits (`pending`), is being sent (`inFlight`) or failed (`failed`).
 public enum OperationState: String, Sendable, Hashable, CaseIterable, Codable {
     /// Waiting to be pushed.
     case pending
@@ -39,8 +40,8 @@ public struct OperationDraft: Sendable, Hashable {
     }
 }
 
-/// An operation in the durable queue.
-public struct PendingOperation: Sendable, Hashable, Identifiable {
+/// An entry of the durable operation queue, in any ``OperationState``: pending, in flight or failed.
+public struct QueuedOperation: Sendable, Hashable, Identifiable {
     /// The queue position: strictly increasing, never reused.
     public var id: Int64
     public var table: String
@@ -251,8 +252,11 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         public static let notFound = Code("notFound")
         /// A uniqueness or integrity rule was broken.
         public static let constraint = Code("constraint")
-        /// An item without a valid id, or a table name that is not allowed.
+        /// An item without a valid id.
         public static let invalidItem = Code("invalidItem")
+        /// A table name that ``StoreValidation/validateTableName(_:)`` refuses. The same code name
+        /// is used by ``SyncError``, ``RemoteError`` and the server for the same mistake.
+        public static let invalidTableName = Code("invalidTableName")
         /// A query the store cannot run (see `underlying` for the ``QueryError``).
         public static let invalidQuery = Code("invalidQuery")
         /// The store was closed.

@@ -8,16 +8,16 @@
 ///     func resolve(_ conflict: SyncConflict) async throws -> ConflictResolution {
 ///         guard var mine = conflict.clientItem, let theirs = conflict.serverItem else { return .useServer }
 ///         mine["tags"] = theirs["tags"]
-///         return .merged(mine)
+///         return .useMerged(mine)
 ///     }
 /// }
 /// let context = SyncContext(store: store, remote: backend, conflictHandler: PreferNewestTitle())
 /// ```
 ///
-/// Built-in handlers: ``ConflictHandler/fail`` (the default: keep the conflict in the errors table),
+/// Built-in handlers: ``ConflictHandler/keep`` (the default: keep the conflict in the errors table),
 /// ``ConflictHandler/serverWins``, ``ConflictHandler/clientWins`` and
 /// ``ConflictHandler/threeWayMerge(preferring:)``. A handler that throws is treated as
-/// ``ConflictResolution/keepError``.
+/// ``ConflictResolution/keep``.
 public protocol ConflictHandler: Sendable {
     /// Chooses the outcome of one conflict.
     func resolve(_ conflict: SyncConflict) async throws -> ConflictResolution
@@ -57,23 +57,28 @@ public struct SyncConflict: Sendable, Hashable {
 }
 
 /// What a ``ConflictHandler`` decided.
+///
+/// The decisions have the same names as in ``ErrorResolution``, which resolves a kept conflict later:
+/// `useServer`, `useClient` and `useMerged(_:)` mean the same thing in both.
 public enum ConflictResolution: Sendable, Hashable {
     /// Take the server's item: the local copy becomes the server's (or is removed when the server
     /// deleted it) and the operation is dropped.
     case useServer
     /// Keep the client's change: send it again, this time against the server's current version.
     case useClient
-    /// Store this item locally and send it as an update against the server's current version.
-    case merged(JSONObject)
-    /// Leave the operation in the queue and the conflict in the errors table, for the app to resolve
-    /// later (``SyncContext/resolveError(_:_:)``).
-    case keepError
+    /// Keep the client's change with this item instead (typically a merge of both sides): store it
+    /// locally and send it as an update against the server's current version.
+    case useMerged(JSONObject)
+    /// Keep the conflict for the app: the operation stays in the queue and the conflict in the errors
+    /// table, to be resolved later with ``SyncContext/resolveError(_:_:)``.
+    case keep
 }
 
-/// The default handler: every conflict stays in the errors table.
-public struct FailingConflictHandler: ConflictHandler {
+/// The default handler: it keeps every conflict in the errors table for the app
+/// (``ConflictResolution/keep``).
+public struct KeepingConflictHandler: ConflictHandler {
     public init() {}
-    public func resolve(_ conflict: SyncConflict) async throws -> ConflictResolution { .keepError }
+    public func resolve(_ conflict: SyncConflict) async throws -> ConflictResolution { .keep }
 }
 
 /// The server's item always wins.
@@ -117,7 +122,7 @@ public struct ThreeWayMergeConflictHandler: ConflictHandler {
         guard conflict.kind != .delete, let client = conflict.clientItem, let server = conflict.serverItem,
             !conflict.serverDeleted
         else { return preferring == .client ? .useClient : .useServer }
-        return .merged(Self.merge(base: conflict.baseItem, client: client, server: server, preferring: preferring))
+        return .useMerged(Self.merge(base: conflict.baseItem, client: client, server: server, preferring: preferring))
     }
 
     /// The merged item (system properties come from the server's item).
@@ -151,9 +156,9 @@ public struct ThreeWayMergeConflictHandler: ConflictHandler {
     }
 }
 
-extension ConflictHandler where Self == FailingConflictHandler {
+extension ConflictHandler where Self == KeepingConflictHandler {
     /// Keeps every conflict in the errors table (the default).
-    public static var fail: FailingConflictHandler { FailingConflictHandler() }
+    public static var keep: KeepingConflictHandler { KeepingConflictHandler() }
 }
 
 extension ConflictHandler where Self == ServerWinsConflictHandler {

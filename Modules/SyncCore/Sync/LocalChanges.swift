@@ -139,7 +139,7 @@ enum LocalChanges {
     }
 
     /// Removes an operation and its recorded errors.
-    static func dropOperation(_ operation: PendingOperation, in tx: any StoreTransaction) throws {
+    static func dropOperation(_ operation: QueuedOperation, in tx: any StoreTransaction) throws {
         try tx.deleteOperations(ids: [operation.id])
         try deleteErrors(of: operation.id, table: operation.table, in: tx)
     }

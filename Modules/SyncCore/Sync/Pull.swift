@@ -3,12 +3,12 @@ public struct PullOptions: Sendable, Hashable {
     /// The most items asked for per request (`$top`). At least 1; servers cap it (node 2.0 answers 400
     /// above 1000).
     public var pageSize: Int
-    /// Push the table's pending operations before pulling (legacy behaviour). Items that still have
-    /// pending operations afterwards are not overwritten by the pull.
+    /// Push the table's queued operations before pulling (legacy behaviour). Items that still have
+    /// queued operations afterwards are not overwritten by the pull.
     public var pushesFirst: Bool
     /// After a complete pull (no query id, skip or top), remove the local items that match the
     /// query's filter but that the server did not return (hard-deleted on the server, or moved out of
-    /// the filter). Items with pending operations are kept.
+    /// the filter). Items with queued operations are kept.
     public var removesMissingItems: Bool
 
     public init(pageSize: Int = 50, pushesFirst: Bool = true, removesMissingItems: Bool = false) {
@@ -23,7 +23,7 @@ public struct PullResult: Sendable, Hashable {
     /// Pages applied.
     public var pages: Int = 0
     /// The counts of every page together.
-    public var items = PullPage()
+    public var items = PullCounts()
     /// Local items removed by ``PullOptions/removesMissingItems``.
     public var removedMissing: Int = 0
     /// The push the pull ran first, if it ran one.
@@ -44,7 +44,7 @@ extension SyncContext {
             hub.emit(.pullStarted(table: table, queryID: queryID))
             var result = PullResult()
             do {
-                if options.pushesFirst, try await pendingOperationCount(table: table) > 0 {
+                if options.pushesFirst, try await queuedOperationCount(table: table) > 0 {
                     result.push = try await holding([Self.pushGate]) { try await pushHoldingGate() }
                 }
                 if options.removesMissingItems {
@@ -67,31 +67,31 @@ extension SyncContext {
     }
 
     /// Pulls page after page. The request for the next page is known as soon as a page has arrived
-    /// (its last item is the next cursor), so the next page downloads and parses while this one is
+    /// (its last item is the next delta token), so the next page downloads and parses while this one is
     /// applied to the store: one page ahead, never more, so memory stays bounded by the page size.
     private func pullPages(
         _ table: String, _ query: TableQuery, _ queryID: String?, _ options: PullOptions,
         into result: inout PullResult
     ) async throws {
         let remote = remote.table(table)
-        let filterKey = query.filter?.odata(dialect: .v3) ?? ""
+        let filterKey = query.filter?.odata(protocolVersion: .v3) ?? ""
         let keyset = queryID != nil || (query.orderBy.isEmpty && query.skip == nil)
-        var cursor: PullCursor?
+        var deltaToken: DeltaToken?
         if let queryID {
-            let token = try await read("pull") { try $0.deltaToken(table: table, queryID: queryID) }
-            // A cursor saved for another filter means nothing for this one: start over.
-            cursor = token.flatMap(PullCursor.init(token:)).flatMap { $0.filter == filterKey ? $0 : nil }
+            let stored = try await read("pull") { try $0.deltaToken(table: table, queryID: queryID) }
+            // A delta token saved for another filter means nothing for this one: start over.
+            deltaToken = stored.flatMap(DeltaToken.init(stored:)).flatMap { $0.filter == filterKey ? $0 : nil }
         }
         var remaining = query.top
         var offset = query.skip ?? 0
         var seen = Set<String>()
 
-        /// The request for the page after `cursor` (keyset) or at `offset`; `$top` is the page size,
+        /// The request for the page after `deltaToken` (keyset) or at `offset`; `$top` is the page size,
         /// or what is left of `top` when less.
-        func request(cursor: PullCursor?, offset: Int, remaining: Int?) -> TableQuery {
+        func request(after deltaToken: DeltaToken?, offset: Int, remaining: Int?) -> TableQuery {
             var request = TableQuery(top: min(options.pageSize, remaining ?? Int.max), includeDeleted: true)
             if keyset {
-                request.filter = PullPlan.filter(query.filter, after: cursor)
+                request.filter = PullPlan.filter(query.filter, after: deltaToken)
                 request.orderBy = [.field("updatedAt"), .field("id")]
             } else {
                 request.filter = query.filter
@@ -105,7 +105,7 @@ extension SyncContext {
         }
 
         guard remaining.map({ $0 > 0 }) ?? true else { return }
-        var pending = PageFetch(remote, request(cursor: cursor, offset: offset, remaining: remaining))
+        var pending = PageFetch(remote, request(after: deltaToken, offset: offset, remaining: remaining))
         defer { pending.cancel() }
         while true {
             if Task.isCancelled {
@@ -114,32 +114,32 @@ extension SyncContext {
             let top = pending.request.top ?? options.pageSize
             let page = try await pending.page(table)
             if page.items.isEmpty { break }
-            var next: PullCursor?
+            var next: DeltaToken?
             if keyset {
-                next = try PullPlan.cursor(after: page.items, previous: cursor, filter: filterKey, table: table)
+                next = try PullPlan.deltaToken(after: page.items, previous: deltaToken, filter: filterKey, table: table)
             }
             let items = page.items
             let nextRemaining = remaining.map { $0 - items.count }
             let more = !(items.count < top && page.nextPage == nil) && (nextRemaining.map { $0 > 0 } ?? true)
             if more {
                 pending = PageFetch(
-                    remote, request(cursor: next, offset: offset + items.count, remaining: nextRemaining))
+                    remote, request(after: next, offset: offset + items.count, remaining: nextRemaining))
             }
-            let token = queryID.flatMap { _ in next?.token }
+            let stored = queryID.flatMap { _ in next?.stored }
             let applied = try await write("pull") { [next] tx in
                 let applied = try PullSteps.apply(items, table: table, in: tx)
-                if let queryID, let token, next != nil {
-                    try tx.setDeltaToken(table: table, queryID: queryID, value: token)
+                if let queryID, let stored, next != nil {
+                    try tx.setDeltaToken(table: table, queryID: queryID, value: stored)
                 }
                 return applied
             }
-            cursor = next
+            deltaToken = next
             offset += items.count
             remaining = nextRemaining
             if options.removesMissingItems { seen.formUnion(items.compactMap(\.id)) }
             result.pages += 1
             result.items.add(applied)
-            hub.emit(.pagePulled(table: table, queryID: queryID, page: applied))
+            hub.emit(.pagePulled(table: table, queryID: queryID, counts: applied))
             if !more { break }
         }
         if options.removesMissingItems {
@@ -188,11 +188,12 @@ struct PageFetch {
     func cancel() { task.cancel() }
 }
 
-/// Where an incremental pull stands: the last item applied, in (updatedAt, id) order.
-struct PullCursor: Sendable, Hashable {
+/// Where an incremental pull stands (the protocol's "delta token"): the last item applied, in
+/// (updatedAt, id) order. It is stored as text in the store's delta-token table.
+struct DeltaToken: Sendable, Hashable {
     var updatedAt: Timestamp
     var id: String
-    /// The filter (OData 3.0 text) the cursor belongs to.
+    /// The filter (OData 3.0 text) the delta token belongs to.
     var filter: String
 
     init(updatedAt: Timestamp, id: String, filter: String) {
@@ -202,8 +203,8 @@ struct PullCursor: Sendable, Hashable {
     }
 
     /// Reads a stored delta token; `nil` when it is not one of ours.
-    init?(token: String) {
-        guard case .object(let object)? = try? JSONValue(parsing: token),
+    init?(stored: String) {
+        guard case .object(let object)? = try? JSONValue(parsing: stored),
             let time = object["updatedAt"]?.stringValue.flatMap({ Timestamp(iso8601: $0) }),
             let id = object["id"]?.stringValue
         else { return nil }
@@ -211,7 +212,7 @@ struct PullCursor: Sendable, Hashable {
     }
 
     /// The stored form: `{"filter":"…","id":"…","updatedAt":"…"}`.
-    var token: String {
+    var stored: String {
         JSONValue.object(["updatedAt": .string(updatedAt.iso8601), "id": .string(id), "filter": .string(filter)])
             .serialized()
     }
@@ -219,7 +220,7 @@ struct PullCursor: Sendable, Hashable {
     /// Whether the token's filter selects `item` (an unreadable filter selects everything).
     static func filterMatches(_ filter: String, _ item: JSONObject) -> Bool {
         if filter.isEmpty { return true }
-        guard let expression = try? QueryExpression(odataFilter: filter, dialect: .v3) else { return true }
+        guard let expression = try? QueryExpression(odataFilter: filter, protocolVersion: .v3) else { return true }
         return QueryEvaluator().matches(expression, item)
     }
 }
@@ -237,7 +238,7 @@ enum PullPlan {
         do {
             try StoreValidation.validateTableName(table)
         } catch {
-            throw SyncError(.invalidQuery, error.message, underlying: error)
+            throw SyncError.invalidTableName(error)
         }
         if query.select != nil {
             throw reject("select is not allowed: a partial item would replace the whole local item")
@@ -274,26 +275,26 @@ enum PullPlan {
     }
 
     /// `filter and ((updatedAt ge T) and ((updatedAt gt T) or ((updatedAt eq T) and (id gt 'ID'))))`: the
-    /// rows after the cursor. The leading `updatedAt ge T` changes nothing but lets a server seek its
-    /// `updatedAt` index to the cursor instead of scanning from the start (an `or` alone defeats most
+    /// rows after the delta token. The leading `updatedAt ge T` changes nothing but lets a server seek
+    /// its `updatedAt` index to the delta token instead of scanning from the start (an `or` alone defeats most
     /// SQL planners, which made every page cost more than the one before).
-    static func filter(_ filter: QueryExpression?, after cursor: PullCursor?) -> QueryExpression? {
-        guard let cursor else { return filter }
-        let time = QueryExpression.literal(.dateTimeOffset(cursor.updatedAt))
+    static func filter(_ filter: QueryExpression?, after deltaToken: DeltaToken?) -> QueryExpression? {
+        guard let deltaToken else { return filter }
+        let time = QueryExpression.literal(.dateTimeOffset(deltaToken.updatedAt))
         let after = QueryExpression.binary(
             .and, .binary(.greaterThanOrEqual, .field("updatedAt"), time),
             .binary(
                 .or, .binary(.greaterThan, .field("updatedAt"), time),
                 .binary(
                     .and, .binary(.equal, .field("updatedAt"), time),
-                    .binary(.greaterThan, .field("id"), .literal(.string(cursor.id))))))
+                    .binary(.greaterThan, .field("id"), .literal(.string(deltaToken.id))))))
         guard let filter else { return after }
         return .binary(.and, filter, after)
     }
 
-    /// The cursor after a page: its last item, which must come after the previous cursor.
-    static func cursor(after items: [JSONObject], previous: PullCursor?, filter: String, table: String) throws
-        -> PullCursor
+    /// The delta token after a page: its last item, which must come after the previous delta token.
+    static func deltaToken(after items: [JSONObject], previous: DeltaToken?, filter: String, table: String) throws
+        -> DeltaToken
     {
         guard let last = items.last, let id = last.id else {
             throw SyncError(.invalidResponse, "pull of '\(table)': the last item of a page has no id")
@@ -303,7 +304,7 @@ enum PullPlan {
                 .invalidResponse,
                 "pull of '\(table)': item '\(id)' has no updatedAt; paging by (updatedAt, id) needs it on every item")
         }
-        let next = PullCursor(updatedAt: time, id: id, filter: filter)
+        let next = DeltaToken(updatedAt: time, id: id, filter: filter)
         if let previous, time < previous.updatedAt || (time == previous.updatedAt && id == previous.id) {
             throw SyncError(
                 .invalidResponse,
@@ -316,10 +317,10 @@ enum PullPlan {
 
 /// The store transactions of a pull.
 enum PullSteps {
-    /// Applies one page: deleted items are removed, others stored, except items with pending local
+    /// Applies one page: deleted items are removed, others stored, except items with queued local
     /// operations and items the store holds in a newer version.
-    static func apply(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws -> PullPage {
-        var page = PullPage()
+    static func apply(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws -> PullCounts {
+        var page = PullCounts()
         page.received = items.count
         let pending = Set(try tx.operations(after: nil, table: table, limit: nil).map(\.itemID))
         var upserts: [JSONObject] = []
@@ -370,8 +371,8 @@ enum PullSteps {
     }
 }
 
-extension PullPage {
-    mutating func add(_ other: PullPage) {
+extension PullCounts {
+    mutating func add(_ other: PullCounts) {
         received += other.received
         upserted += other.upserted
         deleted += other.deleted

@@ -1,14 +1,19 @@
-/// What to do with a failed operation, given to ``SyncContext/resolveError(_:_:)``.
+/// What to do with a failed operation or a kept conflict, given to ``SyncContext/resolveError(_:_:)``.
+///
+/// `useServer`, `useClient` and `useMerged(_:)` are the decisions of ``ConflictResolution`` under the
+/// same names; `discardLocalChange` and `changeOperation(_:item:)` exist only here.
 public enum ErrorResolution: Sendable, Hashable {
     /// Forget the local change: the operation is dropped and the local item goes back to the server's
     /// copy (the error's server item, else the copy the change started from; removed if there is none).
     case discardLocalChange
     /// Take the server's item from the error (or remove the local item when the server deleted it),
     /// and drop the operation.
-    case useServerItem
-    /// Keep the local change, replaced by `item` when one is given, and push it again against the
-    /// server's version from the error (so the client wins). An insert whose id exists becomes an update.
-    case retry(with: JSONObject? = nil)
+    case useServer
+    /// Keep the local change and push it again against the server's version from the error (so the
+    /// client wins). An insert whose id exists becomes an update.
+    case useClient
+    /// Like ``useClient``, with `item` (typically a merge of both sides) replacing the local change.
+    case useMerged(JSONObject)
     /// Change what the operation does (for example a failed update into an insert), with `item` as the
     /// local item when one is given.
     case changeOperation(OperationKind, item: JSONObject? = nil)
@@ -26,7 +31,7 @@ extension SyncContext {
     ///
     /// ```swift
     /// for error in try await context.operationErrors() {
-    ///     if error.statusCode == 412 { try await context.resolveError(error.id, .retry()) }  // keep mine
+    ///     if error.statusCode == 412 { try await context.resolveError(error.id, .useClient) }  // keep mine
     ///     else { try await context.resolveError(error.id, .discardLocalChange) }
     /// }
     /// try await context.push()
@@ -54,7 +59,7 @@ extension SyncContext {
         do {
             try StoreValidation.validateTableName(table)
         } catch {
-            throw SyncError(.invalidQuery, error.message, underlying: error)
+            throw SyncError.invalidTableName(error)
         }
         try checkCancellation("purge of '\(table)'")
         return try await holding([Self.tableGate(table), Self.pushGate]) {
@@ -73,8 +78,8 @@ enum PurgeSteps {
         let pending = try tx.operationCount(table: table)
         if pending > 0, !force {
             throw SyncError(
-                .pendingOperations,
-                "purge of '\(table)': the table has \(pending) pending operations; push first, or purge with force")
+                .queuedOperations,
+                "purge of '\(table)': the table has \(pending) queued operations; push first, or purge with force")
         }
         var selection = query
         selection.select = nil
@@ -91,11 +96,11 @@ enum PurgeSteps {
                 try tx.setDeltaToken(table: table, queryID: queryID, value: nil)
             }
         } else if !items.isEmpty {
-            // A pull cursor that moved past purged items would never bring them back: reset the cursors
+            // A delta token that moved past purged items would never bring them back: reset the tokens
             // whose filter selects any purged item.
             for (queryID, token) in try tx.deltaTokens(table: table) {
-                let filter = PullCursor(token: token)?.filter ?? ""
-                if items.contains(where: { PullCursor.filterMatches(filter, $0) }) {
+                let filter = DeltaToken(stored: token)?.filter ?? ""
+                if items.contains(where: { DeltaToken.filterMatches(filter, $0) }) {
                     try tx.setDeltaToken(table: table, queryID: queryID, value: nil)
                 }
             }
@@ -158,19 +163,21 @@ enum ErrorSteps {
                 }
             }
             return false
-        case .useServerItem:
+        case .useServer:
             guard server != nil || serverGone else {
                 throw SyncError(
                     .invalidResolution,
-                    "error '\(errorID)' carries no server item; use discardLocalChange or retry instead")
+                    "error '\(errorID)' carries no server item; use discardLocalChange or useClient instead")
             }
             for queued in try tx.operations(table: table, itemID: operation.itemID) {
                 try LocalChanges.dropOperation(queued, in: tx)
             }
             try store(server)
             return false
-        case .retry(let item):
-            let given = try checked(item)
+        case .useClient, .useMerged:
+            var merged: JSONObject?
+            if case .useMerged(let item) = resolution { merged = item }
+            let given = try checked(merged)
             switch operation.kind {
             case .insert, .update:
                 guard let current = given ?? local ?? record.clientItem else {

@@ -74,7 +74,7 @@ extension SyncContext {
     }
 
     enum PushOutcome: Sendable {
-        case pushed(PendingOperation)
+        case pushed(QueuedOperation)
         case failed(OperationErrorRecord)
         /// The operation disappeared (its item was removed, or it collapsed away).
         case gone
@@ -95,11 +95,11 @@ extension SyncContext {
     }
 
     /// Finds out whether an earlier attempt that may have reached the server was applied.
-    private func verify(_ operation: PendingOperation, body: JSONObject, round: Int) async throws -> PushOutcome {
+    private func verify(_ operation: QueuedOperation, body: JSONObject, round: Int) async throws -> PushOutcome {
         let remote = remote.table(operation.table)
         let server: JSONObject?
         do throws(RemoteError) {
-            server = try await remote.read(id: operation.itemID)
+            server = try await remote.item(id: operation.itemID)
         } catch {
             if error.code == .network || error.code == .cancelled || error.code == .unauthorized {
                 throw SyncError.wrapping(error, "push of \(operation.table)/\(operation.itemID)")
@@ -185,7 +185,7 @@ extension SyncContext {
             var serverItem = error.serverItem
             if serverItem == nil || serverItem?.isEmpty == true {
                 // Some servers send a 409 without the item (legacy bug #9): read it.
-                serverItem = try? await remote.read(id: operation.itemID)
+                serverItem = try? await remote.item(id: operation.itemID)
             }
             if operation.kind == .delete {
                 if serverItem == nil || serverItem?.isDeleted == true {
@@ -222,12 +222,12 @@ extension SyncContext {
         }
     }
 
-    private func complete(_ operation: PendingOperation, serverItem: JSONObject?) async throws -> PushOutcome {
+    private func complete(_ operation: QueuedOperation, serverItem: JSONObject?) async throws -> PushOutcome {
         try await write("push") { try PushSteps.complete(operationID: operation.id, serverItem: serverItem, in: $0) }
         return .pushed(operation)
     }
 
-    private func failure(_ operation: PendingOperation, _ error: RemoteError) async throws -> PushOutcome {
+    private func failure(_ operation: QueuedOperation, _ error: RemoteError) async throws -> PushOutcome {
         let record = try await write("push") { tx in
             try PushSteps.recordFailure(
                 operationID: operation.id, status: error.status, message: error.description,
@@ -238,7 +238,7 @@ extension SyncContext {
 
     /// Asks the conflict handler and applies its decision.
     private func conflict(
-        _ operation: PendingOperation, clientItem: JSONObject?, serverItem: JSONObject?, status: Int, message: String,
+        _ operation: QueuedOperation, clientItem: JSONObject?, serverItem: JSONObject?, status: Int, message: String,
         round: Int
     ) async throws -> PushOutcome {
         let conflict = SyncConflict(
@@ -248,10 +248,10 @@ extension SyncContext {
         do {
             resolution = try await conflictHandler.resolve(conflict)
         } catch {
-            resolution = .keepError
+            resolution = .keep
         }
         let live = serverItem.flatMap { $0.isDeleted ? nil : $0 }
-        if live == nil, resolution != .keepError {
+        if live == nil, resolution != .keep {
             // A deleted server item cannot be revived through the protocol: the deletion wins.
             resolution = .useServer
         }
@@ -261,14 +261,14 @@ extension SyncContext {
                 try PushSteps.takeServer(operationID: operation.id, serverItem: live, in: tx)
             }
             return .pushed(operation)
-        case .keepError:
+        case .keep:
             let record = try await write("push") { tx in
                 try PushSteps.recordFailure(
                     operationID: operation.id, status: status, message: "conflict: \(message)", serverItem: serverItem,
                     keepInFlight: false, in: tx)
             }
             return record.map { .failed($0) } ?? .gone
-        case .useClient, .merged:
+        case .useClient, .useMerged:
             guard let live, round < Self.maximumConflictRounds else {
                 let record = try await write("push") { tx in
                     try PushSteps.recordFailure(
@@ -279,7 +279,7 @@ extension SyncContext {
                 return record.map { .failed($0) } ?? .gone
             }
             var merged: JSONObject?
-            if case .merged(let item) = resolution { merged = item }
+            if case .useMerged(let item) = resolution { merged = item }
             try await write("push") { [merged] tx in
                 try PushSteps.rebase(operationID: operation.id, onto: live, merged: merged, in: tx)
             }
@@ -292,7 +292,7 @@ extension SyncContext {
 enum PushSteps {
     struct Attempt: Sendable {
         /// The operation as marked in flight.
-        var operation: PendingOperation
+        var operation: QueuedOperation
         /// What is sent: the local item without server-owned properties (insert, update).
         var body: JSONObject
         /// The version the server must still have (update, delete).
@@ -302,7 +302,7 @@ enum PushSteps {
     enum Prepared: Sendable {
         case gone
         /// An earlier attempt's outcome is unknown; `body` is what would be sent now.
-        case verify(PendingOperation, body: JSONObject)
+        case verify(QueuedOperation, body: JSONObject)
         case send(Attempt)
     }
 
@@ -399,7 +399,7 @@ enum PushSteps {
 
     /// Post-flight collapse: once an operation is known not to have been applied, the operations queued
     /// for its item while it was in flight fold into it (one operation per item again).
-    static func collapseFollowUps(into operation: PendingOperation, in tx: any StoreTransaction) throws {
+    static func collapseFollowUps(into operation: QueuedOperation, in tx: any StoreTransaction) throws {
         var operation = operation
         let followUps = try tx.operations(table: operation.table, itemID: operation.itemID).filter {
             $0.id > operation.id && $0.state != .inFlight

@@ -16,7 +16,7 @@
 ///   (409) throw ``RemoteError/Code/conflict`` with the server's current item in
 ///   ``RemoteError/serverItem`` when the server sent one.
 /// - An item that does not exist or is soft-deleted (404, 410) throws ``RemoteError/Code/notFound``
-///   from update and delete; ``read(id:)`` answers `nil` instead.
+///   from update and delete; ``item(id:)`` answers `nil` instead.
 /// - ``query(_:)`` runs one request. The engine always sets `includeDeleted` for pulls (soft-deleted
 ///   items come back with `deleted: true`), and the filter it builds uses only `eq`, `gt`, `and`,
 ///   `or` and date-time literals, so every server of both protocols understands it. A table with no
@@ -45,23 +45,31 @@ public protocol RemoteTable: Sendable {
     func delete(id: String, ifVersion version: String?) async throws(RemoteError)
 
     /// The server's live item with `id`, or `nil` when it does not exist or is soft-deleted.
-    func read(id: String) async throws(RemoteError) -> JSONObject?
+    func item(id: String) async throws(RemoteError) -> JSONObject?
 
     /// One page of a query's results.
     func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage
 }
 
-/// One page of a remote query.
+/// One page of a remote query, as the server sent it.
+///
+/// The one page type of the client side: ``RemoteTable/query(_:)`` answers it, and the `Transport`
+/// module's online tables answer it too. (``PullCounts`` says what a pulled page did to the store;
+/// the server's storage has its own `StoragePage` of stored rows.)
 public struct RemotePage: Sendable, Hashable {
     /// The items, in the server's order.
     public var items: [JSONObject]
+    /// The number of items the query matches, when it asked for it (``TableQuery/includeTotalCount``)
+    /// and the server sent it.
+    public var totalCount: Int?
     /// The server's next-page link as a query (3.0 `nextLink`, 2.0 `Link: …; rel=next`), or `nil`
     /// when the server says this is the last page. The engine builds its own next request (a keyset
     /// cursor) and reads this only as a "more rows follow" hint.
     public var nextPage: TableQuery?
 
-    public init(items: [JSONObject], nextPage: TableQuery? = nil) {
+    public init(items: [JSONObject], totalCount: Int? = nil, nextPage: TableQuery? = nil) {
         self.items = items
+        self.totalCount = totalCount
         self.nextPage = nextPage
     }
 }
@@ -115,6 +123,9 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
         public static let invalidResponse = Code("invalidResponse")
         /// The calling task was cancelled; the request may or may not have reached the server.
         public static let cancelled = Code("cancelled")
+        /// The table name cannot be sent, or the server refused it as a table name (Ferry's server
+        /// answers 404 with the code `invalidTableName`).
+        public static let invalidTableName = Code("invalidTableName")
 
         public var description: String { name }
     }

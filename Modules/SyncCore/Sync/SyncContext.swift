@@ -1,3 +1,5 @@
+public import Logging
+
 /// The sync engine: it owns a local store, a remote backend and a conflict handler, and moves changes
 /// between them.
 ///
@@ -16,7 +18,7 @@
 /// ```
 ///
 /// Everything the engine knows lives in the store: the queue, the recorded errors and the pull
-/// cursors survive a restart, and a new context on the same store carries on. Work is serialized
+/// delta tokens survive a restart, and a new context on the same store carries on. Work is serialized
 /// where it must be: one push at a time, one pull or purge at a time per table (pulls of different
 /// tables run side by side). Cancelling the calling task stops the work at the next safe point and
 /// leaves the store and the queue consistent.
@@ -25,23 +27,26 @@ public actor SyncContext {
     public nonisolated let store: any LocalStore
     nonisolated let remote: any RemoteService
     nonisolated let conflictHandler: any ConflictHandler
-    nonisolated let hub = EventHub()
+    nonisolated let hub: EventHub
 
     private var gates: [String: Gate] = [:]
 
     /// Creates a context over a store and a backend.
     ///
     /// - Parameters:
-    ///   - store: where items, the queue, errors and pull cursors live.
+    ///   - store: where items, the queue, errors and delta tokens live.
     ///   - remote: gives the ``RemoteTable`` of each table.
     ///   - conflictHandler: decides conflicts; the default keeps them in the errors table.
+    ///   - logger: where the context logs its events (swift-log's practice for libraries: the app
+    ///     gives the logger; by default the task-local `Logger.current` of the caller).
     public init(
         store: any LocalStore, remote: any RemoteService,
-        conflictHandler: some ConflictHandler = FailingConflictHandler()
+        conflictHandler: some ConflictHandler = KeepingConflictHandler(), logger: Logger = Logger.current
     ) {
         self.store = store
         self.remote = remote
         self.conflictHandler = conflictHandler
+        self.hub = EventHub(logger: logger)
     }
 
     /// Creates a context whose remote tables come from a closure.
@@ -52,10 +57,11 @@ public actor SyncContext {
     /// }
     /// ```
     public init(
-        store: any LocalStore, conflictHandler: some ConflictHandler = FailingConflictHandler(),
-        remote: @escaping @Sendable (String) -> any RemoteTable
+        store: any LocalStore, conflictHandler: some ConflictHandler = KeepingConflictHandler(),
+        logger: Logger = Logger.current, remote: @escaping @Sendable (String) -> any RemoteTable
     ) {
-        self.init(store: store, remote: RemoteTableFactory(make: remote), conflictHandler: conflictHandler)
+        self.init(
+            store: store, remote: RemoteTableFactory(make: remote), conflictHandler: conflictHandler, logger: logger)
     }
 
     /// The handle for a table of JSON items.
@@ -86,13 +92,13 @@ public actor SyncContext {
     }
 
     /// The number of queued operations (pending, in flight or failed), for one table or all.
-    public nonisolated func pendingOperationCount(table: String? = nil) async throws -> Int {
-        try await read("count the pending operations") { try $0.operationCount(table: table) }
+    public nonisolated func queuedOperationCount(table: String? = nil) async throws -> Int {
+        try await read("count the queued operations") { try $0.operationCount(table: table) }
     }
 
     /// The queued operations in queue order, for one table or all.
-    public nonisolated func pendingOperations(table: String? = nil) async throws -> [PendingOperation] {
-        try await read("list the pending operations") { try $0.operations(after: nil, table: table, limit: nil) }
+    public nonisolated func queuedOperations(table: String? = nil) async throws -> [QueuedOperation] {
+        try await read("list the queued operations") { try $0.operations(after: nil, table: table, limit: nil) }
     }
 
     // MARK: - Serialization of sync work
@@ -144,7 +150,7 @@ public actor SyncContext {
 
     nonisolated func read<Result: Sendable>(
         _ what: String, _ body: @Sendable (any StoreReader) throws -> Result
-    ) async throws -> Result {
+    ) async throws(SyncError) -> Result {
         do {
             return try await store.read(body)
         } catch {
@@ -158,7 +164,7 @@ public actor SyncContext {
     /// check instead.
     nonisolated func write<Result: Sendable>(
         _ what: String, _ body: @escaping @Sendable (any StoreTransaction) throws -> Result
-    ) async throws -> Result {
+    ) async throws(SyncError) -> Result {
         let store = store
         do {
             return try await Task { try await store.write(body) }.value

@@ -23,6 +23,9 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Code("cancelled")
         /// An item without a valid id, or a value that is not a JSON object.
         public static let invalidItem = Code("invalidItem")
+        /// A table name that ``StoreValidation/validateTableName(_:)`` refuses, whichever call was
+        /// given it (a write, a pull, a purge), or that the server refused as a table name.
+        public static let invalidTableName = Code("invalidTableName")
         /// An insert of an id that already exists locally.
         public static let itemExists = Code("itemExists")
         /// An update or delete of an item that does not exist locally.
@@ -31,8 +34,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let invalidOperation = Code("invalidOperation")
         /// A pull or purge query, query id or page size that is not allowed.
         public static let invalidQuery = Code("invalidQuery")
-        /// A purge of a table that has pending operations, without `force`.
-        public static let pendingOperations = Code("pendingOperations")
+        /// A purge of a table that has queued operations, without `force`.
+        public static let queuedOperations = Code("queuedOperations")
         /// An operation error or operation that no longer exists.
         public static let notFound = Code("notFound")
         /// A resolution that needs something the recorded error does not have (a server item).
@@ -74,11 +77,19 @@ extension SyncError.Code {
 }
 
 extension SyncError {
+    /// The error for a table name that ``StoreValidation/validateTableName(_:)`` refused.
+    static func invalidTableName(_ error: StoreError) -> SyncError {
+        SyncError(.invalidTableName, error.message, underlying: error)
+    }
+
     /// Wraps any error from the store or the task into a ``SyncError``.
     static func wrapping(_ error: any Error, _ context: String) -> SyncError {
         if let error = error as? SyncError { return error }
         if error is CancellationError { return SyncError(.cancelled, "\(context): cancelled") }
         if let error = error as? StoreError {
+            if error.code == .invalidTableName {
+                return SyncError(.invalidTableName, "\(context): \(error.message)", underlying: error)
+            }
             return SyncError(.store, "\(context): \(error.message)", underlying: error)
         }
         if let error = error as? RemoteError {
@@ -86,6 +97,7 @@ extension SyncError {
             case .network: return SyncError(.network, "\(context): \(error)", underlying: error)
             case .unauthorized: return SyncError(.unauthorized, "\(context): \(error)", underlying: error)
             case .cancelled: return SyncError(.cancelled, "\(context): cancelled", underlying: error)
+            case .invalidTableName: return SyncError(.invalidTableName, "\(context): \(error)", underlying: error)
             default: return SyncError(.remote, "\(context): \(error)", underlying: error)
             }
         }

@@ -14,22 +14,23 @@ public enum SyncEvent: Sendable, Hashable {
     /// A pull of a table began.
     case pullStarted(table: String, queryID: String?)
     /// A page was applied to the store.
-    case pagePulled(table: String, queryID: String?, page: PullPage)
+    case pagePulled(table: String, queryID: String?, counts: PullCounts)
     /// A pull ended (also when it stopped early: then `stoppedBy` says why).
     case pullFinished(table: String, queryID: String?, result: PullResult, stoppedBy: String?)
     /// A purge removed items.
     case purged(table: String, items: Int, forced: Bool)
 }
 
-/// What one pulled page did to the store.
-public struct PullPage: Sendable, Hashable {
+/// What a pull did to the store, counted in items: for one page (``SyncEvent/pagePulled(table:queryID:counts:)``)
+/// or for a whole pull (``PullResult/items``). The page itself is a ``RemotePage``.
+public struct PullCounts: Sendable, Hashable {
     /// Items the server sent.
     public var received: Int = 0
     /// Items written to the store.
     public var upserted: Int = 0
     /// Items removed because the server marked them deleted.
     public var deleted: Int = 0
-    /// Items left alone because they have pending local operations, or because the store already
+    /// Items left alone because they have queued local operations, or because the store already
     /// holds a newer copy.
     public var skipped: Int = 0
     /// Items ignored because they have no valid string id.
@@ -46,8 +47,12 @@ final class EventHub: Sendable {
     }
 
     private let subscribers = Mutex(Subscribers())
-    /// Every event also goes to swift-log (label `ferry.sync`); the app chooses the backend.
-    private let logger = Logger(label: "ferry.sync")
+    /// Every event also goes to the logger the app gave the context (swift-log).
+    private let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
 
     func stream(bufferingNewest limit: Int) -> AsyncStream<SyncEvent> {
         let (stream, continuation) = AsyncStream<SyncEvent>.makeStream(bufferingPolicy: .bufferingNewest(limit))
@@ -86,8 +91,8 @@ final class EventHub: Sendable {
             }
         case .pullStarted(let table, let queryID):
             logger.debug("pull started", metadata: ["table": "\(table)", "queryID": "\(queryID ?? "-")"])
-        case .pagePulled(let table, _, let page):
-            logger.trace("page pulled", metadata: ["table": "\(table)", "received": "\(page.received)"])
+        case .pagePulled(let table, _, let counts):
+            logger.trace("page pulled", metadata: ["table": "\(table)", "received": "\(counts.received)"])
         case .pullFinished(let table, _, let result, let stoppedBy):
             if let stoppedBy {
                 logger.debug("pull of '\(table)' stopped: \(stoppedBy)", metadata: ["result": "\(result)"])

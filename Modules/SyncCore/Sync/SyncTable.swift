@@ -11,6 +11,8 @@
 /// let open = try await todos.query(TableQuery().filter(.field("done").eq(false))).items
 /// try await todos.delete(id: item.id!)
 /// ```
+///
+/// Every method throws only ``SyncError``.
 public struct SyncTable: Sendable {
     /// The table's name.
     public let name: String
@@ -28,7 +30,7 @@ public struct SyncTable: Sendable {
     ///
     /// Throws ``SyncError/Code/itemExists`` when the id is already stored locally.
     @discardableResult
-    public func insert(_ item: JSONObject) async throws -> JSONObject {
+    public func insert(_ item: JSONObject) async throws(SyncError) -> JSONObject {
         let name = name
         try validateName()
         return try await context.write("insert into '\(name)'") { tx in
@@ -39,7 +41,7 @@ public struct SyncTable: Sendable {
     /// Replaces the fields of the stored item with `item`'s (matched by `id`) and queues an update. The
     /// server-owned properties stay those of the stored item. Returns the item as stored.
     @discardableResult
-    public func update(_ item: JSONObject) async throws -> JSONObject {
+    public func update(_ item: JSONObject) async throws(SyncError) -> JSONObject {
         let name = name
         try validateName()
         return try await context.write("update in '\(name)'") { tx in
@@ -49,7 +51,7 @@ public struct SyncTable: Sendable {
 
     /// Deletes the item with `item`'s id and queues a delete. When the item is not stored locally, the
     /// delete is queued with `item` (its `version`, if any, is the precondition).
-    public func delete(_ item: JSONObject) async throws {
+    public func delete(_ item: JSONObject) async throws(SyncError) {
         let name = name
         try validateName()
         _ = try await context.write("delete from '\(name)'") { tx in
@@ -60,7 +62,7 @@ public struct SyncTable: Sendable {
 
     /// Deletes the stored item with `id` and queues a delete. Deleting an item whose delete is already
     /// queued does nothing; deleting an unknown id throws ``SyncError/Code/itemNotFound``.
-    public func delete(id: String) async throws {
+    public func delete(id: String) async throws(SyncError) {
         let name = name
         try validateName()
         _ = try await context.write("delete from '\(name)'") { tx in
@@ -69,23 +71,25 @@ public struct SyncTable: Sendable {
     }
 
     /// The local item with `id`, or `nil`.
-    public func item(id: String) async throws -> JSONObject? {
+    public func item(id: String) async throws(SyncError) -> JSONObject? {
         let name = name
+        try validateName()
         return try await context.read("read from '\(name)'") { try $0.item(name, id: id) }
     }
 
     /// Runs a query on the local items.
-    public func query(_ query: TableQuery = TableQuery()) async throws -> QueryResult {
+    public func query(_ query: TableQuery = TableQuery()) async throws(SyncError) -> QueryResult {
         let name = name
+        try validateName()
         return try await context.read("query '\(name)'") { try $0.query(name, query) }
     }
 
     /// Pulls the server's items into the store.
     ///
     /// Without a `queryID` the whole query is downloaded; with one, the pull is incremental: it
-    /// resumes after the last item the previous pull with that id applied (a keyset cursor on
-    /// `(updatedAt, id)`, saved with each page in the page's transaction). Deleted items are removed
-    /// locally, and items with pending local operations are left alone. Pending operations of this
+    /// resumes after the last item the previous pull with that id applied (a delta token: a keyset
+    /// position on `(updatedAt, id)`, saved with each page in the page's transaction). Deleted items are removed
+    /// locally, and items with queued local operations are left alone. Queued operations of this
     /// table are pushed first (``PullOptions/pushesFirst``).
     ///
     /// Rejected queries (``SyncError/Code/invalidQuery``): `select` and `includeTotalCount` always;
@@ -98,30 +102,41 @@ public struct SyncTable: Sendable {
     @discardableResult
     public func pull(
         _ query: TableQuery = TableQuery(), queryID: String? = nil, options: PullOptions = PullOptions()
-    ) async throws -> PullResult {
-        try await context.pull(name, query: query, queryID: queryID, options: options)
+    ) async throws(SyncError) -> PullResult {
+        try await engine("pull of '\(name)'") {
+            try await context.pull(name, query: query, queryID: queryID, options: options)
+        }
     }
 
     /// Removes local items (all of them by default) without telling the server. Returns how many.
     ///
-    /// Refuses with ``SyncError/Code/pendingOperations`` while the table has queued operations, unless
-    /// `force` is set: then the table's operations, errors and pull cursors are dropped too. A purge
-    /// resets the pull cursors whose query selects a purged item, so a later pull brings them back.
+    /// Refuses with ``SyncError/Code/queuedOperations`` while the table has queued operations, unless
+    /// `force` is set: then the table's operations, errors and delta tokens are dropped too. A purge
+    /// resets the delta tokens whose query selects a purged item, so a later pull brings them back.
     @discardableResult
-    public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws -> Int {
-        try await context.purge(name, query: query, force: force)
+    public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws(SyncError) -> Int {
+        try await engine("purge of '\(name)'") { try await context.purge(name, query: query, force: force) }
     }
 
     /// The number of queued operations of this table.
-    public func pendingOperationCount() async throws -> Int {
-        try await context.pendingOperationCount(table: name)
+    public func queuedOperationCount() async throws(SyncError) -> Int {
+        try await engine("count the queued operations") { try await context.queuedOperationCount(table: name) }
     }
 
-    private func validateName() throws {
+    /// Runs engine work that throws untyped, as a ``SyncError``.
+    private func engine<Result>(_ what: String, _ body: () async throws -> Result) async throws(SyncError) -> Result {
+        do {
+            return try await body()
+        } catch {
+            throw SyncError.wrapping(error, what)
+        }
+    }
+
+    private func validateName() throws(SyncError) {
         do {
             try StoreValidation.validateTableName(name)
         } catch {
-            throw SyncError(.invalidItem, error.message, underlying: error)
+            throw SyncError.invalidTableName(error)
         }
     }
 }
@@ -152,7 +167,7 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
 
     /// Inserts a model and queues its insert; returns it as stored (with its id).
     @discardableResult
-    public func insert(_ item: Item) async throws -> Item {
+    public func insert(_ item: Item) async throws(SyncError) -> Item {
         var object = try encode(item)
         if object["id"]?.stringValue?.isEmpty == true { object.removeValue(forKey: "id") }
         return try decode(try await table.insert(object))
@@ -160,27 +175,27 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
 
     /// Replaces a stored model and queues an update; returns it as stored.
     @discardableResult
-    public func update(_ item: Item) async throws -> Item {
+    public func update(_ item: Item) async throws(SyncError) -> Item {
         try decode(try await table.update(try encode(item)))
     }
 
     /// Deletes a model and queues a delete.
-    public func delete(_ item: Item) async throws {
+    public func delete(_ item: Item) async throws(SyncError) {
         try await table.delete(try encode(item))
     }
 
     /// Deletes the model with `id` and queues a delete.
-    public func delete(id: String) async throws {
+    public func delete(id: String) async throws(SyncError) {
         try await table.delete(id: id)
     }
 
     /// The local model with `id`, or `nil`.
-    public func item(id: String) async throws -> Item? {
+    public func item(id: String) async throws(SyncError) -> Item? {
         try await table.item(id: id).map(decode)
     }
 
     /// Runs a query on the local models.
-    public func query(_ query: TableQuery = TableQuery()) async throws -> [Item] {
+    public func query(_ query: TableQuery = TableQuery()) async throws(SyncError) -> [Item] {
         try await table.query(query).items.map(decode)
     }
 
@@ -188,17 +203,17 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
     @discardableResult
     public func pull(
         _ query: TableQuery = TableQuery(), queryID: String? = nil, options: PullOptions = PullOptions()
-    ) async throws -> PullResult {
+    ) async throws(SyncError) -> PullResult {
         try await table.pull(query, queryID: queryID, options: options)
     }
 
     /// Removes local items; see ``SyncTable/purge(_:force:)``.
     @discardableResult
-    public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws -> Int {
+    public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws(SyncError) -> Int {
         try await table.purge(query, force: force)
     }
 
-    private func encode(_ item: Item) throws -> JSONObject {
+    private func encode(_ item: Item) throws(SyncError) -> JSONObject {
         let value: JSONValue
         do {
             value = try JSONValueEncoder().encode(item)
@@ -213,7 +228,7 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         return object
     }
 
-    private func decode(_ object: JSONObject) throws -> Item {
+    private func decode(_ object: JSONObject) throws(SyncError) -> Item {
         do {
             return try JSONValueDecoder().decode(Item.self, from: .object(object))
         } catch {

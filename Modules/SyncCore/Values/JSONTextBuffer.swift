@@ -1,4 +1,8 @@
+// Store plumbing, not public API: the stores and the server's storage reach these through
+// `@_spi(StoreSupport) import SyncCore`.
+
 /// What a value held that its JSON text cannot carry back.
+@_spi(StoreSupport)
 public struct JSONTextProblems: Sendable, Hashable {
     /// A NaN or an infinity, written as `null`.
     public var nonFinite = false
@@ -20,6 +24,8 @@ public struct JSONTextProblems: Sendable, Hashable {
 /// forms) and reads back with ``JSONValue/init(parsingUTF8:)``.
 ///
 /// ```swift
+/// @_spi(StoreSupport) import SyncCore
+///
 /// var buffer = JSONTextBuffer()
 /// for item in items {
 ///     buffer.removeAll()
@@ -31,6 +37,7 @@ public struct JSONTextProblems: Sendable, Hashable {
 ///
 /// Object members are written with sorted keys unless `sortingKeys` is `false`, which writes them in
 /// dictionary order (cheaper; the text still parses back to an equal value).
+@_spi(StoreSupport)
 public struct JSONTextBuffer: ~Copyable {
     @usableFromInline var base: UnsafeMutableRawPointer
     @usableFromInline var capacity: Int
