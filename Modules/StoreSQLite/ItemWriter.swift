@@ -1,7 +1,7 @@
 import GRDB
 import GRDBSQLite
 import QuerySQL
-import SyncCore
+@_spi(StoreSupport) import SyncCore
 
 /// Writes the rows of an upsert through one prepared statement with the SQLite C API.
 ///

@@ -22,7 +22,7 @@ struct SQLCompilerTests {
     }
 
     static func filter(_ odata: String) throws -> QueryExpression {
-        try #require(try TableQuery(odata: "$filter=" + odata, dialect: .v3).filter)
+        try #require(try TableQuery(odata: "$filter=" + odata, protocolVersion: .v3).filter)
     }
 
     /// The SQL and arguments of a filter that compiles whole.

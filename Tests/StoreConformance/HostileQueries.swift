@@ -222,7 +222,7 @@ public enum HostileQueries: Sendable {
         switch Int.random(in: 0..<14, using: &random) {
         case 11, 12, 13:
             // A hostile tree as its encoder writes it.
-            return filter(&random).odata(dialect: .v3)
+            return filter(&random).odata(protocolVersion: .v3)
         case 10:
             // A chain as deep as `QueryLimits.maximumDepth` allows, and just beyond.
             let length = Int.random(in: 995...1_001, using: &random)

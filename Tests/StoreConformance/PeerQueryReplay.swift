@@ -3,7 +3,7 @@ public import SyncCore
 /// One case of `query-cases.json`: a query the peers' own tests sent, and what they asserted.
 public struct PeerQueryCase: Sendable {
     public var name: String
-    public var dialect: ProtocolVersion
+    public var protocolVersion: ProtocolVersion
     public var kind: String
     public var dataset: String
     public var pageSize: Int
@@ -44,7 +44,7 @@ public struct PeerQueryCase: Sendable {
             }
             return PeerQueryCase(
                 name: name,
-                dialect: object["protocol"]?.stringValue == "2.0" ? .v2 : .v3,
+                protocolVersion: object["protocol"]?.stringValue == "2.0" ? .v2 : .v3,
                 kind: object["kind"]?.stringValue ?? "query",
                 dataset: table["dataset"]?.stringValue ?? "",
                 pageSize: Int(table["pageSize"]?.intValue ?? 100),
@@ -197,7 +197,7 @@ public enum PeerQueryReplay: Sendable {
     ) async throws -> Page {
         let query: TableQuery
         do {
-            query = try TableQuery(odata: queryString, dialect: peerCase.dialect)
+            query = try TableQuery(odata: queryString, protocolVersion: peerCase.protocolVersion)
         } catch {
             return Page(status: 400)
         }
@@ -207,7 +207,7 @@ public enum PeerQueryReplay: Sendable {
         effective.includeTotalCount = true
         if peerCase.includeDeletedHeader { effective.includeDeleted = true }
         if let dataView = peerCase.dataView {
-            let view = try QueryExpression(odataFilter: dataView, dialect: .v3)
+            let view = try QueryExpression(odataFilter: dataView, protocolVersion: .v3)
             effective.filter = effective.filter.map { .binary(.and, view, $0) } ?? view
         }
         let result: QueryResult
@@ -232,7 +232,7 @@ public enum PeerQueryReplay: Sendable {
         }
         return Page(
             status: 200, result: result, count: query.includeTotalCount ? total : nil,
-            nextLink: peerCase.dialect == .v3 ? nextLink : nil)
+            nextLink: peerCase.protocolVersion == .v3 ? nextLink : nil)
     }
 
     /// `nil` when the case passes, else the reason it fails.
@@ -281,7 +281,7 @@ public enum PeerQueryReplay: Sendable {
             let matches = peerCase.firstIDsOrdered ? actual == expected : Set(actual) == Set(expected)
             if !matches { return "first ids \(actual), expected \(expected)" }
         }
-        if peerCase.dialect == .v3, case .some(let expected) = peerCase.expectedNextLink {
+        if peerCase.protocolVersion == .v3, case .some(let expected) = peerCase.expectedNextLink {
             if !sameParameters(page.nextLink, expected) {
                 return "nextLink \(page.nextLink ?? "null"), expected \(expected ?? "null")"
             }

@@ -228,7 +228,7 @@ extension StoreConformance {
             .init("invalid table names are rejected") { fixture async throws in
                 for name in ["", "has space", "semi;colon", "__reserved", "quote'", String(repeating: "t", count: 129)]
                 {
-                    await expectStoreError(.invalidItem, "table \(name.debugDescription)") {
+                    await expectStoreError(.invalidTableName, "table \(name.debugDescription)") {
                         try await fixture.store.upsert(name, [["id": "1"]])
                     }
                 }
@@ -260,7 +260,8 @@ extension StoreConformance {
                 func run(_ filter: String) async throws -> [String] {
                     ids(
                         try await fixture.store.query(
-                            "people", TableQuery(filter: try QueryExpression(odataFilter: filter, dialect: .v3))))
+                            "people", TableQuery(filter: try QueryExpression(odataFilter: filter, protocolVersion: .v3))
+                        ))
                 }
                 #expect(try await run("age gt 40") == ["p2", "p3"])
                 #expect(try await run("name eq 'Ada'") == ["p1"])

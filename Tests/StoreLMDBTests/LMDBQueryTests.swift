@@ -84,7 +84,7 @@ struct LMDBQueryTests {
                     let actual = try await store.query(table.name, query)
                     if actual.items != expected.items || actual.totalCount != expected.totalCount {
                         failures.append(
-                            "round \(round) on \(table.name): \(query.odataQueryString(dialect: .v3)) \(query.orderBy)\n  store:     \(actual.items.compactMap(\.id).map { String($0.prefix(12)) }) \(actual.totalCount ?? -1)\n  evaluator: \(expected.items.compactMap(\.id).map { String($0.prefix(12)) }) \(expected.totalCount ?? -1)"
+                            "round \(round) on \(table.name): \(query.odataQueryString(protocolVersion: .v3)) \(query.orderBy)\n  store:     \(actual.items.compactMap(\.id).map { String($0.prefix(12)) }) \(actual.totalCount ?? -1)\n  evaluator: \(expected.items.compactMap(\.id).map { String($0.prefix(12)) }) \(expected.totalCount ?? -1)"
                         )
                     }
                     if try await store.plan(for: query, table: table.name)?.streamed == true { streamed += 1 }

@@ -21,7 +21,8 @@ struct SQLiteHostileQueryTests {
             ["id": "a", "s": "hello", "n": .int(.max)], ["id": "b", "s": "hello", "n": .int(.min)],
         ])
         func ids(_ filter: String) async throws -> [String] {
-            try await store.query("t", TableQuery(odata: "$filter=" + filter, dialect: .v3)).items.compactMap(\.id)
+            try await store.query("t", TableQuery(odata: "$filter=" + filter, protocolVersion: .v3)).items.compactMap(
+                \.id)
         }
         #expect(try await ids("substring('hello',1,9223372036854775807) eq 'x'") == [])
         #expect(try await ids("substring('hello',1,9223372036854775807) eq 'ello'") == ["a", "b"])
@@ -32,7 +33,7 @@ struct SQLiteHostileQueryTests {
         #expect(try await ids("substring(s,-9223372036854775808,2) eq 'he'") == ["a", "b"])
         #expect(
             try await store.strategy(
-                for: TableQuery(odata: "$filter=substring(s,2,n) eq 'llo'", dialect: .v3), table: "t") == .sql)
+                for: TableQuery(odata: "$filter=substring(s,2,n) eq 'llo'", protocolVersion: .v3), table: "t") == .sql)
     }
 
     @Test func extremeArithmeticAndCastsInSQLGiveTheEvaluatorsAnswer() async throws {
@@ -50,7 +51,7 @@ struct SQLiteHostileQueryTests {
         ]
         let evaluator = QueryEvaluator()
         for filter in filters {
-            let query = try TableQuery(odata: "$filter=" + filter, dialect: .v3)
+            let query = try TableQuery(odata: "$filter=" + filter, protocolVersion: .v3)
             let expected = try evaluator.evaluate(query, over: items).items.compactMap(\.id)
             #expect(try await store.query("t", query).items.compactMap(\.id) == expected, "\(filter)")
         }
@@ -114,7 +115,7 @@ struct SQLiteHostileQueryTests {
                     agreed += 1
                 } else {
                     failures.append(
-                        "round \(round) on \(name): \(query.odataQueryString(dialect: .v3))\n  store:     \(actual.items.compactMap(\.id)) \(actual.totalCount ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
+                        "round \(round) on \(name): \(query.odataQueryString(protocolVersion: .v3))\n  store:     \(actual.items.compactMap(\.id)) \(actual.totalCount ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
                     )
                 }
                 if try await store.strategy(for: query, table: name) == .sql { inSQL += 1 }

@@ -48,7 +48,7 @@ struct SQLiteQueryCompilationTests {
                     || actual.totalCount != expected.totalCount
                 {
                     failures.append(
-                        "round \(round) on \(name): \(query.odataQueryString(dialect: .v3))\n  store:     \(actual.items.compactMap(\.id)) \(actual.totalCount ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
+                        "round \(round) on \(name): \(query.odataQueryString(protocolVersion: .v3))\n  store:     \(actual.items.compactMap(\.id)) \(actual.totalCount ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
                     )
                 }
                 if name != "nul" {
@@ -156,7 +156,7 @@ struct SQLiteQueryCompilationTests {
             }
             if ids != expected.items.compactMap(\.id) || total != expected.totalCount {
                 failures.append(
-                    "round \(round): \(query.odataQueryString(dialect: .v3))\n  SQL:       \(ids) \(total ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
+                    "round \(round): \(query.odataQueryString(protocolVersion: .v3))\n  SQL:       \(ids) \(total ?? -1)\n  evaluator: \(expected.items.compactMap(\.id)) \(expected.totalCount ?? -1)"
                 )
             }
         }

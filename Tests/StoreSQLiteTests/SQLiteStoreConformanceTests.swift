@@ -107,7 +107,7 @@ struct SQLiteStoreTests {
         let path = directory.path + "/old.ferry"
         // A store as the first schema version wrote it.
         let old = OperationDraft(table: "todo", itemID: "x", kind: .update, item: ["id": "x", "n": 1])
-        let operation = PendingOperation(id: 41, draft: old)
+        let operation = QueuedOperation(id: 41, draft: old)
         do {
             let queue = try DatabaseQueue(path: path)
             try StoreSchema.migrator.migrate(queue, upTo: "v1")

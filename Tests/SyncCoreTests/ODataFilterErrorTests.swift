@@ -90,11 +90,11 @@ struct ODataFilterErrorTests: ODataTestSupport {
             "- -", "-", "not -", "x eq -'1'", "x eq --1", "x eq - - - - - 1 1",
         ]
         for input in inputs {
-            for dialect in ProtocolVersion.allCases {
+            for protocolVersion in ProtocolVersion.allCases {
                 // Either result is fine; the point is that nothing traps.
-                _ = try? parseFilter(input, dialect)
-                _ = try? TableQuery(odata: "$filter=" + input, dialect: dialect)
-                _ = try? TableQuery(odata: input, dialect: dialect)
+                _ = try? parseFilter(input, protocolVersion)
+                _ = try? TableQuery(odata: "$filter=" + input, protocolVersion: protocolVersion)
+                _ = try? TableQuery(odata: input, protocolVersion: protocolVersion)
             }
         }
         expectFilterError("\u{0}", .syntax, at: 0)
@@ -109,11 +109,11 @@ struct ODataFilterErrorTests: ODataTestSupport {
             var text = String.UnicodeScalarView()
             for _ in 0..<length { text.append(alphabet.randomElement(using: &generator)!) }
             let input = String(text)
-            for dialect in ProtocolVersion.allCases {
-                if let parsed = try? parseFilter(input, dialect) {
+            for protocolVersion in ProtocolVersion.allCases {
+                if let parsed = try? parseFilter(input, protocolVersion) {
                     // Whatever parses must also re-encode and parse back.
-                    let back = try? parseFilter(parsed.odata(dialect: dialect), dialect)
-                    if dialect == .v3 || ODataEncoderTests.usesOnlyV2Forms(parsed) {
+                    let back = try? parseFilter(parsed.odata(protocolVersion: protocolVersion), protocolVersion)
+                    if protocolVersion == .v3 || ODataEncoderTests.usesOnlyV2Forms(parsed) {
                         #expect(back == parsed, "\(input)")
                     } else {
                         #expect(back != nil, "\(input)")
@@ -138,16 +138,19 @@ struct ODataFilterErrorTests: ODataTestSupport {
             let count = Int.random(in: 1...12, using: &generator)
             let input = (0..<count).map { _ in tokens.randomElement(using: &generator)! }
                 .joined(separator: Bool.random(using: &generator) ? " " : "  ")
-            for dialect in ProtocolVersion.allCases {
-                guard let parsed = queryErrorOrValue({ () throws(QueryError) in try parseFilter(input, dialect) })
+            for protocolVersion in ProtocolVersion.allCases {
+                guard
+                    let parsed = queryErrorOrValue({ () throws(QueryError) in try parseFilter(input, protocolVersion) })
                 else { continue }
                 parsedCount += 1
-                let encoded = parsed.odata(dialect: dialect)
-                let back = try? parseFilter(encoded, dialect)
-                if dialect == .v3 || ODataEncoderTests.usesOnlyV2Forms(parsed) {
-                    #expect(back == parsed, "\(dialect.rawValue): \(input) → \(encoded)")
+                let encoded = parsed.odata(protocolVersion: protocolVersion)
+                let back = try? parseFilter(encoded, protocolVersion)
+                if protocolVersion == .v3 || ODataEncoderTests.usesOnlyV2Forms(parsed) {
+                    #expect(back == parsed, "\(protocolVersion.rawValue): \(input) → \(encoded)")
                 } else if let back {
-                    #expect((try? parseFilter(back.odata(dialect: dialect), dialect)) == back, "\(input)")
+                    #expect(
+                        (try? parseFilter(back.odata(protocolVersion: protocolVersion), protocolVersion)) == back,
+                        "\(input)")
                 } else {
                     Issue.record("\(input) → \(encoded) does not parse")
                 }
@@ -166,7 +169,7 @@ struct ODataLimitTests: ODataTestSupport {
         let clock = ContinuousClock()
         let elapsed = clock.measure {
             expectQueryError(.tooLong, option: "$filter") { _ = try parseFilter(text) }
-            expectQueryError(.tooLong) { _ = try TableQuery(odata: "$filter=" + text, dialect: .v3) }
+            expectQueryError(.tooLong) { _ = try TableQuery(odata: "$filter=" + text, protocolVersion: .v3) }
         }
         #expect(elapsed < .seconds(2))
     }
@@ -192,9 +195,9 @@ struct ODataLimitTests: ODataTestSupport {
     @Test func tenThousandNestedCalls() {
         let limits = QueryLimits(maximumLength: 1_000_000, maximumDepth: 100)
         func expectTooDeep(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) {
-            for dialect in ProtocolVersion.allCases {
+            for protocolVersion in ProtocolVersion.allCases {
                 expectQueryError(.tooDeep, option: "$filter", sourceLocation: sourceLocation) {
-                    _ = try parseFilter(text, dialect, limits: limits)
+                    _ = try parseFilter(text, protocolVersion, limits: limits)
                 }
             }
         }
@@ -216,8 +219,10 @@ struct ODataLimitTests: ODataTestSupport {
         let limits = QueryLimits(maximumLength: 2_000_000, maximumDepth: 100)
         let clock = ContinuousClock()
         let elapsed = clock.measure {
-            for dialect in ProtocolVersion.allCases {
-                expectQueryError(.tooDeep, option: "$filter") { _ = try parseFilter(text, dialect, limits: limits) }
+            for protocolVersion in ProtocolVersion.allCases {
+                expectQueryError(.tooDeep, option: "$filter") {
+                    _ = try parseFilter(text, protocolVersion, limits: limits)
+                }
             }
             let andChain = Array(repeating: term, count: 100_000).joined(separator: " and ")
             expectQueryError(.tooDeep) { _ = try parseFilter(andChain, limits: limits) }
@@ -239,6 +244,6 @@ struct ODataLimitTests: ODataTestSupport {
     @Test func ninetyNineTermChainParsesAtTheDefaultDepth() throws {
         let text = Array(repeating: "a eq 1", count: 99).joined(separator: " or ")
         let parsed = try parseFilter(text)
-        #expect(try parseFilter(parsed.odata(dialect: .v3)) == parsed)
+        #expect(try parseFilter(parsed.odata(protocolVersion: .v3)) == parsed)
     }
 }

@@ -11,7 +11,7 @@ struct ODataQueryStringTests: ODataTestSupport {
         let query = try TableQuery(
             odata:
                 "$filter=(price eq 10)&$orderby=title&$skip=10&$top=20&$select=price,title&$inlinecount=allpages&__includeDeleted=true",
-            dialect: .v2
+            protocolVersion: .v2
         )
         #expect(
             query
@@ -28,65 +28,68 @@ struct ODataQueryStringTests: ODataTestSupport {
     }
 
     @Test func emptyAndDefault() throws {
-        for dialect in ProtocolVersion.allCases {
-            #expect(try TableQuery(odata: "", dialect: dialect) == TableQuery())
-            #expect(try TableQuery(odata: "$filter=", dialect: dialect) == TableQuery())
-            #expect(try TableQuery(odata: "$filter= ", dialect: dialect) == TableQuery())
-            #expect(try TableQuery(odata: "$orderby=&$select=", dialect: dialect) == TableQuery())
-            #expect(try TableQuery(odata: "&&", dialect: dialect) == TableQuery())
+        for protocolVersion in ProtocolVersion.allCases {
+            #expect(try TableQuery(odata: "", protocolVersion: protocolVersion) == TableQuery())
+            #expect(try TableQuery(odata: "$filter=", protocolVersion: protocolVersion) == TableQuery())
+            #expect(try TableQuery(odata: "$filter= ", protocolVersion: protocolVersion) == TableQuery())
+            #expect(try TableQuery(odata: "$orderby=&$select=", protocolVersion: protocolVersion) == TableQuery())
+            #expect(try TableQuery(odata: "&&", protocolVersion: protocolVersion) == TableQuery())
         }
     }
 
     @Test func percentEncodedInput() throws {
-        let query = try TableQuery(odata: "$filter=%28stringProperty%20eq%20%27a%26b%27%29&%24top=5", dialect: .v3)
+        let query = try TableQuery(
+            odata: "$filter=%28stringProperty%20eq%20%27a%26b%27%29&%24top=5", protocolVersion: .v3)
         #expect(query.filter == binary(.equal, field("stringProperty"), string("a&b")))
         #expect(query.top == 5)
-        let raw = try TableQuery(odata: "$filter=(title eq 'How to dial # & such stuff?')&$top=5", dialect: .v3)
+        let raw = try TableQuery(odata: "$filter=(title eq 'How to dial # & such stuff?')&$top=5", protocolVersion: .v3)
         #expect(raw.filter == binary(.equal, field("title"), string("How to dial # & such stuff?")))
         #expect(raw.top == 5)
         // As Node's query parser and ASP.NET read it (and form encoders write it): '+' is a space, and
         // a literal plus is %2B.
-        let plus = try TableQuery(odata: "$filter=x+eq+'a+b'", dialect: .v3)
+        let plus = try TableQuery(odata: "$filter=x+eq+'a+b'", protocolVersion: .v3)
         #expect(plus.filter == binary(.equal, field("x"), string("a b")))
-        let literal = try TableQuery(odata: "$filter=x eq 'a%2Bb'", dialect: .v3)
+        let literal = try TableQuery(odata: "$filter=x eq 'a%2Bb'", protocolVersion: .v3)
         #expect(literal.filter == binary(.equal, field("x"), string("a+b")))
     }
 
     @Test func countOptions() throws {
-        #expect(try TableQuery(odata: "$count=true", dialect: .v3).includeTotalCount)
-        #expect(try TableQuery(odata: "$count=TRUE", dialect: .v3).includeTotalCount)
-        #expect(try !TableQuery(odata: "$count=false", dialect: .v3).includeTotalCount)
-        #expect(try TableQuery(odata: "$inlinecount=allpages", dialect: .v2).includeTotalCount)
-        #expect(try TableQuery(odata: "$inlinecount=allpages", dialect: .v3).includeTotalCount)
-        #expect(try !TableQuery(odata: "$inlinecount=none", dialect: .v2).includeTotalCount)
-        #expect(try TableQuery(odata: "$count=false&$inlinecount=allpages", dialect: .v2).includeTotalCount)
-        expectQueryError(.invalidOption, option: "$count") { _ = try TableQuery(odata: "$count=yes", dialect: .v3) }
-        expectQueryError(.invalidOption, option: "$count") { _ = try TableQuery(odata: "$count", dialect: .v3) }
+        #expect(try TableQuery(odata: "$count=true", protocolVersion: .v3).includeTotalCount)
+        #expect(try TableQuery(odata: "$count=TRUE", protocolVersion: .v3).includeTotalCount)
+        #expect(try !TableQuery(odata: "$count=false", protocolVersion: .v3).includeTotalCount)
+        #expect(try TableQuery(odata: "$inlinecount=allpages", protocolVersion: .v2).includeTotalCount)
+        #expect(try TableQuery(odata: "$inlinecount=allpages", protocolVersion: .v3).includeTotalCount)
+        #expect(try !TableQuery(odata: "$inlinecount=none", protocolVersion: .v2).includeTotalCount)
+        #expect(try TableQuery(odata: "$count=false&$inlinecount=allpages", protocolVersion: .v2).includeTotalCount)
+        expectQueryError(.invalidOption, option: "$count") {
+            _ = try TableQuery(odata: "$count=yes", protocolVersion: .v3)
+        }
+        expectQueryError(.invalidOption, option: "$count") { _ = try TableQuery(odata: "$count", protocolVersion: .v3) }
         expectQueryError(.invalidOption, option: "$inlinecount") {
-            _ = try TableQuery(odata: "$inlinecount=some", dialect: .v2)
+            _ = try TableQuery(odata: "$inlinecount=some", protocolVersion: .v2)
         }
     }
 
     @Test func includeDeleted() throws {
-        #expect(try TableQuery(odata: "__includedeleted=true", dialect: .v3).includeDeleted)
-        #expect(try TableQuery(odata: "__includeDeleted=true", dialect: .v2).includeDeleted)
-        #expect(try TableQuery(odata: "__INCLUDEDELETED=True", dialect: .v2).includeDeleted)
-        #expect(try !TableQuery(odata: "__includedeleted=false", dialect: .v3).includeDeleted)
-        #expect(try !TableQuery(odata: "__includedeleted=1", dialect: .v3).includeDeleted)
+        #expect(try TableQuery(odata: "__includedeleted=true", protocolVersion: .v3).includeDeleted)
+        #expect(try TableQuery(odata: "__includeDeleted=true", protocolVersion: .v2).includeDeleted)
+        #expect(try TableQuery(odata: "__INCLUDEDELETED=True", protocolVersion: .v2).includeDeleted)
+        #expect(try !TableQuery(odata: "__includedeleted=false", protocolVersion: .v3).includeDeleted)
+        #expect(try !TableQuery(odata: "__includedeleted=1", protocolVersion: .v3).includeDeleted)
     }
 
     @Test("$skip and $top", arguments: ["$skip", "$top"])
     func skipAndTop(option: String) throws {
         #expect(
-            try TableQuery(odata: "\(option)=0", dialect: .v3)
+            try TableQuery(odata: "\(option)=0", protocolVersion: .v3)
                 == TableQuery(skip: option == "$skip" ? 0 : nil, top: option == "$top" ? 0 : nil)
         )
-        let query = try TableQuery(odata: "\(option)=42", dialect: .v2)
+        let query = try TableQuery(odata: "\(option)=42", protocolVersion: .v2)
         #expect((option == "$skip" ? query.skip : query.top) == 42)
         for bad in ["-1", "NaN", "1.5", "", " ", "%2B1", "0x10", "1e3", "99999999999999999999999", "ten", "%2D1"] {
-            for dialect in ProtocolVersion.allCases {
+            for protocolVersion in ProtocolVersion.allCases {
                 expectQueryError(.invalidOption, option: option) {
-                    _ = try TableQuery(odata: "\(option)=\(bad)", dialect: dialect)
+                    _ = try TableQuery(odata: "\(option)=\(bad)", protocolVersion: protocolVersion)
                 }
             }
         }
@@ -96,46 +99,52 @@ struct ODataQueryStringTests: ODataTestSupport {
         // Parameters without '$' are ignored: the peers send `orderby=releaseDate asc`.
         let query = try TableQuery(
             odata: "$filter=year eq 1&orderby=releaseDate asc&foo=bar&ZUMO-API-VERSION=2.0.0",
-            dialect: .v3
+            protocolVersion: .v3
         )
         #expect(query == TableQuery(filter: binary(.equal, field("year"), int(1))))
-        expectQueryError(.invalidOption, option: "$expand") { _ = try TableQuery(odata: "$expand=x", dialect: .v3) }
-        expectQueryError(.invalidOption, option: "$foo") { _ = try TableQuery(odata: "$top=1&$foo", dialect: .v2) }
+        expectQueryError(.invalidOption, option: "$expand") {
+            _ = try TableQuery(odata: "$expand=x", protocolVersion: .v3)
+        }
+        expectQueryError(.invalidOption, option: "$foo") {
+            _ = try TableQuery(odata: "$top=1&$foo", protocolVersion: .v2)
+        }
     }
 
     @Test func optionNamesIgnoreCase() throws {
-        let query = try TableQuery(odata: "$FILTER=a eq 1&$Top=3&$ORDERBY=a", dialect: .v3)
+        let query = try TableQuery(odata: "$FILTER=a eq 1&$Top=3&$ORDERBY=a", protocolVersion: .v3)
         #expect(query == TableQuery(filter: binary(.equal, field("a"), int(1)), orderBy: [.field("a")], top: 3))
     }
 
     @Test("a repeated option is an error")
     func repeatedOption() {
-        expectQueryError(.invalidOption, option: "$top") { _ = try TableQuery(odata: "$top=1&$top=2", dialect: .v3) }
+        expectQueryError(.invalidOption, option: "$top") {
+            _ = try TableQuery(odata: "$top=1&$top=2", protocolVersion: .v3)
+        }
         expectQueryError(.invalidOption, option: "$filter") {
-            _ = try TableQuery(odata: "$filter=a&$Filter=b", dialect: .v3)
+            _ = try TableQuery(odata: "$filter=a&$Filter=b", protocolVersion: .v3)
         }
     }
 
     @Test func errorsNameTheOptionAndPosition() {
         expectQueryError(.syntax, at: 7, option: "$filter") {
-            _ = try TableQuery(odata: "$filter=year gt", dialect: .v3)
+            _ = try TableQuery(odata: "$filter=year gt", protocolVersion: .v3)
         }
         expectQueryError(.syntax, at: 7, option: "$filter") {
-            _ = try TableQuery(odata: "$top=5&$filter=year%20gt", dialect: .v3)
+            _ = try TableQuery(odata: "$top=5&$filter=year%20gt", protocolVersion: .v3)
         }
         expectQueryError(.syntax, at: 6, option: "$filter") {
-            _ = try TableQuery(odata: "$filter=(year - 1900) ge 100", dialect: .v3)
+            _ = try TableQuery(odata: "$filter=(year - 1900) ge 100", protocolVersion: .v3)
         }
         expectQueryError(.tooLong) {
-            _ = try TableQuery(odata: "$filter=a eq 1", dialect: .v3, limits: QueryLimits(maximumLength: 10))
+            _ = try TableQuery(odata: "$filter=a eq 1", protocolVersion: .v3, limits: QueryLimits(maximumLength: 10))
         }
-        let error = queryError { _ = try TableQuery(odata: "$filter=year gt", dialect: .v3) }
+        let error = queryError { _ = try TableQuery(odata: "$filter=year gt", protocolVersion: .v3) }
         #expect(error?.description == "invalid query: $filter at 7: expected an operand after 'gt'")
     }
 
     @Test func orderBy() throws {
         func orderBy(_ text: String) throws(QueryError) -> [SortKey] {
-            try TableQuery(odata: "$orderby=" + text, dialect: .v3).orderBy
+            try TableQuery(odata: "$orderby=" + text, protocolVersion: .v3).orderBy
         }
         #expect(try orderBy("title") == [.field("title")])
         #expect(try orderBy("title asc") == [.field("title")])
@@ -155,7 +164,7 @@ struct ODataQueryStringTests: ODataTestSupport {
 
     @Test func select() throws {
         func select(_ text: String) throws(QueryError) -> [String]? {
-            try TableQuery(odata: "$select=" + text, dialect: .v3).select
+            try TableQuery(odata: "$select=" + text, protocolVersion: .v3).select
         }
         #expect(try select("price") == ["price"])
         #expect(try select("id,stringValue") == ["id", "stringValue"])
@@ -174,14 +183,16 @@ struct ODataQueryStringTests: ODataTestSupport {
     @Test("the peers' 400 cases")
     func peerErrors() {
         expectQueryError(.syntax, option: "$filter") {
-            _ = try TableQuery(odata: "$filter=(year - 1900) ge 100", dialect: .v3)
+            _ = try TableQuery(odata: "$filter=(year - 1900) ge 100", protocolVersion: .v3)
         }
         expectQueryError(.syntax, option: "$orderby") {
-            _ = try TableQuery(odata: "$orderby=duration fizz", dialect: .v3)
+            _ = try TableQuery(odata: "$orderby=duration fizz", protocolVersion: .v3)
         }
-        expectQueryError(.syntax, option: "$select") { _ = try TableQuery(odata: "$select=year rating", dialect: .v3) }
+        expectQueryError(.syntax, option: "$select") {
+            _ = try TableQuery(odata: "$select=year rating", protocolVersion: .v3)
+        }
         for text in ["$skip=-1", "$skip=NaN", "$top=-1", "$top=NaN"] {
-            expectQueryError(.invalidOption) { _ = try TableQuery(odata: text, dialect: .v3) }
+            expectQueryError(.invalidOption) { _ = try TableQuery(odata: text, protocolVersion: .v3) }
         }
     }
 }

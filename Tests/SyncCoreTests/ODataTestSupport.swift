@@ -28,11 +28,11 @@ extension ODataTestSupport {
     func time(_ text: String) -> QueryExpression { .literal(.timeOfDay(TimeOfDay(iso8601: text)!)) }
 
     /// Parses a `$filter` value.
-    func parseFilter(_ text: String, _ dialect: ProtocolVersion = .v3, limits: QueryLimits = .default)
+    func parseFilter(_ text: String, _ protocolVersion: ProtocolVersion = .v3, limits: QueryLimits = .default)
         throws(QueryError)
         -> QueryExpression
     {
-        try QueryExpression(odataFilter: text, dialect: dialect, limits: limits)
+        try QueryExpression(odataFilter: text, protocolVersion: protocolVersion, limits: limits)
     }
 
     /// The error `body` throws, or `nil`.
@@ -65,32 +65,32 @@ extension ODataTestSupport {
         if let option { #expect(error.option == option, "\(error)", sourceLocation: sourceLocation) }
     }
 
-    /// Expects the filter `text` to fail with `code` at `position` in both dialects.
+    /// Expects the filter `text` to fail with `code` at `position` in both protocol versions.
     func expectFilterError(
         _ text: String,
         _ code: QueryError.Code,
         at position: Int?,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        for dialect in ProtocolVersion.allCases {
+        for protocolVersion in ProtocolVersion.allCases {
             expectQueryError(code, at: position, option: "$filter", sourceLocation: sourceLocation) {
-                _ = try parseFilter(text, dialect)
+                _ = try parseFilter(text, protocolVersion)
             }
         }
     }
 
-    /// Expects the filter `text` to parse to `expected` in both dialects.
+    /// Expects the filter `text` to parse to `expected` in both protocol versions.
     func expectFilter(
         _ text: String,
         _ expected: QueryExpression,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        for dialect in ProtocolVersion.allCases {
+        for protocolVersion in ProtocolVersion.allCases {
             do {
-                let parsed = try parseFilter(text, dialect)
-                #expect(parsed == expected, "\(dialect.rawValue): \(text)", sourceLocation: sourceLocation)
+                let parsed = try parseFilter(text, protocolVersion)
+                #expect(parsed == expected, "\(protocolVersion.rawValue): \(text)", sourceLocation: sourceLocation)
             } catch {
-                Issue.record("\(dialect.rawValue): \(text) failed: \(error)", sourceLocation: sourceLocation)
+                Issue.record("\(protocolVersion.rawValue): \(text) failed: \(error)", sourceLocation: sourceLocation)
             }
         }
     }

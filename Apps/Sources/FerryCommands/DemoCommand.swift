@@ -138,7 +138,7 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
             var merged = serverItem
             merged["title"] = "Oat milk, 2 litres"
             merged["done"] = true
-            try await phone.resolve(error.id, ErrorResolution.retry(with: merged))
+            try await phone.resolve(error.id, ErrorResolution.useMerged(merged))
             say(Rendering.push(try await phone.push(), format: .table))
 
             heading("Both devices pull; they agree with the server.")

@@ -40,7 +40,7 @@ public struct ReplCommand: AsyncParsableCommand, Sendable {
     @Option(help: ArgumentHelp("A bearer token (default: $FERRY_TOKEN).", valueName: "token")) var token: String?
     @Option(help: "Where device stores live: a directory for sqlite stores, or memory.")
     var stores: String = "ferry-repl"
-    @Option(help: "The conflict policy of new devices: fail, server, client or merge.") var conflicts: String = "fail"
+    @Option(help: "The conflict policy of new devices: keep, server, client or merge.") var conflicts: String = "keep"
     @Option(help: "The first device's name.") var device: String = "phone"
 
     public init() {}
@@ -218,7 +218,7 @@ public actor ReplSession {
                     String(status.operations.count), String(status.errors.count),
                 ])
             }
-            output.print(TextTable.render(headers: ["device", "store", "network", "pending", "errors"], rows: rows))
+            output.print(TextTable.render(headers: ["device", "store", "network", "queued", "errors"], rows: rows))
         case "offline", "online":
             try await currentDevice().setOnline(first == "online")
             if first == "online" { offline.remove(current) } else { offline.insert(current) }

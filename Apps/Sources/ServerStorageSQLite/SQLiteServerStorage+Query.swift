@@ -68,7 +68,7 @@ extension SQLiteServerStorage {
                 "query runs partly in the evaluator",
                 metadata: [
                     "ferry.table": "\(table.name)",
-                    "ferry.residual": "\(plan.residual.map { $0.odata(dialect: .v3) } ?? "-")",
+                    "ferry.residual": "\(plan.residual.map { $0.odata(protocolVersion: .v3) } ?? "-")",
                 ])
             return try Self.evaluate(db, sqlName, table, query, plan)
         }

@@ -4,7 +4,7 @@ public import Logging
 import QuerySQL
 import QuerySQLite
 public import ServerStorage
-public import SyncCore
+@_spi(StoreSupport) public import SyncCore
 import Synchronization
 
 /// The reference server's embedded default storage: SQLite through GRDB.swift, in a file or in
@@ -459,7 +459,7 @@ public final class SQLiteServerStorage: ServerStorage {
         do {
             try StoreValidation.validateTableName(name)
         } catch {
-            throw StorageError(.invalidName, error.message)
+            throw StorageError(.invalidTableName, error.message)
         }
     }
 

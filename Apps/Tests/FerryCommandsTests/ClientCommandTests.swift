@@ -81,8 +81,8 @@ struct ClientCommandTests {
         let update = try #require(
             try FerryCommand.parseAsRoot(["update", "todo", "a", #"{"done":true}"#]) as? UpdateCommand)
         try await update.execute(on: device, output: transcript.output)
-        #expect(try await device.get("todo", id: "a")?["done"] == true)
-        #expect(try await device.get("todo", id: "a")?["title"] == "Milk")
+        #expect(try await device.item("todo", id: "a")?["done"] == true)
+        #expect(try await device.item("todo", id: "a")?["title"] == "Milk")
 
         let json = Transcript()
         let query = try #require(try FerryCommand.parseAsRoot(["query", "todo", "--json"]) as? QueryCommand)
@@ -108,7 +108,7 @@ struct ClientCommandTests {
     /// The REPL read from a pipe: two devices, offline edits, a restart, a conflict and its resolution.
     @Test func theReplSaysWhatItDoesNotKnow() async throws {
         let transcript = Transcript()
-        let session = try ReplSession(server: nil, policy: .fail, stores: "memory", output: transcript.output)
+        let session = try ReplSession(server: nil, policy: .keep, stores: "memory", output: transcript.output)
         try await session.use("phone", store: nil)
         for (line, expected) in [
             ("help nosuch", "no command 'nosuch'"), ("psuh", "did you mean 'push'?"),
@@ -133,7 +133,7 @@ struct ClientCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let transcript = Transcript()
         let session = try ReplSession(
-            server: ServerSettings(url: URL(string: server.url)!), policy: .fail, stores: directory,
+            server: ServerSettings(url: URL(string: server.url)!), policy: .keep, stores: directory,
             output: transcript.output)
         try await session.use("phone", store: nil)
         let script = """
@@ -172,13 +172,13 @@ struct ClientCommandTests {
         #expect(text.components(separatedBy: "say `online` to reconnect").count == 2, "\(text)")
         #expect(text.split(separator: "\n").contains { $0.contains("milk") && $0.hasSuffix("pending") }, "\(text)")
         #expect(!text.contains("inFlight"), "\(text)")
-        #expect(text.contains("1 pending operation"))
+        #expect(text.contains("1 queued operation"))
         #expect(text.contains("pushed 1 operation"))
         #expect(text.contains("1 failed (see `conflicts`)"))
         #expect(text.contains("resolved"))
         #expect(text.contains("Milk, 2 litres"))
         let onServer = try await HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
-            .onlineTable("todo").read(id: "milk")
+            .onlineTable("todo").item(id: "milk")
         #expect(onServer?["title"] == "Milk, 2 litres")
         try await server.shutdown()
     }

@@ -80,7 +80,7 @@ struct NewcomerCommandTests {
         let device = try Device(name: "files", store: .memory, server: nil)
         let insert = try #require(try FerryCommand.parseAsRoot(["insert", "todo", "@" + path]) as? InsertCommand)
         try await insert.execute(on: device, output: Transcript().output)
-        #expect(try await device.get("todo", id: "big")?["note"]?.stringValue?.count == 2_000_000)
+        #expect(try await device.item("todo", id: "big")?["note"]?.stringValue?.count == 2_000_000)
         let missing = try #require(
             try FerryCommand.parseAsRoot(["insert", "todo", "@/no/such.json"]) as? InsertCommand)
         await #expect(throws: ClientError.self) { try await missing.execute(on: device, output: Transcript().output) }
@@ -228,7 +228,7 @@ struct ReplInterruptTests {
         defer { close(listener) }
         let transcript = Transcript()
         let session = try ReplSession(
-            server: ServerSettings(url: URL(string: "http://127.0.0.1:\(port)")!), policy: .fail, stores: "memory",
+            server: ServerSettings(url: URL(string: "http://127.0.0.1:\(port)")!), policy: .keep, stores: "memory",
             output: transcript.output)
         try await session.use("phone", store: nil)
         let script = """
@@ -249,7 +249,7 @@ struct ReplInterruptTests {
         let text = transcript.value
         #expect(text.contains("cancelled"), "\(text)")
         #expect(text.contains("> status"), "the session went on after the interrupted pull: \(text)")
-        #expect(text.contains("1 pending operation"), "\(text)")
+        #expect(text.contains("1 queued operation"), "\(text)")
     }
 }
 
@@ -257,7 +257,7 @@ struct ReplInterruptTests {
 struct ReplLookTests {
     @Test func theBannerAndThePromptSayWhereYouAre() async throws {
         let session = try ReplSession(
-            server: ServerSettings(url: URL(string: "http://127.0.0.1:8080")!), policy: .fail, stores: "memory",
+            server: ServerSettings(url: URL(string: "http://127.0.0.1:8080")!), policy: .keep, stores: "memory",
             output: Transcript().output)
         try await session.use("phone", store: nil)
         let banner = await session.banner()
@@ -319,7 +319,7 @@ struct ConflictViewTests {
 struct ReplHelpTests {
     @Test func helpShowsOnlyWhatWorksInTheREPL() async throws {
         let transcript = Transcript()
-        let session = try ReplSession(server: nil, policy: .fail, stores: "memory", output: transcript.output)
+        let session = try ReplSession(server: nil, policy: .keep, stores: "memory", output: transcript.output)
         try await session.use("phone", store: nil)
         try await session.execute("help push")
         let help = transcript.value

@@ -147,7 +147,7 @@ struct PeerQueryHTTPTests {
             while true {
                 let reply = try await server.send("GET", target, headers: peerCase.headers)
                 guard reply.status == 200 else { return "page \(pages + 1): status \(reply.status)" }
-                let page = try Page(reply, peer.dialect)
+                let page = try Page(reply, peer.protocolVersion)
                 pages += 1
                 total += page.items.count
                 for item in page.items {
@@ -172,7 +172,7 @@ struct PeerQueryHTTPTests {
         guard reply.status == 200 else {
             return reply.json?["error"]?.stringValue?.isEmpty == false ? nil : "no JSON error message"
         }
-        let page = try Page(reply, peer.dialect)
+        let page = try Page(reply, peer.protocolVersion)
         if let shape = peerCase.responseShape {
             let isArray = shape == "bare JSON array"
             let isResults = shape.hasPrefix("{\"results\"")
@@ -191,7 +191,7 @@ struct PeerQueryHTTPTests {
             let matches = peer.firstIDsOrdered ? actual == expected : Set(actual) == Set(expected)
             if !matches { return "first ids \(actual), expected \(expected)" }
         }
-        if peer.dialect == .v3, case .some(let expected) = peer.expectedNextLink {
+        if peer.protocolVersion == .v3, case .some(let expected) = peer.expectedNextLink {
             let actual = page.nextLink.map { link in
                 link.contains("?") ? String(link[link.index(after: link.firstIndex(of: "?")!)...]) : link
             }
@@ -219,7 +219,7 @@ struct PeerQueryHTTPTests {
         var count: Int?
         var nextLink: String?
 
-        init(_ reply: LiveServer.Reply, _ dialect: ProtocolVersion) throws {
+        init(_ reply: LiveServer.Reply, _ protocolVersion: ProtocolVersion) throws {
             switch reply.json {
             case .array(let values)?:
                 shape = .array

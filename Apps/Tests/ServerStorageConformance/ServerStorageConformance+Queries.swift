@@ -90,8 +90,8 @@ extension ServerStorageConformance {
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> QueryPlan? {
         let description =
-            "filter \(query.filter.map { $0.odata(dialect: .v3) } ?? "-"), order "
-            + query.orderBy.map { "\($0.expression.odata(dialect: .v3))\($0.descending ? " desc" : "")" }
+            "filter \(query.filter.map { $0.odata(protocolVersion: .v3) } ?? "-"), order "
+            + query.orderBy.map { "\($0.expression.odata(protocolVersion: .v3))\($0.descending ? " desc" : "")" }
             .joined(separator: ",") + ", skip \(query.skip), limit \(query.limit.map(String.init) ?? "-")"
         let expected = try QueryEvaluator(schema: catalog.schema).evaluate(
             TableQuery(
@@ -254,14 +254,14 @@ extension ServerStorageConformance {
                     "cast(n, Edm.Int32) eq null", "n mul 10 eq INF", "n ne NaN", "n lt INF", "n eq -INF",
                 ]
                 for filter in filters {
-                    let parsed = try QueryExpression(odataFilter: filter, dialect: .v3)
+                    let parsed = try QueryExpression(odataFilter: filter, protocolVersion: .v3)
                     let expected = try QueryEvaluator(schema: table.schema).evaluate(
                         TableQuery(filter: parsed), over: stored.map(\.queryable))
                     let page = try await fixture.storage.query(table, StorageQuery(filter: parsed))
                     #expect(page.items.map(\.id) == expected.items.compactMap(\.id), "\(filter) [\(page.plan)]")
                 }
                 let probe = try QueryExpression(
-                    odataFilter: "substring('hello',1,9223372036854775807) eq 'ello'", dialect: .v3)
+                    odataFilter: "substring('hello',1,9223372036854775807) eq 'ello'", protocolVersion: .v3)
                 #expect(try await fixture.storage.query(table, StorageQuery(filter: probe)).items.count == 3)
             },
             .init("hostile queries give what the evaluator gives, or are refused (seeded fuzz)") {
@@ -302,7 +302,7 @@ extension ServerStorageConformance {
                     check.includeTotalCount = true
                     check.includeDeleted = true
                     let expected = try evaluator.evaluate(check, over: stored.map(\.queryable))
-                    let description = check.odataQueryString(dialect: .v3)
+                    let description = check.odataQueryString(protocolVersion: .v3)
                     #expect(page.items.map(\.id) == expected.items.compactMap(\.id), "\(description) [\(page.plan)]")
                     if query.includeTotalCount { #expect(page.totalCount == expected.totalCount, "\(description)") }
                     agreed += 1

@@ -233,7 +233,7 @@ extension ServerStorageConformance {
             .init("invalid table names and ids are refused without writing") { fixture async throws in
                 let storage = fixture.storage
                 for name in ["", "a b", "__ferry", "x;DROP TABLE y", String(repeating: "t", count: 129)] {
-                    await expectStorageError(.invalidName, "table name '\(name)'") {
+                    await expectStorageError(.invalidTableName, "table name '\(name)'") {
                         try await storage.insert(into: StorageTable(name: name), id: "1", content: [:], owner: nil)
                     }
                 }

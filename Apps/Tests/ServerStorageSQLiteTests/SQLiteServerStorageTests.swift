@@ -109,7 +109,7 @@ struct SQLiteServerStorageTests {
                 plans[page.plan, default: 0] += 1
                 if page.items.map(\.id) != expected.items.compactMap(\.id) || page.totalCount != expected.totalCount {
                     failures.append(
-                        "round \(round) on \(table.name) [\(page.plan)]: \(check.odataQueryString(dialect: .v3))\n  storage:   \(page.items.map(\.id))\n  evaluator: \(expected.items.compactMap(\.id))"
+                        "round \(round) on \(table.name) [\(page.plan)]: \(check.odataQueryString(protocolVersion: .v3))\n  storage:   \(page.items.map(\.id))\n  evaluator: \(expected.items.compactMap(\.id))"
                     )
                 }
             }

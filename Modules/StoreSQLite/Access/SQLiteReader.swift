@@ -121,7 +121,7 @@ class SQLiteReader: StoreReader {
         try run("reading the definition of table '\(table)' from") { try entry(table)?.definition }
     }
 
-    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [PendingOperation] {
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation] {
         try run("reading the operation queue of") {
             if let limit, limit <= 0 { return [] }
             var sql: SQLFragment = "SELECT json FROM ferry_operations WHERE id > \(bind: afterID ?? Int64.min)"
@@ -130,7 +130,7 @@ class SQLiteReader: StoreReader {
             // Without a table filter the SQL limit is exact; with one, table names holding NUL
             // characters are matched exactly in Swift below, so the limit applies there.
             if let limit, table == nil { sql = "\(sql) LIMIT \(bind: Int64(limit))" }
-            var result: [PendingOperation] = []
+            var result: [QueuedOperation] = []
             let cursor = try String.fetchCursor(db, sql: sql.sqliteText, arguments: sql.statementArguments)
             while let text = try cursor.next() {
                 let operation = try decodeOperation(text)
@@ -142,11 +142,11 @@ class SQLiteReader: StoreReader {
         }
     }
 
-    func decodeOperation(_ text: String) throws -> PendingOperation {
-        try PendingOperation(json: try decodeObject(text, what: "a queued operation"))
+    func decodeOperation(_ text: String) throws -> QueuedOperation {
+        try QueuedOperation(json: try decodeObject(text, what: "a queued operation"))
     }
 
-    func operations(table: String, itemID: String) throws -> [PendingOperation] {
+    func operations(table: String, itemID: String) throws -> [QueuedOperation] {
         try run("reading the operations of item '\(itemID)' from") {
             let statement = try db.cachedStatement(
                 sql: "SELECT json FROM ferry_operations WHERE tableName = ? AND itemId = ? ORDER BY id")
@@ -155,7 +155,7 @@ class SQLiteReader: StoreReader {
         }
     }
 
-    func operation(id: Int64) throws -> PendingOperation? {
+    func operation(id: Int64) throws -> QueuedOperation? {
         try run("reading operation \(id) from") {
             let statement = try db.cachedStatement(sql: "SELECT json FROM ferry_operations WHERE id = ?")
             return try String.fetchOne(statement, arguments: [id]).map { try decodeOperation($0) }

@@ -87,13 +87,13 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
         return try delete(table, ids: ids)
     }
 
-    func appendOperation(_ draft: OperationDraft) throws -> PendingOperation {
+    func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation {
         try run("queueing an operation in") {
             try StoreValidation.validateTableName(draft.table)
             // The high-water mark, never max(id) + 1: ids are not reused after the queue drains.
             let last = try Int64.fetchOne(db, sql: "SELECT value FROM ferry_meta WHERE key = 'lastOperationId'") ?? 0
             let highest = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM ferry_operations") ?? 0
-            let operation = PendingOperation(id: max(last, highest) + 1, draft: draft)
+            let operation = QueuedOperation(id: max(last, highest) + 1, draft: draft)
             try db.execute(
                 sql: "INSERT INTO ferry_operations (id, tableName, itemId, json) VALUES (?, ?, ?, ?)",
                 arguments: [
@@ -105,7 +105,7 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
         }
     }
 
-    func updateOperation(_ operation: PendingOperation) throws {
+    func updateOperation(_ operation: QueuedOperation) throws {
         try run("updating operation \(operation.id) in") {
             try db.execute(
                 sql: "UPDATE ferry_operations SET tableName = ?, itemId = ?, json = ? WHERE id = ?",

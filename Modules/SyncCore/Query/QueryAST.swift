@@ -2,7 +2,7 @@
 ///
 /// The same value is evaluated by the memory and LMDB stores (``QueryEvaluator``), compiled to SQL
 /// by the SQLite store and the reference server, and encoded to OData for the wire
-/// (``TableQuery/odataQueryString(dialect:)``). A query means the same thing everywhere.
+/// (``TableQuery/odataQueryString(protocolVersion:)``). A query means the same thing everywhere.
 ///
 /// Build one with the query builder rather than writing OData by hand:
 ///
@@ -121,7 +121,7 @@ public enum BinaryOperator: String, Sendable, Hashable, CaseIterable {
     public var isArithmetic: Bool { !isComparison && !isLogical }
 }
 
-/// The functions of both protocol dialects.
+/// The functions of both protocol versions.
 public enum QueryFunction: String, Sendable, Hashable, CaseIterable {
     // Strings.
     /// 3.0 `contains(haystack, needle)`; 2.0 `substringof(needle, haystack)` is parsed into it with
@@ -190,7 +190,7 @@ public enum QueryLiteral: Sendable, Hashable {
     case guid(String)
 }
 
-/// The two dialects of the table protocol.
+/// The two protocol versions of the table protocol.
 public enum ProtocolVersion: String, Sendable, Hashable, CaseIterable, Codable {
     /// Azure Mobile Apps (ZUMO) 2.0.0.
     case v2 = "2.0.0"

@@ -5,7 +5,7 @@
 ///
 /// ```swift
 /// do {
-///     _ = try TableQuery(odata: "$filter=year gt", dialect: .v3)
+///     _ = try TableQuery(odata: "$filter=year gt", protocolVersion: .v3)
 /// } catch let error as QueryError {
 ///     print(error)  // "invalid query: $filter at 7: expected an operand after 'gt'"
 /// }
@@ -18,7 +18,7 @@ public struct QueryError: Error, Sendable, Hashable, CustomStringConvertible {
 
         /// The text does not follow the grammar.
         public static let syntax = Code("syntax")
-        /// A function name that neither dialect knows, or one the chosen dialect lacks.
+        /// A function name that neither protocol version knows, or one the chosen protocol version lacks.
         public static let unknownFunction = Code("unknownFunction")
         /// A function called with the wrong number of arguments.
         public static let wrongArgumentCount = Code("wrongArgumentCount")

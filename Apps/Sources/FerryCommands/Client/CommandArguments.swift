@@ -32,7 +32,7 @@ func parseObject(_ argument: String, what: String, readsStandardInput: Bool = fa
     return object
 }
 
-/// Parses the query options of `query`, `pull` and `purge` (filters in the 3.0 dialect).
+/// Parses the query options of `query`, `pull` and `purge` (filters in the 3.0 protocol version).
 func makeQuery(
     filter: String?, orderBy: String? = nil, top: Int? = nil, skip: Int? = nil, select: String? = nil,
     count: Bool = false, includeDeleted: Bool = false
@@ -49,7 +49,7 @@ func makeQuery(
     if count { add("$count", "true") }
     if includeDeleted { add("__includedeleted", "true") }
     do {
-        return try TableQuery(odata: parameters.joined(separator: "&"), dialect: .v3)
+        return try TableQuery(odata: parameters.joined(separator: "&"), protocolVersion: .v3)
     } catch {
         let text: String? =
             switch error.option?.lowercased() {

@@ -77,7 +77,7 @@ public struct ClientOptions: ParsableArguments, Sendable {
     @OptionGroup var connection: ServerOptions
 
     @Option(help: "What a push does with a conflict: fail (keep it in `conflicts`), server, client or merge.")
-    var conflicts: String = "fail"
+    var conflicts: String = "keep"
 
     @OptionGroup var output: OutputOptions
 
@@ -95,10 +95,10 @@ public struct ClientOptions: ParsableArguments, Sendable {
 
     func policy() throws(ClientError) -> ConflictPolicy { try Self.policy(conflicts) }
 
-    /// `fail`, `server`, `client` or `merge`.
+    /// `keep`, `server`, `client` or `merge`.
     static func policy(_ text: String) throws(ClientError) -> ConflictPolicy {
         guard let policy = ConflictPolicy(rawValue: text) else {
-            throw ClientError(.usage, "unknown conflict policy '\(text)'", hint: "fail, server, client or merge")
+            throw ClientError(.usage, "unknown conflict policy '\(text)'", hint: "keep, server, client or merge")
         }
         return policy
     }

@@ -65,7 +65,7 @@ public struct GetCommand: DeviceCommand, Sendable {
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        guard let item = try await device.get(table, id: id) else {
+        guard let item = try await device.item(table, id: id) else {
             throw ClientError(.notFound, "no item '\(id)' in '\(table)'", hint: "`query \(table)` lists them")
         }
         output.print(Rendering.item(item, format: output.format, width: output.terminalWidth))

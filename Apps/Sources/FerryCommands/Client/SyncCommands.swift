@@ -37,7 +37,7 @@ public struct PullCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "pull", abstract: "Bring the server's items of a table into the local store.",
         discussion: """
-            Pushes the table's pending operations first. With --query-id the pull is incremental: the next \
+            Pushes the table's queued operations first. With --query-id the pull is incremental: the next \
             pull with the same id only brings what changed since. Exits with 2 when operations of that push \
             failed or conflicted (see `ferry conflicts`).
             """)
@@ -73,11 +73,11 @@ public struct PullCommand: DeviceCommand, Sendable {
 public struct PurgeCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "purge", abstract: "Remove items from the local store only (the server keeps them).",
-        discussion: "Refuses while the table has pending operations, unless --force (which drops them too).")
+        discussion: "Refuses while the table has queued operations, unless --force (which drops them too).")
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
     @Option(help: "Only items matching this OData $filter.") var filter: String?
-    @Flag(help: "Also drop the table's pending operations, errors and pull cursors.") var force = false
+    @Flag(help: "Also drop the table's queued operations, errors and delta tokens.") var force = false
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
@@ -91,7 +91,7 @@ public struct PurgeCommand: DeviceCommand, Sendable {
 /// `ferry status`
 public struct StatusCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Show pending operations per table, errors and pull cursors.")
+        commandName: "status", abstract: "Show queued operations per table, errors and delta tokens.")
     public static let readsOnly = true
     @OptionGroup public var client: ClientOptions
     public init() {}
@@ -149,8 +149,8 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
     func resolution() throws -> ErrorResolution {
         let object = try item.map { try parseObject($0, what: "item") }
         switch take {
-        case "server": return .useServerItem
-        case "mine": return .retry(with: object)
+        case "server": return .useServer
+        case "mine": return object.map { .useMerged($0) } ?? .useClient
         case "discard": return .discardLocalChange
         case "change":
             guard let operation, let kind = OperationKind(rawValue: operation) else {

@@ -65,7 +65,7 @@ public struct TableSettings: Sendable, Hashable {
 
     /// The parsed ``dataView``.
     var dataViewFilter: QueryExpression? {
-        dataView.flatMap { try? QueryExpression(odataFilter: $0, dialect: .v3) }
+        dataView.flatMap { try? QueryExpression(odataFilter: $0, protocolVersion: .v3) }
     }
 
     func validate() throws(ConfigurationError) {
@@ -89,7 +89,7 @@ public struct TableSettings: Sendable, Hashable {
         }
         if let dataView {
             do {
-                let filter = try QueryExpression(odataFilter: dataView, dialect: .v3)
+                let filter = try QueryExpression(odataFilter: dataView, protocolVersion: .v3)
                 try QueryEvaluator(schema: schema).validate(TableQuery(filter: filter))
             } catch {
                 throw ConfigurationError("table '\(name)': dataView is not a valid filter: \(error)")

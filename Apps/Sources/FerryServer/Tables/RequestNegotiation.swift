@@ -28,8 +28,11 @@ extension TableService {
 
     func resolve(_ name: String, creating: Bool) async throws -> TableSettings {
         if let table = declared[name] { return table }
-        guard configuration.allowsDynamicTables, (try? StoreValidation.validateTableName(name)) != nil else {
-            throw ProtocolError.notFound("no table '\(name.prefix(128))'")
+        guard configuration.allowsDynamicTables else { throw ProtocolError.notFound("no table '\(name.prefix(128))'") }
+        do {
+            try StoreValidation.validateTableName(name)
+        } catch {
+            throw ProtocolError(404, "invalidTableName", error.message)
         }
         var table = configuration.dynamicTableDefaults
         table.name = name

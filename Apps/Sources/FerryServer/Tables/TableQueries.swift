@@ -9,7 +9,7 @@ extension TableService {
         let parsed: TableQuery
         do {
             parsed = try TableQuery(
-                odata: context.request.rawQuery, dialect: context.version,
+                odata: context.request.rawQuery, protocolVersion: context.version,
                 limits: QueryLimits(
                     maximumLength: configuration.limits.maximumQueryLength,
                     maximumDepth: configuration.limits.maximumFilterDepth))

@@ -75,6 +75,7 @@ final class TableService: Sendable {
         case .invalidQuery: return .badRequest(error.message, code: "invalidQuery")
         case .fieldKind: return .badRequest(error.message, code: "invalidItem")
         case .invalidName: return .badRequest(error.message, code: "invalidItem")
+        case .invalidTableName: return ProtocolError(404, "invalidTableName", error.message)
         case .notFound, .noSuchTable: return .notFound(error.message)
         case .busy: return ProtocolError(503, "busy", "the database is busy; retry later")
         default:

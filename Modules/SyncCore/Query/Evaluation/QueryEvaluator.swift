@@ -13,7 +13,7 @@
 ///
 /// ```swift
 /// let evaluator = QueryEvaluator()
-/// let query = try TableQuery(odata: "$filter=year ge 2000&$orderby=title&$top=10&$count=true", dialect: .v3)
+/// let query = try TableQuery(odata: "$filter=year ge 2000&$orderby=title&$top=10&$count=true", protocolVersion: .v3)
 /// let result = try evaluator.evaluate(query, over: items)
 /// print(result.totalCount ?? 0, result.items.count)
 /// ```

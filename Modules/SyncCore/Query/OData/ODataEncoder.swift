@@ -1,4 +1,4 @@
-// The OData writer: queries and expressions as the text each protocol dialect reads.
+// The OData writer: queries and expressions as the text each protocol version reads.
 //
 // Output is canonical: every binary expression is parenthesized (a chain of one `and`/`or` once, flat), there are
 // no optional spaces, and the
@@ -12,15 +12,16 @@ extension TableQuery {
     ///
     /// ```swift
     /// let query = TableQuery().filter(.field("year").ge(1930)).orderBy("title").top(10).includingTotalCount()
-    /// query.odataParameters(dialect: .v3)
+    /// query.odataParameters(protocolVersion: .v3)
     /// // [("$filter", "(year ge 1930)"), ("$orderby", "title"), ("$top", "10"), ("$count", "true")]
     /// ```
-    public func odataParameters(dialect: ProtocolVersion) -> [(name: String, value: String)] {
+    public func odataParameters(protocolVersion: ProtocolVersion) -> [(name: String, value: String)] {
         var parameters: [(name: String, value: String)] = []
-        if let filter { parameters.append(("$filter", filter.odata(dialect: dialect))) }
+        if let filter { parameters.append(("$filter", filter.odata(protocolVersion: protocolVersion))) }
         if !orderBy.isEmpty {
             let keys = orderBy.map { key in
-                ODataEncoding(dialect: dialect).encode(key.expression).text + (key.descending ? " desc" : "")
+                ODataEncoding(protocolVersion: protocolVersion).encode(key.expression).text
+                    + (key.descending ? " desc" : "")
             }
             parameters.append(("$orderby", keys.joined(separator: ",")))
         }
@@ -28,7 +29,7 @@ extension TableQuery {
         if let top { parameters.append(("$top", String(top))) }
         if let select { parameters.append(("$select", select.joined(separator: ","))) }
         if includeTotalCount {
-            switch dialect {
+            switch protocolVersion {
             case .v2: parameters.append(("$inlinecount", "allpages"))
             case .v3: parameters.append(("$count", "true"))
             }
@@ -37,45 +38,45 @@ extension TableQuery {
         return parameters
     }
 
-    /// The query as a URL query component (without the `?`): ``odataParameters(dialect:)`` joined with `&` and
+    /// The query as a URL query component (without the `?`): ``odataParameters(protocolVersion:)`` joined with `&` and
     /// percent-encoded per RFC 3986.
     ///
     /// Unreserved characters (`A-Z a-z 0-9 - . _ ~`) and `$ ' ( ) , :` stay as they are; everything else,
     /// including space (`%20`), `& = + # %` and every byte of a non-ASCII character, is percent-encoded.
     ///
     /// ```swift
-    /// TableQuery().filter(.field("title").eq("Amélie & co")).odataQueryString(dialect: .v3)
+    /// TableQuery().filter(.field("title").eq("Amélie & co")).odataQueryString(protocolVersion: .v3)
     /// // "$filter=(title%20eq%20'Am%C3%A9lie%20%26%20co')"
     /// ```
-    public func odataQueryString(dialect: ProtocolVersion) -> String {
-        odataParameters(dialect: dialect)
+    public func odataQueryString(protocolVersion: ProtocolVersion) -> String {
+        odataParameters(protocolVersion: protocolVersion)
             .map { ODataEncoding.percentEncoded($0.name) + "=" + ODataEncoding.percentEncoded($0.value) }
             .joined(separator: "&")
     }
 }
 
 extension QueryExpression {
-    /// The expression as `$filter` text in a dialect.
+    /// The expression as `$filter` text in a protocol version.
     ///
     /// ```swift
     /// let filter = QueryExpression.field("title").contains("Star") && QueryExpression.field("year").ge(1977)
-    /// filter.odata(dialect: .v3)  // "(contains(title,'Star') and (year ge 1977))"
-    /// filter.odata(dialect: .v2)  // "(substringof('Star',title) and (year ge 1977))"
+    /// filter.odata(protocolVersion: .v3)  // "(contains(title,'Star') and (year ge 1977))"
+    /// filter.odata(protocolVersion: .v2)  // "(substringof('Star',title) and (year ge 1977))"
     /// ```
     ///
-    /// Literals use each dialect's form: in 3.0 `cast(2024-08-23T20:22:54.291Z,Edm.DateTimeOffset)`,
+    /// Literals use each protocol version's form: in 3.0 `cast(2024-08-23T20:22:54.291Z,Edm.DateTimeOffset)`,
     /// `cast(1994-10-14,Edm.Date)`, `cast(07:14:00,Edm.TimeOfDay)` and `cast(<guid>,Edm.Guid)`; in 2.0
     /// `datetimeoffset'…'`, `datetime'1994-10-14T00:00:00.000Z'`, `'07:14:00'` and `guid'…'`. Decimals carry an
     /// `M`, and doubles always have a `.` or an exponent and read back to the same `Double`. An empty `in` list
     /// is written `false`.
-    public func odata(dialect: ProtocolVersion) -> String {
-        ODataEncoding(dialect: dialect).encode(self).text
+    public func odata(protocolVersion: ProtocolVersion) -> String {
+        ODataEncoding(protocolVersion: protocolVersion).encode(self).text
     }
 }
 
 /// Writes expressions and literals as OData text.
 struct ODataEncoding {
-    let dialect: ProtocolVersion
+    let protocolVersion: ProtocolVersion
 
     /// The text, and whether it is already enclosed in its own parentheses.
     func encode(_ expression: QueryExpression) -> (text: String, isWrapped: Bool) {
@@ -101,7 +102,7 @@ struct ODataEncoding {
         case .function(let function, let arguments):
             var arguments = arguments
             var name = function.rawValue
-            if function == .contains, dialect == .v2, arguments.count == 2 {
+            if function == .contains, protocolVersion == .v2, arguments.count == 2 {
                 name = "substringof"
                 arguments.swapAt(0, 1)
             }
@@ -109,7 +110,7 @@ struct ODataEncoding {
         case .isIn(let subject, let items):
             guard !items.isEmpty else { return ("false", false) }
             let subjectText = encode(subject).text
-            switch dialect {
+            switch protocolVersion {
             case .v3:
                 return ("(" + subjectText + " in (" + items.map { encode($0).text }.joined(separator: ",") + "))", true)
             case .v2:
@@ -136,22 +137,22 @@ struct ODataEncoding {
         case .decimal(let value): return value.isFinite ? Self.encode(value) + "M" : Self.encode(value)
         case .string(let value): return Self.quoted(value)
         case .dateTimeOffset(let value):
-            switch dialect {
+            switch protocolVersion {
             case .v2: return "datetimeoffset'" + value.iso8601 + "'"
             case .v3: return "cast(" + value.iso8601 + ",Edm.DateTimeOffset)"
             }
         case .date(let value):
-            switch dialect {
+            switch protocolVersion {
             case .v2: return "datetime'" + value.midnightUTC.iso8601 + "'"
             case .v3: return "cast(" + value.iso8601 + ",Edm.Date)"
             }
         case .timeOfDay(let value):
-            switch dialect {
+            switch protocolVersion {
             case .v2: return Self.quoted(value.iso8601)
             case .v3: return "cast(" + value.iso8601 + ",Edm.TimeOfDay)"
             }
         case .guid(let value):
-            switch dialect {
+            switch protocolVersion {
             case .v2: return "guid'" + value + "'"
             case .v3: return "cast(" + value + ",Edm.Guid)"
             }

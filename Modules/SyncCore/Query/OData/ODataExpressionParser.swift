@@ -23,7 +23,7 @@ struct ODataExpressionParser {
         var start: Int
     }
 
-    private let dialect: ProtocolVersion
+    private let protocolVersion: ProtocolVersion
     private let limits: QueryLimits
     /// The tokens, read one at a time.
     private var lexer: ODataLexer
@@ -34,9 +34,9 @@ struct ODataExpressionParser {
         "maxdatetime", "any", "all", "matchespattern", "hassubset", "hassubsequence", "case", "tostring",
     ]
 
-    init(text: String, option: String, dialect: ProtocolVersion, limits: QueryLimits) throws(QueryError) {
+    init(text: String, option: String, protocolVersion: ProtocolVersion, limits: QueryLimits) throws(QueryError) {
         self.lexer = try ODataLexer(text: text, option: option)
-        self.dialect = dialect
+        self.protocolVersion = protocolVersion
         self.limits = limits
     }
 
@@ -323,7 +323,8 @@ struct ODataExpressionParser {
         } else if let known = QueryFunction(rawValue: lowercased) {
             function = known
         } else {
-            throw error(.unknownFunction, "unknown function '\(name)' in protocol \(dialect.rawValue)", at: start)
+            throw error(
+                .unknownFunction, "unknown function '\(name)' in protocol \(protocolVersion.rawValue)", at: start)
         }
         var arguments: [Node] = []
         if case .closeParen = token.kind {

@@ -111,7 +111,7 @@ public struct ODataParameters: Sendable, Hashable {
     }
 
     /// The parameters joined as `name=value` text, percent-encoded for a URL's query component (see
-    /// ``TableQuery/odataQueryString(dialect:)`` for the characters kept).
+    /// ``TableQuery/odataQueryString(protocolVersion:)`` for the characters kept).
     public var percentEncodedQueryString: String {
         parameters.map { ODataEncoding.percentEncoded($0.name) + "=" + ODataEncoding.percentEncoded($0.value) }
             .joined(separator: "&")

@@ -16,13 +16,13 @@ extension TableQuery {
     /// ```swift
     /// let query = try TableQuery(
     ///     odata: "$filter=(year ge 1930) and (year le 1940)&$orderby=title desc&$top=20&$count=true",
-    ///     dialect: .v3)
+    ///     protocolVersion: .v3)
     /// query.top                // 20
     /// query.includeTotalCount  // true
     /// ```
     ///
-    /// Both dialects' forms are accepted whichever `dialect` is named (`substringof` and `contains`,
-    /// `datetime'…'` and `cast(…,Edm.DateTimeOffset)`, `$inlinecount=allpages` and `$count=true`); the dialect
+    /// Both protocol versions' forms are accepted whichever `protocolVersion` is named (`substringof` and `contains`,
+    /// `datetime'…'` and `cast(…,Edm.DateTimeOffset)`, `$inlinecount=allpages` and `$count=true`); the protocol version
     /// only shapes error messages.
     ///
     /// The recognised parameters are `$filter`, `$orderby`, `$skip`, `$top`, `$select`, `$count` (`true` or
@@ -37,10 +37,11 @@ extension TableQuery {
     ///
     /// - Parameters:
     ///   - queryString: The query string, without the leading `?`.
-    ///   - dialect: The protocol the request came in.
+    ///   - protocolVersion: The protocol the request came in.
     ///   - limits: Bounds on the text's length (checked on `queryString` as given) and on nesting.
     /// - Throws: ``QueryError`` for any malformed, unsupported, oversized or too deeply nested option.
-    public init(odata queryString: String, dialect: ProtocolVersion, limits: QueryLimits = .default) throws(QueryError)
+    public init(odata queryString: String, protocolVersion: ProtocolVersion, limits: QueryLimits = .default)
+        throws(QueryError)
     {
         let length = queryString.utf8.count
         guard length <= limits.maximumLength else {
@@ -60,9 +61,9 @@ extension TableQuery {
             let value = parameter.value
             switch key {
             case "$filter":
-                query.filter = try ODataSyntax.filterOption(value, dialect: dialect, limits: limits)
+                query.filter = try ODataSyntax.filterOption(value, protocolVersion: protocolVersion, limits: limits)
             case "$orderby":
-                query.orderBy = try ODataSyntax.orderBy(value, dialect: dialect, limits: limits)
+                query.orderBy = try ODataSyntax.orderBy(value, protocolVersion: protocolVersion, limits: limits)
             case "$skip":
                 query.skip = try ODataSyntax.count(value, option: key)
             case "$top":
@@ -80,7 +81,7 @@ extension TableQuery {
             default:
                 throw QueryError(
                     .invalidOption,
-                    "unknown query option '\(parameter.name)' in protocol \(dialect.rawValue)",
+                    "unknown query option '\(parameter.name)' in protocol \(protocolVersion.rawValue)",
                     option: parameter.name
                 )
             }
@@ -93,7 +94,7 @@ extension QueryExpression {
     /// Parses a `$filter` expression on its own (the text after `$filter=`, already percent-decoded).
     ///
     /// ```swift
-    /// let filter = try QueryExpression(odataFilter: "year gt 1999 and startswith(title, 'The')", dialect: .v3)
+    /// let filter = try QueryExpression(odataFilter: "year gt 1999 and startswith(title, 'The')", protocolVersion: .v3)
     /// // .binary(.and, .binary(.greaterThan, .field("year"), .literal(.int(1999))),
     /// //        .function(.startsWith, [.field("title"), .literal(.string("The"))]))
     /// ```
@@ -111,7 +112,9 @@ extension QueryExpression {
     /// filter that cannot be Boolean such as `42` fail with ``QueryError/Code/typeMismatch``.
     ///
     /// - Throws: ``QueryError`` with ``QueryError/option`` `$filter` and the character offset of the problem.
-    public init(odataFilter text: String, dialect: ProtocolVersion, limits: QueryLimits = .default) throws(QueryError) {
+    public init(odataFilter text: String, protocolVersion: ProtocolVersion, limits: QueryLimits = .default)
+        throws(QueryError)
+    {
         let length = text.utf8.count
         guard length <= limits.maximumLength else {
             throw QueryError(
@@ -120,7 +123,7 @@ extension QueryExpression {
                 option: "$filter"
             )
         }
-        self = try ODataSyntax.filter(text, dialect: dialect, limits: limits)
+        self = try ODataSyntax.filter(text, protocolVersion: protocolVersion, limits: limits)
     }
 }
 
@@ -131,25 +134,29 @@ enum ODataSyntax {
     /// A `$filter` option's value: blank means no filter.
     static func filterOption(
         _ text: String,
-        dialect: ProtocolVersion,
+        protocolVersion: ProtocolVersion,
         limits: QueryLimits
     ) throws(QueryError) -> QueryExpression? {
         if isBlank(text) { return nil }
-        return try filter(text, dialect: dialect, limits: limits)
+        return try filter(text, protocolVersion: protocolVersion, limits: limits)
     }
 
     /// A whole `$filter` expression, which must be able to be Boolean.
-    static func filter(_ text: String, dialect: ProtocolVersion, limits: QueryLimits) throws(QueryError)
+    static func filter(_ text: String, protocolVersion: ProtocolVersion, limits: QueryLimits) throws(QueryError)
         -> QueryExpression
     {
-        var parser = try ODataExpressionParser(text: text, option: "$filter", dialect: dialect, limits: limits)
+        var parser = try ODataExpressionParser(
+            text: text, option: "$filter", protocolVersion: protocolVersion, limits: limits)
         return try parser.parseFilter()
     }
 
     /// A `$orderby` option's value: a comma list of `expression [asc|desc]`.
-    static func orderBy(_ text: String, dialect: ProtocolVersion, limits: QueryLimits) throws(QueryError) -> [SortKey] {
+    static func orderBy(_ text: String, protocolVersion: ProtocolVersion, limits: QueryLimits) throws(QueryError)
+        -> [SortKey]
+    {
         if isBlank(text) { return [] }
-        var parser = try ODataExpressionParser(text: text, option: "$orderby", dialect: dialect, limits: limits)
+        var parser = try ODataExpressionParser(
+            text: text, option: "$orderby", protocolVersion: protocolVersion, limits: limits)
         return try parser.parseOrderBy()
     }
 
