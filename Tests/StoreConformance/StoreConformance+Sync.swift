@@ -173,11 +173,8 @@ extension StoreConformance {
 
     static var persistence: [StoreConformanceCheck] {
         [
-            .init("everything survives closing and reopening the store", requires: .persistent) {
+            .init("everything survives closing and reopening the store", requires: [.persistent, .openingAtAPath]) {
                 fixture async throws in
-                guard let reopen = fixture.reopen else {
-                    throw ConformanceFailure(description: "a persistent store's fixture must provide reopen")
-                }
                 let store = fixture.store
                 let definition = TableDefinition(
                     name: "todo", schema: TableSchema(fields: ["n": .integer]), indexes: [["n"]])
@@ -191,7 +188,7 @@ extension StoreConformance {
                     return try tx.appendOperation(draft("todo", "a"))
                 }
                 try await store.close()
-                let reopened = try await reopen()
+                let reopened = try fixture.reopen()
                 #expect(try await reopened.item("todo", id: "a") == sample.merging(["id": "a"]) { $1 })
                 #expect(try await reopened.read { try $0.definition(of: "todo") } == definition)
                 #expect(try await reopened.read { try $0.operation(id: operation.id) } == operation)
