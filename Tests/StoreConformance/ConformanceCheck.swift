@@ -85,3 +85,65 @@ public struct ConformanceCheck<Fixture: ConformanceFixture>: Sendable, CustomTes
         await fixture.close()
     }
 }
+
+extension ConformanceCheck {
+    /// The checks of `checks` that `fixture` cannot run, each with the reason; the fixture is
+    /// closed afterwards.
+    ///
+    /// ```swift
+    /// let skipped = await StoreConformanceCheck.skipped(StoreConformance.all, by: StoreFixture(store: MemoryStore()))
+    /// ```
+    public static func skipped(_ checks: [Self], by fixture: Fixture) async -> [(name: String, reason: String)] {
+        let skipped = checks.compactMap { check in check.unmet(by: fixture).map { (check.name, $0) } }
+        await fixture.close()
+        return skipped
+    }
+
+    /// Cancels the current test with `skipped` (one line a skipped check, with its reason) when
+    /// there are any, so that they show in `swift test`'s output, which does not list cancelled
+    /// test cases; returns when there are none.
+    ///
+    /// ```swift
+    /// try StoreConformanceCheck.report(skipped: ["\"a check\" (the reason)"])
+    /// ```
+    public static func report(skipped: [String]) throws {
+        guard !skipped.isEmpty else { return }
+        try Test.cancel("SKIPPED \(skipped.count) conformance checks: \(skipped.joined(separator: "; "))")
+    }
+}
+
+/// An error with a stable code and one line for people: `StoreError`, and the server's
+/// `StorageError` in the Apps package. ``expectError(_:_:_:sourceLocation:_:)`` checks either.
+public protocol CodedError: Error {
+    /// The kind of stable code the error carries.
+    associatedtype Code: Equatable
+    /// The stable code, for programs.
+    var code: Code { get }
+    /// The one line for people.
+    var message: String { get }
+}
+
+/// Asserts that `body` throws an `E` with `code` and a message, and returns it.
+///
+/// ```swift
+/// let error = await expectError(StoreError.self, .closed, "read after close") {
+///     try await store.item("t", id: "1")
+/// }
+/// ```
+@discardableResult
+public func expectError<E: CodedError, T>(
+    _ type: E.Type, _ code: E.Code, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () async throws -> T
+) async -> E? {
+    do {
+        _ = try await body()
+        Issue.record("\(what): expected \(E.self).\(code), nothing was thrown", sourceLocation: sourceLocation)
+    } catch let error as E {
+        #expect(error.code == code, "\(what): \(error)", sourceLocation: sourceLocation)
+        #expect(!error.message.isEmpty, sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("\(what): expected \(E.self).\(code), got \(error)", sourceLocation: sourceLocation)
+    }
+    return nil
+}

@@ -26,9 +26,7 @@ public enum StoreConformance: Sendable {
 
     /// The checks `fixture` cannot run, each with the reason; the fixture is closed afterwards.
     public static func skipped(by fixture: StoreFixture) async -> [(name: String, reason: String)] {
-        let skipped = all.compactMap { check in check.unmet(by: fixture).map { (check.name, $0) } }
-        await fixture.close()
-        return skipped
+        await StoreConformanceCheck.skipped(all, by: fixture)
     }
 
     /// Reports the checks each fixture cannot run by cancelling the current test with their
@@ -46,8 +44,7 @@ public enum StoreConformance: Sendable {
             let name = "\(type(of: fixture.store))\(fixture.hooks == nil ? "" : " at a path")"
             for (check, reason) in await skipped(by: fixture) { lines.append("\(name): \"\(check)\" (\(reason))") }
         }
-        guard !lines.isEmpty else { return }
-        try Test.cancel("SKIPPED \(lines.count) conformance checks: \(lines.joined(separator: "; "))")
+        try StoreConformanceCheck.report(skipped: lines)
     }
 }
 
@@ -56,23 +53,15 @@ struct ConformanceFailure: Error, CustomStringConvertible {
     var description: String
 }
 
+extension StoreError: CodedError {}
+
 /// Asserts that `body` throws a ``StoreError`` with `code`, and returns it.
 @discardableResult
 func expectStoreError<T>(
     _ code: StoreError.Code, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
     _ body: () async throws -> T
 ) async -> StoreError? {
-    do {
-        _ = try await body()
-        Issue.record("\(what): expected StoreError.\(code), nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as StoreError {
-        #expect(error.code == code, "\(what): \(error)", sourceLocation: sourceLocation)
-        #expect(!error.message.isEmpty, sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("\(what): expected StoreError.\(code), got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
+    await expectError(StoreError.self, code, what, sourceLocation: sourceLocation, body)
 }
 
 extension StoreConformance {

@@ -237,6 +237,17 @@ struct LMDBEnvironmentTests {
         #expect(try directory.contents() == ["file.ferry"])
     }
 
+    @Test func aRefusedEnvironmentIsClosedAgain() async throws {
+        // The shared suite checks the refusal itself; here, that the registry lets go of it.
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/foreign"
+        try await PersistentStoreHooks.lmdb.writeForeignDatabase(path)
+        let error = #expect(throws: StoreError.self) { try LMDBStore(path: path) }
+        #expect(error?.code == .corrupt)
+        #expect(EnvironmentRegistry.isOpen(path) == false)
+    }
+
     @Test func aDirectoryOfOtherFilesIsRefusedUntouched() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -1,6 +1,7 @@
 import FerryServer
 import Foundation
 import Logging
+import StoreConformance
 import SyncCore
 import Testing
 
@@ -227,9 +228,9 @@ struct LifecycleTests {
     }
 
     @Test func aFileDatabaseKeepsItsTablesAcrossRestarts() async throws {
-        let directory = NSTemporaryDirectory() + "ferry-server-restart-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let directory = temporary.path
         var configuration = ServerConfiguration(port: 0)
         configuration.logger.logLevel = .critical
         let database = try ServerDatabase(parsing: "sqlite:\(directory)/ferry.sqlite")

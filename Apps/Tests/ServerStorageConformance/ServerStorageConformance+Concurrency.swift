@@ -1,4 +1,5 @@
 import ServerStorage
+import StoreConformance
 import SyncCore
 import Testing
 

@@ -1,6 +1,7 @@
 public import ServerStorage
+public import StoreConformance
 import SyncCore
-public import Testing
+import Testing
 import Synchronization
 
 /// A clock a test moves by hand, in milliseconds since 1970.
@@ -28,7 +29,7 @@ public final class ManualClock: Sendable {
 }
 
 /// A storage under test, fresh and empty for one check, running on ``clock``.
-public struct ServerStorageFixture: Sendable {
+public struct ServerStorageFixture: ConformanceFixture {
     public var storage: any ServerStorage
     /// The clock the storage stamps from.
     public var clock: ManualClock
@@ -43,11 +44,29 @@ public struct ServerStorageFixture: Sendable {
         self.clock = clock
         self.reopen = reopen
     }
+
+    public func unmet(_ requirement: ConformanceRequirement) -> String? {
+        switch requirement {
+        case .reopening: reopen == nil ? "the storage keeps nothing (in memory), so there is nothing to reopen" : nil
+        default: "the fixture does not know \(requirement)"
+        }
+    }
+
+    public func close() async {
+        try? await storage.close()
+    }
 }
 
-/// One check of the shared server-storage suite.
+extension ConformanceRequirement {
+    /// The fixture can open the same database again (``ServerStorageFixture/reopen``).
+    public static let reopening = ConformanceRequirement("reopening the same database")
+}
+
+/// One check of the shared server-storage suite: ``ConformanceCheck`` run against a
+/// ``ServerStorageFixture``.
 ///
-/// A backend's test target runs every check in a few lines:
+/// A backend's test target runs every check in a few lines; the checks a fixture cannot run
+/// (reopening a storage kept in memory) are reported as skipped with the reason:
 ///
 /// ```swift
 /// @Test(arguments: ServerStorageConformance.checks)
@@ -59,37 +78,12 @@ public struct ServerStorageFixture: Sendable {
 ///     }
 /// }
 /// ```
-public struct ServerStorageCheck: Sendable, CustomTestStringConvertible {
-    /// The check, named as a sentence.
-    public let name: String
-    /// Whether the check needs ``ServerStorageFixture/reopen``; it passes trivially without.
-    public let needsReopen: Bool
-    let body: @Sendable (ServerStorageFixture) async throws -> Void
+public typealias ServerStorageCheck = ConformanceCheck<ServerStorageFixture>
 
-    public var testDescription: String { name }
-
-    init(
-        _ name: String, needsReopen: Bool = false, body: @escaping @Sendable (ServerStorageFixture) async throws -> Void
-    ) {
-        self.name = name
-        self.needsReopen = needsReopen
-        self.body = body
-    }
-
+extension ConformanceCheck where Fixture == ServerStorageFixture {
     /// Runs the check on a fresh fixture built around a new ``ManualClock``, then closes the storage.
     public func run(_ makeFixture: @Sendable (ManualClock) async throws -> ServerStorageFixture) async throws {
-        let fixture = try await makeFixture(ManualClock())
-        if needsReopen && fixture.reopen == nil {
-            try? await fixture.storage.close()
-            return
-        }
-        do {
-            try await body(fixture)
-        } catch {
-            try? await fixture.storage.close()
-            throw error
-        }
-        try? await fixture.storage.close()
+        try await run { try await makeFixture(ManualClock()) }
     }
 }
 
@@ -101,7 +95,21 @@ public enum ServerStorageConformance: Sendable {
     public static var checks: [ServerStorageCheck] {
         crud + stamps + concurrency + fields + owners + queries + lifecycle
     }
+
+    /// Reports the checks `fixture` cannot run by cancelling the current test with their names and
+    /// reasons; returns when it can run every check. The fixture is closed afterwards.
+    ///
+    /// ```swift
+    /// try await ServerStorageConformance.reportSkipped(
+    ///     by: ServerStorageFixture(storage: try SQLiteServerStorage(location: .memory), clock: ManualClock()))
+    /// ```
+    public static func reportSkipped(by fixture: ServerStorageFixture) async throws {
+        let skipped = await ServerStorageCheck.skipped(checks, by: fixture)
+        try ServerStorageCheck.report(skipped: skipped.map { "\"\($0.name)\" (\($0.reason))" })
+    }
 }
+
+extension StorageError: CodedError {}
 
 /// Asserts that `body` throws a ``StorageError`` with `code`, and returns it.
 @discardableResult
@@ -109,17 +117,7 @@ func expectStorageError<T>(
     _ code: StorageError.Code, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
     _ body: () async throws -> T
 ) async -> StorageError? {
-    do {
-        _ = try await body()
-        Issue.record("\(what): expected StorageError.\(code), nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as StorageError {
-        #expect(error.code == code, "\(what): \(error)", sourceLocation: sourceLocation)
-        #expect(!error.message.isEmpty, sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("\(what): expected StorageError.\(code), got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
+    await expectError(StorageError.self, code, what, sourceLocation: sourceLocation, body)
 }
 
 extension ServerStorageConformance {
@@ -315,7 +313,7 @@ extension ServerStorageConformance {
                     try await storage.query(todo, StorageQuery())
                 }
             },
-            .init("rows, field kinds and the write sequence survive closing and reopening", needsReopen: true) {
+            .init("rows, field kinds and the write sequence survive closing and reopening", requires: [.reopening]) {
                 fixture async throws in
                 let storage = fixture.storage
                 let first = try await storage.insert(into: todo, id: "1", content: ["n": 1], owner: "bob")
