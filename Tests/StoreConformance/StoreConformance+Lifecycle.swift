@@ -24,11 +24,13 @@ extension StoreConformance {
                 try await fixture.store.upsert("t", [["id": "1"]])
                 try await fixture.store.close()
                 try await fixture.store.close()
-                await expectStoreError(.closed, "read after close") { try await fixture.store.item("t", id: "1") }
-                await expectStoreError(.closed, "read transaction after close") {
+                await expectError(StoreError.self, .closed, "read after close") {
+                    try await fixture.store.item("t", id: "1")
+                }
+                await expectError(StoreError.self, .closed, "read transaction after close") {
                     try await fixture.store.read { try $0.tableNames() }
                 }
-                await expectStoreError(.closed, "write after close") {
+                await expectError(StoreError.self, .closed, "write after close") {
                     try await fixture.store.upsert("t", [["id": "1"]])
                 }
             },
@@ -83,7 +85,7 @@ extension StoreConformance {
                     ["id": "a", "x": .double(.nan)], ["id": "a", "x": [.double(.infinity)]], ["id": "a", "x": deep],
                     ["id": "a", "x": ["y": deep]],
                 ] {
-                    await expectStoreError(.invalidItem, "\(item)") {
+                    await expectError(StoreError.self, .invalidItem, "\(item)") {
                         try await store.upsert("t", [["id": "ok"], item])
                     }
                 }
@@ -125,7 +127,9 @@ extension StoreConformance {
                 defer { try? FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: parent) }
                 let path = parent + "/store.ferry"
                 let before = try FileManager.default.contentsOfDirectory(atPath: parent)
-                let error = await expectStoreError(.readOnly, "opening in \(parent)") { try fixture.open(at: path) }
+                let error = await expectError(StoreError.self, .readOnly, "opening in \(parent)") {
+                    try fixture.open(at: path)
+                }
                 #expect(error?.message.contains(path) == true)
                 #expect(try FileManager.default.contentsOfDirectory(atPath: parent) == before)
             },
@@ -167,7 +171,7 @@ extension StoreConformance {
         let hooks = try #require(fixture.hooks)
         let directory = try #require(fixture.directory).path
         let (files, entries) = (try hooks.snapshot(path), FileManager.default.subpaths(atPath: directory)?.sorted())
-        let error = await expectStoreError(.corrupt, "opening \(path)", sourceLocation: sourceLocation) {
+        let error = await expectError(StoreError.self, .corrupt, "opening \(path)", sourceLocation: sourceLocation) {
             try fixture.open(at: path)
         }
         #expect(error?.message.contains(path) == true, "\(error?.message ?? "")", sourceLocation: sourceLocation)

@@ -59,7 +59,7 @@ extension StoreConformance {
             },
             .init("a store error inside a transaction rolls back what came before it") { fixture async throws in
                 let store = fixture.store
-                await expectStoreError(.invalidItem, "second upsert has a bad id") {
+                await expectError(StoreError.self, .invalidItem, "second upsert has a bad id") {
                     try await store.write { tx in
                         try tx.upsert("todo", [["id": "first"]])
                         try tx.upsert("todo", [["id": "bad/id"]])
@@ -114,7 +114,7 @@ extension StoreConformance {
                 #expect(try await store.read { try $0.operations(table: "todo", itemID: "x") } == [updated])
                 try await store.write { try $0.deleteOperations(ids: [updated.id, 999_999]) }
                 #expect(try await store.read { try $0.operation(id: updated.id) } == nil)
-                await expectStoreError(.notFound, "update of a deleted operation") {
+                await expectError(StoreError.self, .notFound, "update of a deleted operation") {
                     try await store.write { try $0.updateOperation(updated) }
                 }
             },

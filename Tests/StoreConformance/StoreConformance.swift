@@ -55,15 +55,6 @@ struct ConformanceFailure: Error, CustomStringConvertible {
 
 extension StoreError: CodedError {}
 
-/// Asserts that `body` throws a ``StoreError`` with `code`, and returns it.
-@discardableResult
-func expectStoreError<T>(
-    _ code: StoreError.Code, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> T
-) async -> StoreError? {
-    await expectError(StoreError.self, code, what, sourceLocation: sourceLocation, body)
-}
-
 extension StoreConformance {
     static let sample: JSONObject = [
         "id": "item-1", "title": "Léon: The Professional 🎬", "count": 42, "ratio": 0.5, "whole": 3.0,
@@ -142,7 +133,7 @@ extension StoreConformance {
                     "movies", [["id": "1", "rating": "R"], ["id": "2", "rating": "G"], ["id": "3", "rating": "PG"]])
                 let sorted = try await store.query("movies", TableQuery(orderBy: [.field("rating")]))
                 #expect(sorted.items.compactMap(\.id) == ["2", "3", "1"])
-                await expectStoreError(.invalidQuery, "an undeclared field in a closed schema") {
+                await expectError(StoreError.self, .invalidQuery, "an undeclared field in a closed schema") {
                     try await store.query(
                         "movies", TableQuery(filter: .binary(.equal, .field("missing"), .literal(.int(20)))))
                 }
@@ -169,23 +160,23 @@ extension StoreConformance {
             },
             .init("invalid ids, missing ids and non-string ids are rejected with invalidItem") { fixture async throws in
                 for id in invalidIDs {
-                    await expectStoreError(.invalidItem, "id \(id.debugDescription)") {
+                    await expectError(StoreError.self, .invalidItem, "id \(id.debugDescription)") {
                         try await fixture.store.upsert("ids", [["id": .string(id)]])
                     }
                 }
-                await expectStoreError(.invalidItem, "no id") {
+                await expectError(StoreError.self, .invalidItem, "no id") {
                     try await fixture.store.upsert("ids", [["title": "x"]])
                 }
-                await expectStoreError(.invalidItem, "numeric id") {
+                await expectError(StoreError.self, .invalidItem, "numeric id") {
                     try await fixture.store.upsert("ids", [["id": 5]])
                 }
-                await expectStoreError(.invalidItem, "null id") {
+                await expectError(StoreError.self, .invalidItem, "null id") {
                     try await fixture.store.upsert("ids", [["id": .null]])
                 }
                 #expect(try await fixture.store.read { try $0.count("ids") } == 0)
             },
             .init("a batch with one invalid item writes nothing") { fixture async throws in
-                await expectStoreError(.invalidItem, "mixed batch") {
+                await expectError(StoreError.self, .invalidItem, "mixed batch") {
                     try await fixture.store.upsert("ids", [["id": "good-1"], ["id": "bad/id"], ["id": "good-2"]])
                 }
                 #expect(try await fixture.store.item("ids", id: "good-1") == nil)
@@ -194,7 +185,7 @@ extension StoreConformance {
             .init("invalid table names are rejected") { fixture async throws in
                 for name in ["", "has space", "semi;colon", "__reserved", "quote'", String(repeating: "t", count: 129)]
                 {
-                    await expectStoreError(.invalidItem, "table \(name.debugDescription)") {
+                    await expectError(StoreError.self, .invalidItem, "table \(name.debugDescription)") {
                         try await fixture.store.upsert(name, [["id": "1"]])
                     }
                 }
@@ -296,10 +287,10 @@ extension StoreConformance {
                 #expect(ids(try await fixture.store.query("events", TableQuery(filter: year))) == ["e1", "e2"])
             },
             .init("a negative skip or top is rejected with invalidQuery") { fixture async throws in
-                await expectStoreError(.invalidQuery, "negative top") {
+                await expectError(StoreError.self, .invalidQuery, "negative top") {
                     try await fixture.store.query("people", TableQuery(top: -1))
                 }
-                await expectStoreError(.invalidQuery, "negative skip") {
+                await expectError(StoreError.self, .invalidQuery, "negative skip") {
                     try await fixture.store.query("people", TableQuery(skip: -1))
                 }
             },

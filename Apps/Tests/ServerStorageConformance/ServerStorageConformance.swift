@@ -111,15 +111,6 @@ public enum ServerStorageConformance: Sendable {
 
 extension StorageError: CodedError {}
 
-/// Asserts that `body` throws a ``StorageError`` with `code`, and returns it.
-@discardableResult
-func expectStorageError<T>(
-    _ code: StorageError.Code, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> T
-) async -> StorageError? {
-    await expectError(StorageError.self, code, what, sourceLocation: sourceLocation, body)
-}
-
 extension ServerStorageConformance {
     static let todo = StorageTable(name: "todo")
 
@@ -151,7 +142,7 @@ extension ServerStorageConformance {
                 let storage = fixture.storage
                 #expect(try await storage.item(in: todo, id: "nope", owner: .all) == nil)
                 #expect(try await storage.tableExists("todo") == false)
-                await expectStorageError(.noSuchTable, "query of a missing table") {
+                await expectError(StorageError.self, .noSuchTable, "query of a missing table") {
                     try await storage.query(todo, StorageQuery())
                 }
                 _ = try await storage.insert(into: todo, id: "1", content: [:], owner: nil)
@@ -170,14 +161,14 @@ extension ServerStorageConformance {
                 fixture async throws in
                 let storage = fixture.storage
                 let first = try await storage.insert(into: todo, id: "1", content: ["v": 1], owner: nil)
-                let error = await expectStorageError(.conflict, "duplicate insert") {
+                let error = await expectError(StorageError.self, .conflict, "duplicate insert") {
                     try await storage.insert(into: todo, id: "1", content: ["v": 2], owner: nil)
                 }
                 #expect(error?.current == first)
                 let gone = try await storage.replace(
                     in: todo, id: "1", expectedVersion: first.version, content: first.content, deleted: true,
                     owner: .all)
-                let again = await expectStorageError(.conflict, "insert over a soft-deleted row") {
+                let again = await expectError(StorageError.self, .conflict, "insert over a soft-deleted row") {
                     try await storage.insert(into: todo, id: "1", content: ["v": 3], owner: nil)
                 }
                 #expect(again?.current == gone)
@@ -195,17 +186,17 @@ extension ServerStorageConformance {
                 #expect(second.updatedAt > first.updatedAt)
                 #expect(second.createdAt == first.createdAt)
                 #expect(second.owner == "alice")
-                let stale = await expectStorageError(.versionMismatch, "stale replace") {
+                let stale = await expectError(StorageError.self, .versionMismatch, "stale replace") {
                     try await storage.replace(
                         in: todo, id: "1", expectedVersion: first.version, content: ["v": 3], deleted: false,
                         owner: .all)
                 }
                 #expect(stale?.current == second)
-                await expectStorageError(.notFound, "replace of a missing row") {
+                await expectError(StorageError.self, .notFound, "replace of a missing row") {
                     try await storage.replace(
                         in: todo, id: "2", expectedVersion: 1, content: [:], deleted: false, owner: .all)
                 }
-                await expectStorageError(.notFound, "replace in a missing table") {
+                await expectError(StorageError.self, .notFound, "replace in a missing table") {
                     try await storage.replace(
                         in: StorageTable(name: "none"), id: "1", expectedVersion: 1, content: [:], deleted: false,
                         owner: .all)
@@ -218,25 +209,25 @@ extension ServerStorageConformance {
                 let first = try await storage.insert(into: todo, id: "1", content: [:], owner: nil)
                 let second = try await storage.replace(
                     in: todo, id: "1", expectedVersion: first.version, content: ["x": 1], deleted: false, owner: .all)
-                let stale = await expectStorageError(.versionMismatch, "stale delete") {
+                let stale = await expectError(StorageError.self, .versionMismatch, "stale delete") {
                     try await storage.delete(from: todo, id: "1", expectedVersion: first.version, owner: .all)
                 }
                 #expect(stale?.current == second)
                 try await storage.delete(from: todo, id: "1", expectedVersion: second.version, owner: .all)
                 #expect(try await storage.item(in: todo, id: "1", owner: .all) == nil)
-                await expectStorageError(.notFound, "delete of a missing row") {
+                await expectError(StorageError.self, .notFound, "delete of a missing row") {
                     try await storage.delete(from: todo, id: "1", expectedVersion: second.version, owner: .all)
                 }
             },
             .init("invalid table names and ids are refused without writing") { fixture async throws in
                 let storage = fixture.storage
                 for name in ["", "a b", "__ferry", "x;DROP TABLE y", String(repeating: "t", count: 129)] {
-                    await expectStorageError(.invalidName, "table name '\(name)'") {
+                    await expectError(StorageError.self, .invalidName, "table name '\(name)'") {
                         try await storage.insert(into: StorageTable(name: name), id: "1", content: [:], owner: nil)
                     }
                 }
                 for id in ["", "a/b", "..", "a\u{0}b", String(repeating: "i", count: 256)] {
-                    await expectStorageError(.invalidName, "id '\(id)'") {
+                    await expectError(StorageError.self, .invalidName, "id '\(id)'") {
                         try await storage.insert(into: todo, id: id, content: [:], owner: nil)
                     }
                 }
@@ -306,10 +297,10 @@ extension ServerStorageConformance {
             .init("a closed storage refuses work") { fixture async throws in
                 let storage = fixture.storage
                 try await storage.close()
-                await expectStorageError(.closed, "insert after close") {
+                await expectError(StorageError.self, .closed, "insert after close") {
                     try await storage.insert(into: todo, id: "1", content: [:], owner: nil)
                 }
-                await expectStorageError(.closed, "query after close") {
+                await expectError(StorageError.self, .closed, "query after close") {
                     try await storage.query(todo, StorageQuery())
                 }
             },
@@ -325,7 +316,7 @@ extension ServerStorageConformance {
                 let second = try await again.insert(into: todo, id: "2", content: ["n": 2], owner: nil)
                 #expect(second.version > first.version)
                 #expect(second.updatedAt > first.updatedAt)
-                await expectStorageError(.fieldKind, "kind remembered across reopening") {
+                await expectError(StorageError.self, .fieldKind, "kind remembered across reopening") {
                     try await again.insert(into: todo, id: "3", content: ["n": "two"], owner: nil)
                 }
                 try await again.close()
