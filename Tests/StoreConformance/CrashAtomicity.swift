@@ -1,5 +1,6 @@
 public import Foundation
 public import SyncCore
+public import Testing
 
 /// The SIGKILL crash-atomicity test shared by the persistent stores.
 ///
@@ -52,6 +53,29 @@ public enum CrashAtomicity: Sendable {
         }
         candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent(name))
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0.path) }
+    }
+
+    /// The crash-atomicity test of one persistent store: 30 kill-and-check rounds on a store in a
+    /// new temporary directory, opened by `open` in this process and as `<kind>:<path>` by the writer.
+    ///
+    /// ```swift
+    /// try await CrashAtomicity.expectWholeTransactionsOnly(store: "sqlite", seed: 7) { try SQLiteStore(path: $0) }
+    /// ```
+    public static func expectWholeTransactionsOnly(
+        store kind: String, seed: UInt64, sourceLocation: SourceLocation = #_sourceLocation,
+        open: @escaping @Sendable (_ path: String) throws -> any LocalStore
+    ) async throws {
+        let writer = try #require(writerURL(), "StoreCrashWriter was not built beside the tests")
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path + "/crash-store"
+        let report = try await run(
+            writer: writer, storeArgument: "\(kind):\(path)", rounds: 30, seed: seed, open: { try open(path) })
+        print("crash atomicity (\(kind)): \(report)")
+        #expect(report.failures.isEmpty, "\(report.failures)", sourceLocation: sourceLocation)
+        #expect(report.rounds == 30, sourceLocation: sourceLocation)
+        #expect(
+            report.committed > 30, "the writer must commit transactions between kills", sourceLocation: sourceLocation)
     }
 
     /// Runs `rounds` kill-and-check rounds against one store path (the store grows over the rounds).

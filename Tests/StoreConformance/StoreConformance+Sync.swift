@@ -59,7 +59,7 @@ extension StoreConformance {
             },
             .init("a store error inside a transaction rolls back what came before it") { fixture async throws in
                 let store = fixture.store
-                await expectStoreError(.invalidItem, "second upsert has a bad id") {
+                await expectError(StoreError.self, .invalidItem, "second upsert has a bad id") {
                     try await store.write { tx in
                         try tx.upsert("todo", [["id": "first"]])
                         try tx.upsert("todo", [["id": "bad/id"]])
@@ -114,7 +114,7 @@ extension StoreConformance {
                 #expect(try await store.read { try $0.operations(table: "todo", itemID: "x") } == [updated])
                 try await store.write { try $0.deleteOperations(ids: [updated.id, 999_999]) }
                 #expect(try await store.read { try $0.operation(id: updated.id) } == nil)
-                await expectStoreError(.notFound, "update of a deleted operation") {
+                await expectError(StoreError.self, .notFound, "update of a deleted operation") {
                     try await store.write { try $0.updateOperation(updated) }
                 }
             },
@@ -173,11 +173,8 @@ extension StoreConformance {
 
     static var persistence: [StoreConformanceCheck] {
         [
-            .init("everything survives closing and reopening the store", requires: .persistent) {
+            .init("everything survives closing and reopening the store", requires: [.persistent, .openingAtAPath]) {
                 fixture async throws in
-                guard let reopen = fixture.reopen else {
-                    throw ConformanceFailure(description: "a persistent store's fixture must provide reopen")
-                }
                 let store = fixture.store
                 let definition = TableDefinition(
                     name: "todo", schema: TableSchema(fields: ["n": .integer]), indexes: [["n"]])
@@ -191,7 +188,7 @@ extension StoreConformance {
                     return try tx.appendOperation(draft("todo", "a"))
                 }
                 try await store.close()
-                let reopened = try await reopen()
+                let reopened = try fixture.reopen()
                 #expect(try await reopened.item("todo", id: "a") == sample.merging(["id": "a"]) { $1 })
                 #expect(try await reopened.read { try $0.definition(of: "todo") } == definition)
                 #expect(try await reopened.read { try $0.operation(id: operation.id) } == operation)

@@ -1,69 +1,50 @@
-public import SyncCore
-public import Testing
+import SyncCore
+import Testing
 
-/// A store under test, fresh for one check.
-public struct StoreFixture: Sendable {
-    /// The store, empty.
-    public var store: any LocalStore
-    /// Opens the same store again after ``store`` was closed; `nil` for stores that keep nothing.
-    public var reopen: (@Sendable () async throws -> any LocalStore)?
+/// A client store's conformance check: ``ConformanceCheck`` run against a ``StoreFixture``.
+public typealias StoreConformanceCheck = ConformanceCheck<StoreFixture>
 
-    public init(store: any LocalStore, reopen: (@Sendable () async throws -> any LocalStore)? = nil) {
-        self.store = store
-        self.reopen = reopen
-    }
-}
-
-/// One check of the shared store conformance suite.
+/// The shared suite every ``LocalStore`` must pass.
 ///
-/// A store's test target runs every check in a few lines:
+/// A store's test target runs every check; those the store cannot run (a capability it does not
+/// declare, no way to open it at a path, no peer data) are reported as skipped with the reason:
 ///
 /// ```swift
-/// @Test(arguments: StoreConformance.checks(for: MemoryStore().capabilities))
+/// @Test(arguments: StoreConformance.all)
 /// func conformance(_ check: StoreConformanceCheck) async throws {
 ///     try await check.run { StoreFixture(store: MemoryStore()) }
 /// }
 /// ```
-public struct StoreConformanceCheck: Sendable, CustomTestStringConvertible {
-    /// The check, named as a sentence.
-    public let name: String
-    /// The capabilities a store needs for this check to apply.
-    public let requires: StoreCapabilities
-    let body: @Sendable (StoreFixture) async throws -> Void
-
-    public var testDescription: String { name }
-
-    init(
-        _ name: String, requires: StoreCapabilities = [], body: @escaping @Sendable (StoreFixture) async throws -> Void
-    ) {
-        self.name = name
-        self.requires = requires
-        self.body = body
-    }
-
-    /// Runs the check on a fresh fixture, and closes the store afterwards.
-    public func run(_ makeFixture: @Sendable () async throws -> StoreFixture) async throws {
-        let fixture = try await makeFixture()
-        try await body(fixture)
-        try? await fixture.store.close()
-    }
-}
-
-/// The shared suite every ``LocalStore`` must pass.
 public enum StoreConformance: Sendable {
-    /// The checks that apply to a store with `capabilities`.
-    public static func checks(for capabilities: StoreCapabilities) -> [StoreConformanceCheck] {
-        all.filter { capabilities.isSuperset(of: $0.requires) }
-    }
-
-    /// The names of the checks a store with `capabilities` skips.
-    public static func skipped(for capabilities: StoreCapabilities) -> [String] {
-        all.filter { !capabilities.isSuperset(of: $0.requires) }.map(\.name)
-    }
-
     /// Every check.
     public static var all: [StoreConformanceCheck] {
-        crud + ids + queries + transactions + systemTables + persistence + concurrency
+        let groups: [[StoreConformanceCheck]] = [
+            crud, ids, queries, transactions, systemTables, persistence, concurrency, handles, lifecycle,
+        ]
+        return groups.flatMap { $0 }
+    }
+
+    /// The checks `fixture` cannot run, each with the reason; the fixture is closed afterwards.
+    public static func skipped(by fixture: StoreFixture) async -> [(name: String, reason: String)] {
+        await StoreConformanceCheck.skipped(all, by: fixture)
+    }
+
+    /// Reports the checks each fixture cannot run by cancelling the current test with their
+    /// names and reasons, so that they show in the test output; returns when every fixture can run
+    /// every check. The fixtures are closed afterwards.
+    ///
+    /// Each store target calls it at the end of the test of its declared capabilities:
+    ///
+    /// ```swift
+    /// try await StoreConformance.reportSkipped(by: StoreFixture(store: MemoryStore()))
+    /// ```
+    public static func reportSkipped(by fixtures: StoreFixture...) async throws {
+        var lines: [String] = []
+        for fixture in fixtures {
+            let name = "\(type(of: fixture.store))\(fixture.hooks == nil ? "" : " at a path")"
+            for (check, reason) in await skipped(by: fixture) { lines.append("\(name): \"\(check)\" (\(reason))") }
+        }
+        try StoreConformanceCheck.report(skipped: lines)
     }
 }
 
@@ -72,24 +53,7 @@ struct ConformanceFailure: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Asserts that `body` throws a ``StoreError`` with `code`.
-func expectStoreError<T>(
-    _ code: StoreError.Code, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> T
-) async {
-    do {
-        _ = try await body()
-        Issue.record("\(what): expected StoreError.\(code), nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as StoreError {
-        #expect(error.code == code, "\(what): \(error)", sourceLocation: sourceLocation)
-        #expect(!error.message.isEmpty, sourceLocation: sourceLocation)
-    } catch {
-        Issue.record("\(what): expected StoreError.\(code), got \(error)", sourceLocation: sourceLocation)
-    }
-}
-
-/// A deliberate failure inside a transaction.
-struct Abort: Error {}
+extension StoreError: CodedError {}
 
 extension StoreConformance {
     static let sample: JSONObject = [
@@ -169,16 +133,9 @@ extension StoreConformance {
                     "movies", [["id": "1", "rating": "R"], ["id": "2", "rating": "G"], ["id": "3", "rating": "PG"]])
                 let sorted = try await store.query("movies", TableQuery(orderBy: [.field("rating")]))
                 #expect(sorted.items.compactMap(\.id) == ["2", "3", "1"])
-                await expectStoreError(.invalidQuery, "an undeclared field in a closed schema") {
+                await expectError(StoreError.self, .invalidQuery, "an undeclared field in a closed schema") {
                     try await store.query(
                         "movies", TableQuery(filter: .binary(.equal, .field("missing"), .literal(.int(20)))))
-                }
-            },
-            .init("using a closed store fails with closed") { fixture async throws in
-                try await fixture.store.close()
-                await expectStoreError(.closed, "read after close") { try await fixture.store.item("t", id: "1") }
-                await expectStoreError(.closed, "write after close") {
-                    try await fixture.store.upsert("t", [["id": "1"]])
                 }
             },
         ]
@@ -203,23 +160,23 @@ extension StoreConformance {
             },
             .init("invalid ids, missing ids and non-string ids are rejected with invalidItem") { fixture async throws in
                 for id in invalidIDs {
-                    await expectStoreError(.invalidItem, "id \(id.debugDescription)") {
+                    await expectError(StoreError.self, .invalidItem, "id \(id.debugDescription)") {
                         try await fixture.store.upsert("ids", [["id": .string(id)]])
                     }
                 }
-                await expectStoreError(.invalidItem, "no id") {
+                await expectError(StoreError.self, .invalidItem, "no id") {
                     try await fixture.store.upsert("ids", [["title": "x"]])
                 }
-                await expectStoreError(.invalidItem, "numeric id") {
+                await expectError(StoreError.self, .invalidItem, "numeric id") {
                     try await fixture.store.upsert("ids", [["id": 5]])
                 }
-                await expectStoreError(.invalidItem, "null id") {
+                await expectError(StoreError.self, .invalidItem, "null id") {
                     try await fixture.store.upsert("ids", [["id": .null]])
                 }
                 #expect(try await fixture.store.read { try $0.count("ids") } == 0)
             },
             .init("a batch with one invalid item writes nothing") { fixture async throws in
-                await expectStoreError(.invalidItem, "mixed batch") {
+                await expectError(StoreError.self, .invalidItem, "mixed batch") {
                     try await fixture.store.upsert("ids", [["id": "good-1"], ["id": "bad/id"], ["id": "good-2"]])
                 }
                 #expect(try await fixture.store.item("ids", id: "good-1") == nil)
@@ -228,7 +185,7 @@ extension StoreConformance {
             .init("invalid table names are rejected") { fixture async throws in
                 for name in ["", "has space", "semi;colon", "__reserved", "quote'", String(repeating: "t", count: 129)]
                 {
-                    await expectStoreError(.invalidTableName, "table \(name.debugDescription)") {
+                    await expectError(StoreError.self, .invalidTableName, "table \(name.debugDescription)") {
                         try await fixture.store.upsert(name, [["id": "1"]])
                     }
                 }
@@ -331,14 +288,15 @@ extension StoreConformance {
                 #expect(ids(try await fixture.store.query("events", TableQuery(filter: year))) == ["e1", "e2"])
             },
             .init("a negative skip or top is rejected with invalidQuery") { fixture async throws in
-                await expectStoreError(.invalidQuery, "negative top") {
+                await expectError(StoreError.self, .invalidQuery, "negative top") {
                     try await fixture.store.query("people", TableQuery(top: -1))
                 }
-                await expectStoreError(.invalidQuery, "negative skip") {
+                await expectError(StoreError.self, .invalidQuery, "negative skip") {
                     try await fixture.store.query("people", TableQuery(skip: -1))
                 }
             },
-            .init("the peers' query cases give the peers' answers through the store") { fixture async throws in
+            .init("the peers' query cases give the peers' answers through the store", requires: [.peerData]) {
+                fixture async throws in
                 try await replayPeerQueries(on: fixture.store)
             },
         ]
@@ -346,10 +304,6 @@ extension StoreConformance {
 
     /// Loads each peer dataset into the store and replays every replayable peer query case.
     static func replayPeerQueries(on store: any LocalStore) async throws {
-        guard PeerData.isAvailable else {
-            print("◇ \(PeerData.missingNotice)")
-            return
-        }
         let cases = try PeerQueryCase.loadAll().filter(\.replayable)
         var loaded: Set<String> = []
         func tableName(_ peerCase: PeerQueryCase) -> String {

@@ -1,42 +1,62 @@
+import CLMDB
 import Foundation
 import StoreConformance
 @testable import StoreLMDB
 import SyncCore
 import Testing
 
-@Suite("LMDBStore conformance")
-struct LMDBStoreConformanceTests {
-    @Test(arguments: StoreConformance.checks(for: [.persistent, .concurrentReaders]))
-    func conformance(_ check: StoreConformanceCheck) async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let path = directory.path + "/store.ferry"
-        try await check.run {
-            StoreFixture(store: try LMDBStore(path: path), reopen: { try LMDBStore(path: path) })
-        }
-    }
+extension PersistentStoreHooks {
+    /// The LMDB store at a path (a directory holding `data.mdb` and `lock.mdb`), and how to make
+    /// the environments it must refuse.
+    static let lmdb = PersistentStoreHooks(
+        open: { try LMDBStore(path: $0) },
+        dataFiles: { [$0 + "/data.mdb"] },
+        notAStoreReason: "not an LMDB environment",
+        placeNotAStore: { bytes, path in
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            try bytes.write(to: URL(fileURLWithPath: path + "/data.mdb"))
+        },
+        writeForeignDatabase: { path in
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            try writePlainEnvironment(at: path)
+        },
+        markAsWrittenByNewerFerry: { store in
+            _ = try await store.write { tx in
+                let txn = (tx as! LMDBTransaction).txn
+                try txn.put(txn.dbs.meta, Array("version".utf8), [0, 0, 0, 99])
+            }
+        })
 
-    @Test func skipsNothing() {
-        // No check needs `.declaredIndexes`, the one capability the store does not declare.
-        #expect(StoreConformance.skipped(for: [.persistent, .concurrentReaders]).isEmpty)
+    /// A plain LMDB environment with one key in its main database, as another program writes it.
+    private static func writePlainEnvironment(at path: String) throws {
+        func check(_ code: Int32) throws { if code != MDB_SUCCESS { throw StoreError(.io, "LMDB error \(code)") } }
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env))
+        defer { mdb_env_close(env) }
+        try check(mdb_env_open(env, path, 0, 0o644))
+        var txn: OpaquePointer?
+        try check(mdb_txn_begin(env, nil, 0, &txn))
+        var dbi: MDB_dbi = 0
+        try check(mdb_dbi_open(txn, nil, 0, &dbi))
+        var key = Array("players".utf8)
+        var value = Array("x".utf8)
+        let put = key.withUnsafeMutableBytes { keyBytes in
+            value.withUnsafeMutableBytes { valueBytes in
+                var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
+                var v = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+                return mdb_put(txn, dbi, &k, &v, 0)
+            }
+        }
+        try check(put)
+        try check(mdb_txn_commit(txn))
     }
 }
 
-/// A new directory under the system's temporary directory.
-struct TemporaryDirectory {
-    let path: String
-
-    init() throws {
-        path = NSTemporaryDirectory() + "ferry-lmdb-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func contents() throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: path).sorted()
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: path)
+@Suite("LMDBStore conformance")
+struct LMDBStoreConformanceTests {
+    @Test(arguments: StoreConformance.all)
+    func conformance(_ check: StoreConformanceCheck) async throws {
+        try await check.run { try StoreFixture(opening: .lmdb) }
     }
 }
 
@@ -45,16 +65,8 @@ struct TemporaryDirectory {
 @Suite("LMDBStore crash atomicity")
 struct LMDBCrashAtomicityTests {
     @Test func killedWritersLeaveWholeTransactionsOnly() async throws {
-        let writer = try #require(CrashAtomicity.writerURL(), "StoreCrashWriter was not built beside the tests")
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let path = directory.path + "/crash-store"
-        let report = try await CrashAtomicity.run(
-            writer: writer, storeArgument: "lmdb:\(path)", rounds: 30, seed: 0x1bdb_c0de,
-            open: { try LMDBStore(path: path) })
-        print("crash atomicity (LMDBStore): \(report)")
-        #expect(report.failures.isEmpty, "\(report.failures)")
-        #expect(report.rounds == 30)
-        #expect(report.committed > 30, "the writer must commit transactions between kills")
+        try await CrashAtomicity.expectWholeTransactionsOnly(store: "lmdb", seed: 0x1bdb_c0de) {
+            try LMDBStore(path: $0)
+        }
     }
 }

@@ -10,17 +10,9 @@ import Testing
 @Suite("SQLiteStore crash atomicity")
 struct SQLiteCrashAtomicityTests {
     @Test func killedWritersLeaveWholeTransactionsOnly() async throws {
-        let writer = try #require(CrashAtomicity.writerURL(), "StoreCrashWriter was not built beside the tests")
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        let path = directory.path + "/crash.ferry"
-        let report = try await CrashAtomicity.run(
-            writer: writer, storeArgument: "sqlite:\(path)", rounds: 30, seed: 0x5eed_c0de,
-            open: { try SQLiteStore(path: path) })
-        print("crash atomicity (SQLiteStore): \(report)")
-        #expect(report.failures.isEmpty, "\(report.failures)")
-        #expect(report.rounds == 30)
-        #expect(report.committed > 30, "the writer must commit transactions between kills")
+        try await CrashAtomicity.expectWholeTransactionsOnly(store: "sqlite", seed: 0x5eed_c0de) {
+            try SQLiteStore(path: $0)
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import StoreMemory
+import StoreConformance
 import StoreSQLite
 import SyncCore
 import SyncTesting
@@ -18,7 +19,7 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 /// A store for one test, with a way to "restart the app" on the same data.
 final class TestStore: Sendable {
     let kind: StoreKind
-    let directory: String?
+    let directory: TemporaryDirectory?
     private let current: Mutex<any LocalStore>
 
     init(_ kind: StoreKind) throws {
@@ -31,10 +32,9 @@ final class TestStore: Sendable {
             directory = nil
             current = Mutex(try SQLiteStore.inMemory())
         case .sqliteFile:
-            let path = NSTemporaryDirectory() + "ferry-engine-" + UUID().uuidString
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            directory = path
-            current = Mutex(try SQLiteStore(path: path + "/store.ferry"))
+            let directory = try TemporaryDirectory()
+            self.directory = directory
+            current = Mutex(try SQLiteStore(path: directory.path + "/store.ferry"))
         }
     }
 
@@ -45,13 +45,13 @@ final class TestStore: Sendable {
     func restart() async throws -> any LocalStore {
         guard let directory else { return store }
         try await store.close()
-        let reopened = try SQLiteStore(path: directory + "/store.ferry")
+        let reopened = try SQLiteStore(path: directory.path + "/store.ferry")
         current.withLock { $0 = reopened }
         return reopened
     }
 
     deinit {
-        if let directory { try? FileManager.default.removeItem(atPath: directory) }
+        directory?.remove()
     }
 }
 

@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import Logging
 import ServerStorageSQLite
+import StoreConformance
 import SyncCore
 import Testing
 
@@ -227,9 +228,9 @@ struct LifecycleTests {
     }
 
     @Test func aFileDatabaseKeepsItsTablesAcrossRestarts() async throws {
-        let directory = NSTemporaryDirectory() + "ferry-server-restart-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let directory = temporary.path
         let configuration = ServerConfiguration(port: 0, logger: .quietTest)
         let path = "\(directory)/ferry.sqlite"
         let first = try await ReferenceServer.start(

@@ -1,4 +1,5 @@
 import ServerStorage
+import StoreConformance
 import SyncCore
 import Testing
 
@@ -138,12 +139,12 @@ extension ServerStorageConformance {
                 for (field, value) in [
                     ("n", JSONValue.string("1")), ("s", 1), ("b", "true"), ("a", ["k": 1]), ("o", [1]), ("z", 3),
                 ] {
-                    await expectStorageError(.fieldKind, "\(field) = \(value)") {
+                    await expectError(StorageError.self, .fieldKind, "\(field) = \(value)") {
                         try await storage.insert(into: todo, id: "bad-\(field)", content: [field: value], owner: nil)
                     }
                 }
                 let two = try #require(try await storage.item(in: todo, id: "2", owner: .all))
-                await expectStorageError(.fieldKind, "replace with another kind") {
+                await expectError(StorageError.self, .fieldKind, "replace with another kind") {
                     try await storage.replace(
                         in: todo, id: "2", expectedVersion: two.version, content: ["b": 0], deleted: false, owner: .all)
                 }
@@ -173,15 +174,15 @@ extension ServerStorageConformance {
                 #expect(bobs.items.map(\.id) == ["b"])
                 #expect(bobs.totalCount == 1)
                 #expect(try await storage.query(todo, StorageQuery()).items.map(\.id) == ["a", "b", "c"])
-                await expectStorageError(.notFound, "replace of another owner's row") {
+                await expectError(StorageError.self, .notFound, "replace of another owner's row") {
                     try await storage.replace(
                         in: todo, id: "a", expectedVersion: alice.version, content: [:], deleted: false,
                         owner: .owner("bob"))
                 }
-                await expectStorageError(.notFound, "delete of another owner's row") {
+                await expectError(StorageError.self, .notFound, "delete of another owner's row") {
                     try await storage.delete(from: todo, id: "a", expectedVersion: alice.version, owner: .owner("bob"))
                 }
-                let conflict = await expectStorageError(.conflict, "insert of an id another owner holds") {
+                let conflict = await expectError(StorageError.self, .conflict, "insert of an id another owner holds") {
                     try await storage.insert(into: todo, id: "a", content: [:], owner: "bob")
                 }
                 #expect(conflict?.current?.owner == "alice")
@@ -191,21 +192,21 @@ extension ServerStorageConformance {
                 let storage = fixture.storage
                 let alice = try await storage.insert(into: todo, id: "a", content: ["v": 1], owner: "alice")
                 let cut = "alice\u{0}mallory"
-                await expectStorageError(.invalidName, "read with a NUL owner") {
+                await expectError(StorageError.self, .invalidName, "read with a NUL owner") {
                     try await storage.item(in: todo, id: "a", owner: .owner(cut))
                 }
-                await expectStorageError(.invalidName, "query with a NUL owner") {
+                await expectError(StorageError.self, .invalidName, "query with a NUL owner") {
                     try await storage.query(todo, StorageQuery(owner: .owner(cut)))
                 }
-                await expectStorageError(.invalidName, "insert with a NUL owner") {
+                await expectError(StorageError.self, .invalidName, "insert with a NUL owner") {
                     try await storage.insert(into: todo, id: "m", content: [:], owner: cut)
                 }
-                await expectStorageError(.invalidName, "replace with a NUL owner") {
+                await expectError(StorageError.self, .invalidName, "replace with a NUL owner") {
                     try await storage.replace(
                         in: todo, id: "a", expectedVersion: alice.version, content: [:], deleted: false,
                         owner: .owner(cut))
                 }
-                await expectStorageError(.invalidName, "delete with a NUL owner") {
+                await expectError(StorageError.self, .invalidName, "delete with a NUL owner") {
                     try await storage.delete(from: todo, id: "a", expectedVersion: alice.version, owner: .owner(cut))
                 }
                 // Owners that differ only after a prefix, or in case, stay apart.

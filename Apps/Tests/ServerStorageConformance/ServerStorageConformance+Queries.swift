@@ -227,11 +227,11 @@ extension ServerStorageConformance {
                 let closed = StorageTable(
                     name: "closed", schema: TableSchema(fields: ["a": .string], allowsUndeclaredFields: false))
                 try await fixture.storage.prepare([closed])
-                await expectStorageError(.invalidQuery, "unknown field") {
+                await expectError(StorageError.self, .invalidQuery, "unknown field") {
                     try await fixture.storage.query(
                         closed, StorageQuery(filter: .binary(.equal, .field("missing"), .literal(.int(1)))))
                 }
-                await expectStorageError(.invalidQuery, "negative skip") {
+                await expectError(StorageError.self, .invalidQuery, "negative skip") {
                     try await fixture.storage.query(closed, StorageQuery(skip: -1))
                 }
                 #expect(try await fixture.storage.query(closed, StorageQuery(orderBy: [.field("a")])).items.isEmpty)

@@ -1,6 +1,7 @@
 public import ServerStorage
+public import StoreConformance
 import SyncCore
-public import Testing
+import Testing
 import Synchronization
 
 /// A clock a test moves by hand, in milliseconds since 1970.
@@ -28,7 +29,7 @@ public final class ManualClock: Sendable {
 }
 
 /// A storage under test, fresh and empty for one check, running on ``clock``.
-public struct ServerStorageFixture: Sendable {
+public struct ServerStorageFixture: ConformanceFixture {
     public var storage: any ServerStorage
     /// The clock the storage stamps from.
     public var clock: ManualClock
@@ -43,11 +44,29 @@ public struct ServerStorageFixture: Sendable {
         self.clock = clock
         self.reopen = reopen
     }
+
+    public func unmet(_ requirement: ConformanceRequirement) -> String? {
+        switch requirement {
+        case .reopening: reopen == nil ? "the storage keeps nothing (in memory), so there is nothing to reopen" : nil
+        default: "the fixture does not know \(requirement)"
+        }
+    }
+
+    public func close() async {
+        try? await storage.close()
+    }
 }
 
-/// One check of the shared server-storage suite.
+extension ConformanceRequirement {
+    /// The fixture can open the same database again (``ServerStorageFixture/reopen``).
+    public static let reopening = ConformanceRequirement("reopening the same database")
+}
+
+/// One check of the shared server-storage suite: ``ConformanceCheck`` run against a
+/// ``ServerStorageFixture``.
 ///
-/// A backend's test target runs every check in a few lines:
+/// A backend's test target runs every check in a few lines; the checks a fixture cannot run
+/// (reopening a storage kept in memory) are reported as skipped with the reason:
 ///
 /// ```swift
 /// @Test(arguments: ServerStorageConformance.checks)
@@ -59,37 +78,12 @@ public struct ServerStorageFixture: Sendable {
 ///     }
 /// }
 /// ```
-public struct ServerStorageCheck: Sendable, CustomTestStringConvertible {
-    /// The check, named as a sentence.
-    public let name: String
-    /// Whether the check needs ``ServerStorageFixture/reopen``; it passes trivially without.
-    public let needsReopen: Bool
-    let body: @Sendable (ServerStorageFixture) async throws -> Void
+public typealias ServerStorageCheck = ConformanceCheck<ServerStorageFixture>
 
-    public var testDescription: String { name }
-
-    init(
-        _ name: String, needsReopen: Bool = false, body: @escaping @Sendable (ServerStorageFixture) async throws -> Void
-    ) {
-        self.name = name
-        self.needsReopen = needsReopen
-        self.body = body
-    }
-
+extension ConformanceCheck where Fixture == ServerStorageFixture {
     /// Runs the check on a fresh fixture built around a new ``ManualClock``, then closes the storage.
     public func run(_ makeFixture: @Sendable (ManualClock) async throws -> ServerStorageFixture) async throws {
-        let fixture = try await makeFixture(ManualClock())
-        if needsReopen && fixture.reopen == nil {
-            try? await fixture.storage.close()
-            return
-        }
-        do {
-            try await body(fixture)
-        } catch {
-            try? await fixture.storage.close()
-            throw error
-        }
-        try? await fixture.storage.close()
+        try await run { try await makeFixture(ManualClock()) }
     }
 }
 
@@ -101,26 +95,21 @@ public enum ServerStorageConformance: Sendable {
     public static var checks: [ServerStorageCheck] {
         crud + stamps + concurrency + fields + owners + queries + lifecycle
     }
+
+    /// Reports the checks `fixture` cannot run by cancelling the current test with their names and
+    /// reasons; returns when it can run every check. The fixture is closed afterwards.
+    ///
+    /// ```swift
+    /// try await ServerStorageConformance.reportSkipped(
+    ///     by: ServerStorageFixture(storage: try SQLiteServerStorage(location: .memory), clock: ManualClock()))
+    /// ```
+    public static func reportSkipped(by fixture: ServerStorageFixture) async throws {
+        let skipped = await ServerStorageCheck.skipped(checks, by: fixture)
+        try ServerStorageCheck.report(skipped: skipped.map { "\"\($0.name)\" (\($0.reason))" })
+    }
 }
 
-/// Asserts that `body` throws a ``StorageError`` with `code`, and returns it.
-@discardableResult
-func expectStorageError<T>(
-    _ code: StorageError.Code, _ what: String, sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () async throws -> T
-) async -> StorageError? {
-    do {
-        _ = try await body()
-        Issue.record("\(what): expected StorageError.\(code), nothing was thrown", sourceLocation: sourceLocation)
-    } catch let error as StorageError {
-        #expect(error.code == code, "\(what): \(error)", sourceLocation: sourceLocation)
-        #expect(!error.message.isEmpty, sourceLocation: sourceLocation)
-        return error
-    } catch {
-        Issue.record("\(what): expected StorageError.\(code), got \(error)", sourceLocation: sourceLocation)
-    }
-    return nil
-}
+extension StorageError: CodedError {}
 
 extension ServerStorageConformance {
     static let todo = StorageTable(name: "todo")
@@ -153,7 +142,7 @@ extension ServerStorageConformance {
                 let storage = fixture.storage
                 #expect(try await storage.item(in: todo, id: "nope", owner: .all) == nil)
                 #expect(try await storage.tableExists("todo") == false)
-                await expectStorageError(.noSuchTable, "query of a missing table") {
+                await expectError(StorageError.self, .noSuchTable, "query of a missing table") {
                     try await storage.query(todo, StorageQuery())
                 }
                 _ = try await storage.insert(into: todo, id: "1", content: [:], owner: nil)
@@ -172,14 +161,14 @@ extension ServerStorageConformance {
                 fixture async throws in
                 let storage = fixture.storage
                 let first = try await storage.insert(into: todo, id: "1", content: ["v": 1], owner: nil)
-                let error = await expectStorageError(.conflict, "duplicate insert") {
+                let error = await expectError(StorageError.self, .conflict, "duplicate insert") {
                     try await storage.insert(into: todo, id: "1", content: ["v": 2], owner: nil)
                 }
                 #expect(error?.current == first)
                 let gone = try await storage.replace(
                     in: todo, id: "1", expectedVersion: first.version, content: first.content, deleted: true,
                     owner: .all)
-                let again = await expectStorageError(.conflict, "insert over a soft-deleted row") {
+                let again = await expectError(StorageError.self, .conflict, "insert over a soft-deleted row") {
                     try await storage.insert(into: todo, id: "1", content: ["v": 3], owner: nil)
                 }
                 #expect(again?.current == gone)
@@ -197,17 +186,17 @@ extension ServerStorageConformance {
                 #expect(second.updatedAt > first.updatedAt)
                 #expect(second.createdAt == first.createdAt)
                 #expect(second.owner == "alice")
-                let stale = await expectStorageError(.versionMismatch, "stale replace") {
+                let stale = await expectError(StorageError.self, .versionMismatch, "stale replace") {
                     try await storage.replace(
                         in: todo, id: "1", expectedVersion: first.version, content: ["v": 3], deleted: false,
                         owner: .all)
                 }
                 #expect(stale?.current == second)
-                await expectStorageError(.notFound, "replace of a missing row") {
+                await expectError(StorageError.self, .notFound, "replace of a missing row") {
                     try await storage.replace(
                         in: todo, id: "2", expectedVersion: 1, content: [:], deleted: false, owner: .all)
                 }
-                await expectStorageError(.notFound, "replace in a missing table") {
+                await expectError(StorageError.self, .notFound, "replace in a missing table") {
                     try await storage.replace(
                         in: StorageTable(name: "none"), id: "1", expectedVersion: 1, content: [:], deleted: false,
                         owner: .all)
@@ -220,25 +209,25 @@ extension ServerStorageConformance {
                 let first = try await storage.insert(into: todo, id: "1", content: [:], owner: nil)
                 let second = try await storage.replace(
                     in: todo, id: "1", expectedVersion: first.version, content: ["x": 1], deleted: false, owner: .all)
-                let stale = await expectStorageError(.versionMismatch, "stale delete") {
+                let stale = await expectError(StorageError.self, .versionMismatch, "stale delete") {
                     try await storage.delete(from: todo, id: "1", expectedVersion: first.version, owner: .all)
                 }
                 #expect(stale?.current == second)
                 try await storage.delete(from: todo, id: "1", expectedVersion: second.version, owner: .all)
                 #expect(try await storage.item(in: todo, id: "1", owner: .all) == nil)
-                await expectStorageError(.notFound, "delete of a missing row") {
+                await expectError(StorageError.self, .notFound, "delete of a missing row") {
                     try await storage.delete(from: todo, id: "1", expectedVersion: second.version, owner: .all)
                 }
             },
             .init("invalid table names and ids are refused without writing") { fixture async throws in
                 let storage = fixture.storage
                 for name in ["", "a b", "__ferry", "x;DROP TABLE y", String(repeating: "t", count: 129)] {
-                    await expectStorageError(.invalidTableName, "table name '\(name)'") {
+                    await expectError(StorageError.self, .invalidTableName, "table name '\(name)'") {
                         try await storage.insert(into: StorageTable(name: name), id: "1", content: [:], owner: nil)
                     }
                 }
                 for id in ["", "a/b", "..", "a\u{0}b", String(repeating: "i", count: 256)] {
-                    await expectStorageError(.invalidName, "id '\(id)'") {
+                    await expectError(StorageError.self, .invalidName, "id '\(id)'") {
                         try await storage.insert(into: todo, id: id, content: [:], owner: nil)
                     }
                 }
@@ -308,14 +297,14 @@ extension ServerStorageConformance {
             .init("a closed storage refuses work") { fixture async throws in
                 let storage = fixture.storage
                 try await storage.close()
-                await expectStorageError(.closed, "insert after close") {
+                await expectError(StorageError.self, .closed, "insert after close") {
                     try await storage.insert(into: todo, id: "1", content: [:], owner: nil)
                 }
-                await expectStorageError(.closed, "query after close") {
+                await expectError(StorageError.self, .closed, "query after close") {
                     try await storage.query(todo, StorageQuery())
                 }
             },
-            .init("rows, field kinds and the write sequence survive closing and reopening", needsReopen: true) {
+            .init("rows, field kinds and the write sequence survive closing and reopening", requires: [.reopening]) {
                 fixture async throws in
                 let storage = fixture.storage
                 let first = try await storage.insert(into: todo, id: "1", content: ["n": 1], owner: "bob")
@@ -327,7 +316,7 @@ extension ServerStorageConformance {
                 let second = try await again.insert(into: todo, id: "2", content: ["n": 2], owner: nil)
                 #expect(second.version > first.version)
                 #expect(second.updatedAt > first.updatedAt)
-                await expectStorageError(.fieldKind, "kind remembered across reopening") {
+                await expectError(StorageError.self, .fieldKind, "kind remembered across reopening") {
                     try await again.insert(into: todo, id: "3", content: ["n": "two"], owner: nil)
                 }
                 try await again.close()

@@ -10,6 +10,7 @@ import Testing
 struct SQLiteServerStorageTests {
     @Test func refusesFilesThatAreNotItsDatabases() async throws {
         let directory = try TemporaryDirectory()
+        defer { directory.remove() }
         let garbage = directory.path + "/garbage.sqlite"
         try Data(repeating: 0x5A, count: 4096).write(to: URL(fileURLWithPath: garbage))
         #expect {
