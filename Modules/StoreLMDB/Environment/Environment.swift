@@ -1,0 +1,197 @@
+import CLMDB
+import Dispatch
+import Logging
+import SyncCore
+
+/// One open LMDB environment, shared by every ``LMDBStore`` of its directory in this process.
+///
+/// LMDB forbids opening an environment twice in one process (closing one handle would drop the
+/// other's file locks), so ``EnvironmentRegistry`` keeps one per canonical path, reference counted.
+/// Each store holds one reference until it is closed and its last transaction ended, so the
+/// environment closes only after that of its last store.
+final class Environment: @unchecked Sendable {
+    let handle: OpaquePointer
+    /// The canonical path of the store's directory.
+    let path: String
+    let dbs: Databases
+    /// Runs write transactions one at a time, each wholly on one thread (LMDB ties a write
+    /// transaction to the thread that began it).
+    let writer: DispatchQueue
+    /// Lets the map be resized while no transaction of this process is open.
+    let gate = ResizeGate()
+    let maximumMapSize: Int
+    /// Guarded by the registry's lock.
+    var references = 1
+    /// Guarded by `gate` (changed only while no transaction is open).
+    private var mapSizeValue: Int
+
+    /// The logger of the store that opened the environment.
+    let logger: Logger
+
+    init(
+        handle: OpaquePointer, path: String, dbs: Databases, mapSize: Int, maximumMapSize: Int, logger: Logger
+    ) {
+        self.logger = logger
+        self.handle = handle
+        self.path = path
+        self.dbs = dbs
+        self.mapSizeValue = mapSize
+        self.maximumMapSize = maximumMapSize
+        self.writer = DispatchQueue(label: "ferry.store.lmdb.writer")
+    }
+
+    var mapSize: Int {
+        gate.shared { mapSizeValue }
+    }
+
+    // MARK: Transactions
+
+    /// Runs `work` in a read-only transaction (`MDB_NOTLS`: any thread may run it).
+    func read<T>(place: String, _ work: (Txn) throws -> T) throws -> T {
+        while true {
+            gate.enter()
+            var txn: OpaquePointer?
+            var rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn)
+            if rc == MDB_READERS_FULL {
+                // Slots of processes that died since the environment opened can be reclaimed.
+                var dead: Int32 = 0
+                if mdb_reader_check(handle, &dead) == MDB_SUCCESS, dead > 0 {
+                    rc = mdb_txn_begin(handle, nil, UInt32(MDB_RDONLY), &txn)
+                }
+            }
+            if rc == MDB_MAP_RESIZED {
+                gate.leave()
+                try adoptResize(place: place)
+                continue
+            }
+            defer { gate.leave() }
+            guard rc == MDB_SUCCESS, let txn else { throw LMDBErrors.map(rc, "reading", place) }
+            defer { mdb_txn_abort(txn) }
+            return try work(Txn(handle: txn, dbs: dbs, place: place))
+        }
+    }
+
+    /// Runs `body` in a write transaction on the writer queue and returns its result.
+    func write<R: Sendable>(place: String, _ body: @Sendable (any StoreTransaction) throws -> R) async throws -> R {
+        try await withoutActuallyEscaping(body) { escapable in
+            let job = WriteJob(body: escapable)
+            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<R, any Error>) in
+                writer.async {
+                    continuation.resume(with: self.run(job, place: place))
+                }
+            }
+        }
+    }
+
+    /// Takes the body out of the job (so that nothing holds it once the write is done) and runs it.
+    private func run<R>(_ job: WriteJob<R>, place: String) -> Result<R, any Error> {
+        guard let body = job.take() else {
+            return .failure(StoreError(.closed, "a write to \(place) ran twice"))
+        }
+        return Result { try runWrite(place: place, body) }
+    }
+
+    /// The write loop: begin, run the body, commit. When the map is full the transaction is
+    /// aborted, the map grows and the whole body runs again.
+    private func runWrite<R>(place: String, _ body: (any StoreTransaction) throws -> R) throws -> R {
+        while true {
+            gate.enter()
+            var handle: OpaquePointer?
+            var rc = mdb_txn_begin(self.handle, nil, 0, &handle)
+            if rc == MDB_MAP_RESIZED {
+                gate.leave()
+                try adoptResize(place: place)
+                continue
+            }
+            guard rc == MDB_SUCCESS, let handle else {
+                gate.leave()
+                throw LMDBErrors.map(rc, "starting a write transaction on", place)
+            }
+            let txn = Txn(handle: handle, dbs: dbs, place: place)
+            let transaction = LMDBTransaction(txn: txn)
+            let outcome = Result { try body(transaction) }
+            transaction.isFinished = true
+            if txn.hitMapFull {
+                mdb_txn_abort(handle)
+                gate.leave()
+                try grow(place: place)
+                continue
+            }
+            switch outcome {
+            case .failure(let error):
+                mdb_txn_abort(handle)
+                gate.leave()
+                throw error
+            case .success(let result):
+                rc = mdb_txn_commit(handle)
+                gate.leave()
+                if rc == MDB_MAP_FULL {
+                    try grow(place: place)
+                    continue
+                }
+                guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "committing a write to", place) }
+                return result
+            }
+        }
+    }
+
+    // MARK: Map size
+
+    /// Doubles the map (up to the maximum) while no transaction is open. Called on the writer
+    /// queue with no transaction of its own.
+    private func grow(place: String) throws(StoreError) {
+        try gate.exclusive { () throws(StoreError) in
+            let current = mapSizeValue
+            guard current < maximumMapSize else {
+                throw StoreError(
+                    .full,
+                    "writing to \(place) failed: the map is full at its maximum size of \(current) bytes (LMDBStore.Configuration.maximumMapSize)"
+                )
+            }
+            let (doubled, overflow) = current.multipliedReportingOverflow(by: 2)
+            let next = overflow ? maximumMapSize : min(maximumMapSize, Self.rounded(doubled))
+            let rc = mdb_env_set_mapsize(handle, next)
+            guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "growing the map of", place) }
+            mapSizeValue = Self.currentMapSize(handle) ?? next
+            logger.debug(
+                "grew the LMDB map", metadata: ["path": "\(path)", "from": "\(current)", "to": "\(mapSizeValue)"])
+        }
+    }
+
+    /// Adopts a map size another process set (`MDB_MAP_RESIZED`).
+    private func adoptResize(place: String) throws(StoreError) {
+        try gate.exclusive { () throws(StoreError) in
+            let rc = mdb_env_set_mapsize(handle, 0)
+            guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "adopting the new map size of", place) }
+            mapSizeValue = Self.currentMapSize(handle) ?? mapSizeValue
+        }
+    }
+
+    static func currentMapSize(_ handle: OpaquePointer) -> Int? {
+        var info = MDB_envinfo()
+        guard mdb_env_info(handle, &info) == MDB_SUCCESS else { return nil }
+        return info.me_mapsize
+    }
+
+    /// Map sizes are kept to multiples of 1 MiB (a multiple of every OS page size).
+    static func rounded(_ size: Int) -> Int {
+        let unit = 1 << 20
+        let (sum, overflow) = size.addingReportingOverflow(unit - 1)
+        return overflow ? Int.max & ~(unit - 1) : max(unit, sum / unit * unit)
+    }
+}
+
+/// Holds a write body until the writer queue takes it.
+final class WriteJob<R>: @unchecked Sendable {
+    // Set once before the job is queued, taken once by the writer queue.
+    private var body: (@Sendable (any StoreTransaction) throws -> R)?
+
+    init(body: @escaping @Sendable (any StoreTransaction) throws -> R) {
+        self.body = body
+    }
+
+    func take() -> (@Sendable (any StoreTransaction) throws -> R)? {
+        defer { body = nil }
+        return body
+    }
+}
