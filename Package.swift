@@ -95,6 +95,14 @@ let package = Package(
             dependencies: ["StoreLMDB", "StoreConformance", "SyncCore", "CLMDB"],
             path: "Tests/StoreLMDBTests"
         ),
+        // The examples of the DocC catalogs and doc comments, compiled and run.
+        .testTarget(
+            name: "DocumentationTests",
+            dependencies: [
+                "SyncCore", "StoreMemory", "StoreSQLite", "StoreLMDB", "Transport", "StoreConformance", "SyncTesting",
+            ],
+            path: "Tests/DocumentationTests"
+        ),
         .testTarget(
             name: "TransportTests",
             dependencies: ["Transport", "SyncCore"],

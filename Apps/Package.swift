@@ -8,7 +8,7 @@ let package = Package(
     name: "FerryApps",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
-        .library(name: "ServerStorage", targets: ["ServerStorage"]),
+        .library(name: "ServerStorageCore", targets: ["ServerStorageCore"]),
         .library(name: "ServerStorageSQLite", targets: ["ServerStorageSQLite"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryCommands", targets: ["FerryCommands"]),
@@ -32,18 +32,18 @@ let package = Package(
     targets: [
         // The server-storage protocol: what the reference server needs from a database.
         .target(
-            name: "ServerStorage",
+            name: "ServerStorageCore",
             dependencies: [
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            path: "Sources/ServerStorage"
+            path: "Sources/ServerStorageCore"
         ),
         // The embedded default backend: SQLite through GRDB, in a file or in memory.
         .target(
             name: "ServerStorageSQLite",
             dependencies: [
-                "ServerStorage",
+                "ServerStorageCore",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "QuerySQL", package: "Ferry"),
                 .product(name: "QuerySQLite", package: "Ferry"),
@@ -67,7 +67,7 @@ let package = Package(
         .target(
             name: "ServerStorageConformance",
             dependencies: [
-                "ServerStorage",
+                "ServerStorageCore",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
             ],
@@ -94,7 +94,7 @@ let package = Package(
         .target(
             name: "FerryServer",
             dependencies: [
-                "ServerStorage",
+                "ServerStorageCore",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
@@ -115,7 +115,7 @@ let package = Package(
         .target(
             name: "FerryCommands",
             dependencies: [
-                "FerryServer", "FerryClient", "FerryConsole", "ServerStorage", "ServerStorageSQLite",
+                "FerryServer", "FerryClient", "FerryConsole", "ServerStorageCore", "ServerStorageSQLite",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -136,7 +136,7 @@ let package = Package(
         .testTarget(
             name: "ServerStorageSQLiteTests",
             dependencies: [
-                "ServerStorage", "ServerStorageSQLite", "ServerStorageConformance",
+                "ServerStorageCore", "ServerStorageSQLite", "ServerStorageConformance",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -146,7 +146,7 @@ let package = Package(
         .testTarget(
             name: "FerryServerTests",
             dependencies: [
-                "FerryServer", "ServerStorage", "ServerStorageSQLite",
+                "FerryServer", "ServerStorageCore", "ServerStorageSQLite",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -161,7 +161,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "FerryServer", "ServerStorage", "ServerStorageSQLite",
+                "FerryServer", "ServerStorageCore", "ServerStorageSQLite",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreSQLite", package: "Ferry"),
                 .product(name: "StoreLMDB", package: "Ferry"),

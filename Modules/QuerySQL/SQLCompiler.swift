@@ -1,6 +1,6 @@
 public import SyncCore
 
-/// Compiles ``TableQuery`` filters and sort keys to SQL with exactly the meaning ``QueryEvaluator``
+/// Compiles `TableQuery` filters and sort keys to SQL with exactly the meaning `QueryEvaluator`
 /// gives them, for one table layout (``SQLTableLayout``) and one database (``SQLDialect``).
 ///
 /// ```swift

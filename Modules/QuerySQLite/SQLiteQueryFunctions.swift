@@ -3,7 +3,7 @@ import GRDBSQLite
 import QuerySQL
 import SyncCore
 
-/// The few SQL functions ``SQLCompiler`` needs beyond SQLite's built-ins: every store that runs
+/// The few SQL functions `SQLCompiler` needs beyond SQLite's built-ins: every store that runs
 /// compiled SQLite registers them on each connection it opens.
 ///
 /// ```swift
@@ -11,8 +11,8 @@ import SyncCore
 /// configuration.prepareDatabase { db in try SQLiteQueryFunctions.register(db) }
 /// ```
 ///
-/// Each one is deterministic and delegates to SyncCore (``QueryEvaluator``, ``Timestamp``,
-/// ``CalendarDate``, ``TimeOfDay``), so compiled SQL has the evaluator's semantics by construction
+/// Each one is deterministic and delegates to SyncCore (`QueryEvaluator`, `Timestamp`,
+/// `CalendarDate`, `TimeOfDay`), so compiled SQL has the evaluator's semantics by construction
 /// where SQLite's own functions differ (Unicode case mapping, UTF-16 lengths and offsets, banker's
 /// rounding, ISO 8601 parsing, enumeration case matching). They read and return text with explicit
 /// byte counts, so strings holding NUL characters survive.
@@ -26,7 +26,7 @@ import SyncCore
 /// | `ferry_mod(a, b)` | the evaluator's `mod` |
 /// | `ferry_enum(text, cases…)` | the position of `text` in `cases` (Swift string equality), else NULL |
 /// | `ferry_double_text(real)` | the text `concat` gives a floating-point number |
-/// | `ferry_json_equal(a, b)` | whether two JSON texts hold equal values (``JSONValue`` equality) |
+/// | `ferry_json_equal(a, b)` | whether two JSON texts hold equal values (`JSONValue` equality) |
 /// | `ferry_cast(type, kind, value)` | the evaluator's `cast` of a Boolean (`b`), number (`n`), string (`s`) or GUID (`g`) |
 public enum SQLiteQueryFunctions: Sendable {
     enum Function: Int, CaseIterable {

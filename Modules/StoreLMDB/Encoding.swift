@@ -423,7 +423,7 @@ enum DeltaTokenRecords {
 
 extension ItemSummary {
     /// The summary of an item whose `updatedAt` is `value` (not deleted), reading it as
-    /// ``SyncCore/QueryEvaluator`` reads `updatedAt` without a schema.
+    /// `QueryEvaluator` reads `updatedAt` without a schema.
     init(updatedAt value: JSONValue?) {
         deleted = false
         milliseconds = 0

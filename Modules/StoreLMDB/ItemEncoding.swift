@@ -8,7 +8,7 @@ struct EncodedBatch: ~Copyable {
     var ids: [String] = []
     var summaries: [ItemSummary] = []
 
-    /// Validates and encodes `items`; throws ``SyncCore/StoreError/Code/invalidItem`` for the first
+    /// Validates and encodes `items`; throws `StoreError.Code.invalidItem` for the first
     /// bad one, before anything is written.
     init(_ items: [JSONObject], table: String) throws(StoreError) {
         writer = JSONTextBuffer(capacity: items.count * 256)

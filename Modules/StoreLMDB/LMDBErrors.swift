@@ -10,7 +10,7 @@ import SyncCore
 #endif
 
 /// A failure reported by liblmdb: LMDB's own code (`MDB_MAP_FULL`, …) or a system `errno`, with
-/// `mdb_strerror`'s text. It is the `underlying` error of the ``SyncCore/StoreError`` a store throws.
+/// `mdb_strerror`'s text. It is the `underlying` error of the `StoreError` a store throws.
 ///
 /// ```swift
 /// do {

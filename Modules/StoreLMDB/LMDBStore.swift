@@ -3,7 +3,7 @@ public import Logging
 import Synchronization
 public import SyncCore
 
-/// A ``SyncCore/LocalStore`` in an LMDB environment (a memory-mapped B+tree), through the system's
+/// A `SyncCore.LocalStore` in an LMDB environment (a memory-mapped B+tree), through the system's
 /// liblmdb.
 ///
 /// The store is a **directory** holding LMDB's `data.mdb` and `lock.mdb`; it is created when absent
@@ -38,7 +38,7 @@ public import SyncCore
 ///
 /// ## Errors
 ///
-/// Every failure is a ``SyncCore/StoreError`` with an ``LMDBError`` in `underlying` when liblmdb
+/// Every failure is a `StoreError` with an ``LMDBError`` in `underlying` when liblmdb
 /// reported it. Opening a path whose parent does not exist, a file, a directory of other files, a
 /// foreign LMDB environment or a store of a newer Ferry fails without changing anything there.
 /// `docs/store-lmdb.md` describes the layout, the query planning and the limits.
@@ -101,7 +101,7 @@ public final class LMDBStore: LocalStore {
     /// let store = try LMDBStore(path: directory + "/app.ferry")
     /// ```
     ///
-    /// - Throws: ``SyncCore/StoreError`` — `io` when the parent directory does not exist or the path
+    /// - Throws: `StoreError` — `io` when the parent directory does not exist or the path
     ///   is a file; `corrupt` for a directory of other files, a file that is not LMDB's, an LMDB
     ///   environment that is not a Ferry store or a store of a newer Ferry; `readOnly` when the
     ///   location cannot be written; `busy` when another process holds the environment's lock.
@@ -154,7 +154,7 @@ public final class LMDBStore: LocalStore {
     }
 
     /// Runs `body` in one LMDB write transaction: all of its changes commit, or none do. The handle
-    /// throws ``SyncCore/StoreError/Code/closed`` once `body` has returned. When the map has to
+    /// throws `StoreError.Code.closed` once `body` has returned. When the map has to
     /// grow, `body` runs again from the start (see the type's documentation).
     ///
     /// ```swift
@@ -171,7 +171,7 @@ public final class LMDBStore: LocalStore {
         return try await environment.write(place: place, body)
     }
 
-    /// Closes the store; later calls fail with ``SyncCore/StoreError/Code/closed``. The environment
+    /// Closes the store; later calls fail with `StoreError.Code.closed`. The environment
     /// closes once no other store of the same directory has it open and running transactions end.
     /// Closing twice is harmless.
     ///

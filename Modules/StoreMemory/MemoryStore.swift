@@ -1,9 +1,9 @@
 public import SyncCore
 
-/// A complete ``LocalStore`` in memory.
+/// A complete `LocalStore` in memory.
 ///
 /// It keeps nothing across launches, so it suits tests, previews and caches; it is also the
-/// deterministic reference the other stores are compared with. Queries run on ``QueryEvaluator``.
+/// deterministic reference the other stores are compared with. Queries run on `QueryEvaluator`.
 /// Transactions keep an undo log, so a failed one costs only what it changed.
 ///
 /// ```swift

@@ -4,7 +4,7 @@ import GRDB
 ///
 /// Migrations only ever add: a store written by an older Ferry opens in a newer one with every
 /// queued operation, error, token, definition and item kept. A store written by a *newer* Ferry
-/// (a migration this code does not know) is refused with ``StoreError/Code/corrupt`` rather than
+/// (a migration this code does not know) is refused with `StoreError.Code.corrupt` rather than
 /// guessed at. `ferry_meta` mirrors the version as `schemaVersion` for tools that read the file
 /// without GRDB; GRDB's own `grdb_migrations` table is what decides.
 ///

@@ -4,7 +4,7 @@ import QuerySQLite
 public import SyncCore
 import Synchronization
 
-/// A ``LocalStore`` in an SQLite database, through GRDB.swift and the system's SQLite.
+/// A `LocalStore` in an SQLite database, through GRDB.swift and the system's SQLite.
 ///
 /// A file store runs in WAL mode on a GRDB `DatabasePool`: one writer at a time, and readers that
 /// run in parallel with it on snapshots. An in-memory store uses a GRDB `DatabaseQueue` (reads and
@@ -14,20 +14,20 @@ import Synchronization
 /// import StoreSQLite
 /// import SyncCore
 ///
-/// let store = try SQLiteStore(path: "/path/to/app.ferry")   // or `.sqlite(path:)`, or `.inMemory()`
+/// let store = try SQLiteStore(path: directory + "/app.ferry")   // or SQLiteStore(location: .memory)
 /// try await store.write { tx in
 ///     try tx.upsert("todo", [["id": "1", "title": "Milk", "done": false]])
 ///     _ = try tx.appendOperation(OperationDraft(table: "todo", itemID: "1", kind: .insert))
 /// }
-/// let open = try await store.query("todo", TableQuery(filter: .field("done") == false))
+/// let open = try await store.query("todo", TableQuery().filter(.field("done").eq(false)))
 /// try await store.close()
 /// ```
 ///
 /// ## Storage
 ///
 /// Each Ferry table is one SQL table with the item's JSON text (the source of truth, written by
-/// ``JSONValue/serialized()``) beside real, indexed columns for `id`, `updatedAt` (milliseconds),
-/// `deleted` and `version`; declared indexes (``TableDefinition/indexes``) index the JSON fields
+/// `JSONValue.serialized()`) beside real, indexed columns for `id`, `updatedAt` (milliseconds),
+/// `deleted` and `version`; declared indexes (`TableDefinition.indexes`) index the JSON fields
 /// the app filters on. The operation queue, operation errors, delta tokens, table definitions and a
 /// metadata table live in the same database, so an edit and its queued operation commit together.
 /// The store's own tables are versioned with GRDB migrations; a newer Ferry opens an older store
@@ -35,7 +35,7 @@ import Synchronization
 ///
 /// ## Queries
 ///
-/// Queries compile to SQL with bound parameters and give exactly what ``QueryEvaluator`` gives;
+/// Queries compile to SQL with bound parameters and give exactly what `QueryEvaluator` gives;
 /// constructs SQL cannot reproduce exactly (`cast`, for one) run in the evaluator over the rows
 /// SQLite selected. See `SQLCompiler` and `docs/store-sqlite.md`.
 ///
@@ -47,7 +47,7 @@ import Synchronization
 ///
 /// ## Errors
 ///
-/// Every failure is a ``StoreError``: SQLite's `CORRUPT`/`NOTADB` are `corrupt`, `BUSY`/`LOCKED`
+/// Every failure is a `StoreError`: SQLite's `CORRUPT`/`NOTADB` are `corrupt`, `BUSY`/`LOCKED`
 /// are `busy`, `READONLY` (or a location that cannot be created) is `readOnly`, `FULL` is `full`,
 /// the rest `io`, with GRDB's `DatabaseError` in `underlying` and the path in the message. Opening a
 /// file that is not a SQLite database, is damaged, is another application's database or was
@@ -77,7 +77,7 @@ public final class SQLiteStore: LocalStore {
         /// file once; damage is then reported at open, before anything is written).
         public var verifiesIntegrityOnOpen: Bool
         /// The most bytes the database may hold, or `nil` for no limit but the disk's. A write that
-        /// would go past it fails with ``StoreError/Code/full`` and changes nothing, exactly as when
+        /// would go past it fails with `StoreError.Code.full` and changes nothing, exactly as when
         /// the disk is full (SQLite's `max_page_count`, rounded down to whole pages).
         public var maximumSize: Int?
 
@@ -112,7 +112,7 @@ public final class SQLiteStore: LocalStore {
     /// let store = try SQLiteStore(path: directory + "/app.ferry")
     /// ```
     ///
-    /// - Throws: ``StoreError`` — `corrupt` for a file that is not a SQLite database, is damaged,
+    /// - Throws: `StoreError` — `corrupt` for a file that is not a SQLite database, is damaged,
     ///   belongs to another application or was written by a newer Ferry; `readOnly` when the file
     ///   cannot be created or written; `busy`, `io` otherwise. The file is left untouched.
     public convenience init(path: String, configuration: Configuration = Configuration()) throws {
@@ -177,7 +177,7 @@ public final class SQLiteStore: LocalStore {
     }
 
     /// Runs `body` in one GRDB write transaction: all of its changes commit, or none do. The
-    /// handle throws ``StoreError/Code/closed`` once `body` has returned.
+    /// handle throws `StoreError.Code.closed` once `body` has returned.
     ///
     /// ```swift
     /// let operation = try await store.write { tx in
@@ -201,7 +201,7 @@ public final class SQLiteStore: LocalStore {
         }
     }
 
-    /// Closes the database; later calls fail with ``StoreError/Code/closed``. Closing twice is
+    /// Closes the database; later calls fail with `StoreError.Code.closed`. Closing twice is
     /// harmless.
     ///
     /// ```swift

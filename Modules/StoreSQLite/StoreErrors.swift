@@ -1,7 +1,7 @@
 import GRDB
 import SyncCore
 
-/// Maps SQLite's errors to ``StoreError`` codes, keeping GRDB's `DatabaseError` in `underlying`.
+/// Maps SQLite's errors to `StoreError` codes, keeping GRDB's `DatabaseError` in `underlying`.
 ///
 /// | SQLite | code |
 /// | --- | --- |
@@ -45,7 +45,7 @@ enum StoreErrors {
         String(text.map { $0.isNewline ? " " : $0 })
     }
 
-    /// Maps an error from GRDB, leaving ``StoreError`` and the caller's own errors unchanged.
+    /// Maps an error from GRDB, leaving `StoreError` and the caller's own errors unchanged.
     static func mapIfNeeded(_ error: any Error, _ action: String, _ place: String) -> any Error {
         if let error = error as? DatabaseError { return map(error, action, place) }
         return error

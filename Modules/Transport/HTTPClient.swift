@@ -141,7 +141,7 @@ struct HTTPResponse: Sendable {
 }
 
 /// Sends the protocol's requests: headers, auth, timeouts, retries of safe requests, and the
-/// mapping of every failure to ``RemoteError``.
+/// mapping of every failure to `RemoteError`.
 struct HTTPClient: Sendable {
     let configuration: HTTPRemote.Configuration
     let tokenProvider: HTTPRemote.TokenProvider?
@@ -294,7 +294,7 @@ struct HTTPClient: Sendable {
         return request
     }
 
-    /// One round trip, cancellable, with every failure mapped to ``RemoteError``.
+    /// One round trip, cancellable, with every failure mapped to `RemoteError`.
     private func exchange(_ request: URLRequest) async throws(RemoteError) -> HTTPResponse {
         if Task.isCancelled { throw RemoteError(.cancelled, "the request was cancelled before it was sent") }
         let box = TaskBox()

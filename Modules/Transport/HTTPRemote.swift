@@ -7,7 +7,7 @@ public import SyncCore
 #endif
 
 /// A backend that speaks the table protocol (2.0.0 or 3.0.0) over HTTP: SyncCore's
-/// ``RemoteService`` for the sync engine, and ``OnlineTable`` for direct remote access.
+/// `RemoteService` for the sync engine, and ``OnlineTable`` for direct remote access.
 ///
 /// ```swift
 /// let remote = HTTPRemote(

@@ -3,7 +3,7 @@ public import SyncCore
 
 /// A table on the server, used directly: every call is one request (or a few, when following
 /// pages), with no local store. This is what the legacy SDK calls `MSTable`; it is also the
-/// ``RemoteTable`` the sync engine pushes to and pulls from.
+/// `RemoteTable` the sync engine pushes to and pulls from.
 ///
 /// ```swift
 /// let movies = remote.onlineTable("movies")
@@ -15,7 +15,7 @@ public import SyncCore
 /// try await movies.delete(id: "m1", ifVersion: updated.version)
 /// ```
 ///
-/// Errors are ``RemoteError``s: `.conflict` (409/412, with ``RemoteError/serverItem``), `.notFound`,
+/// Errors are `RemoteError`s: `.conflict` (409/412, with `RemoteError.serverItem`), `.notFound`,
 /// `.unauthorized`, `.badRequest`, `.server`, `.network`, `.cancelled`, `.invalidResponse`.
 public struct OnlineTable: RemoteTable {
     /// The table's name on the server.
@@ -63,7 +63,7 @@ public struct OnlineTable: RemoteTable {
     }
 
     /// One page of `query`, with the total count when the query asked for it (the sync engine's
-    /// ``RemoteTable/query(_:)``).
+    /// `RemoteTable.query(_:)`).
     ///
     /// A table that exists but has no rows is a page with no items (Ferry's server answers so for
     /// a dynamic table nobody has written to yet). A 404 is not: it means there is no table endpoint

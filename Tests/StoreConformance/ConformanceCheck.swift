@@ -33,7 +33,7 @@ public struct ConformanceRequirement: Sendable, Hashable, CustomStringConvertibl
 /// fixture cannot run are reported as cancelled with the reason, never passed silently:
 ///
 /// ```swift
-/// @Test(arguments: StoreConformance.all)
+/// @Test(arguments: StoreConformanceSuite.all)
 /// func conformance(_ check: StoreConformanceCheck) async throws {
 ///     try await check.run { StoreFixture(store: MemoryStore()) }
 /// }
@@ -91,7 +91,7 @@ extension ConformanceCheck {
     /// closed afterwards.
     ///
     /// ```swift
-    /// let skipped = await StoreConformanceCheck.skipped(StoreConformance.all, by: StoreFixture(store: MemoryStore()))
+    /// let skipped = await StoreConformanceCheck.skipped(StoreConformanceSuite.all, by: StoreFixture(store: MemoryStore()))
     /// ```
     public static func skipped(_ checks: [Self], by fixture: Fixture) async -> [(name: String, reason: String)] {
         let skipped = checks.compactMap { check in check.unmet(by: fixture).map { (check.name, $0) } }

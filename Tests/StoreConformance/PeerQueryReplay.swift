@@ -162,7 +162,7 @@ public enum PeerQueryReplay: Sendable {
         public var summary: String { "peer query replay: \(passed) passed, \(failures.count) failed" }
     }
 
-    /// Runs `cases`. `execute(case, query)` answers one page; a ``QueryError`` or a ``StoreError``
+    /// Runs `cases`. `execute(case, query)` answers one page; a `QueryError` or a `StoreError`
     /// with code `invalidQuery` counts as a 400.
     public static func run(
         _ cases: [PeerQueryCase],

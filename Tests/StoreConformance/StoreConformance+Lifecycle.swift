@@ -2,7 +2,7 @@ import Foundation
 import SyncCore
 import Testing
 
-extension StoreConformance {
+extension StoreConformanceSuite {
     /// Handles, closing and odd keys: what every store does the same way.
     static var handles: [StoreConformanceCheck] {
         [

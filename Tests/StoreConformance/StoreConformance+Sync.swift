@@ -1,7 +1,7 @@
 import SyncCore
 import Testing
 
-extension StoreConformance {
+extension StoreConformanceSuite {
     static func draft(_ table: String, _ itemID: String, _ kind: OperationKind = .insert) -> OperationDraft {
         OperationDraft(
             table: table, itemID: itemID, kind: kind, item: ["id": .string(itemID), "n": 1],

@@ -4,18 +4,18 @@ import Testing
 /// A client store's conformance check: ``ConformanceCheck`` run against a ``StoreFixture``.
 public typealias StoreConformanceCheck = ConformanceCheck<StoreFixture>
 
-/// The shared suite every ``LocalStore`` must pass.
+/// The shared suite every `LocalStore` must pass.
 ///
 /// A store's test target runs every check; those the store cannot run (a capability it does not
 /// declare, no way to open it at a path, no peer data) are reported as skipped with the reason:
 ///
 /// ```swift
-/// @Test(arguments: StoreConformance.all)
+/// @Test(arguments: StoreConformanceSuite.all)
 /// func conformance(_ check: StoreConformanceCheck) async throws {
 ///     try await check.run { StoreFixture(store: MemoryStore()) }
 /// }
 /// ```
-public enum StoreConformance: Sendable {
+public enum StoreConformanceSuite: Sendable {
     /// Every check.
     public static var all: [StoreConformanceCheck] {
         let groups: [[StoreConformanceCheck]] = [
@@ -36,7 +36,7 @@ public enum StoreConformance: Sendable {
     /// Each store target calls it at the end of the test of its declared capabilities:
     ///
     /// ```swift
-    /// try await StoreConformance.reportSkipped(by: StoreFixture(store: MemoryStore()))
+    /// try await StoreConformanceSuite.reportSkipped(by: StoreFixture(store: MemoryStore()))
     /// ```
     public static func reportSkipped(by fixtures: StoreFixture...) async throws {
         var lines: [String] = []
@@ -55,7 +55,7 @@ struct ConformanceFailure: Error, CustomStringConvertible {
 
 extension StoreError: CodedError {}
 
-extension StoreConformance {
+extension StoreConformanceSuite {
     static let sample: JSONObject = [
         "id": "item-1", "title": "Léon: The Professional 🎬", "count": 42, "ratio": 0.5, "whole": 3.0,
         "big": .int(Int64.max), "small": .int(Int64.min), "flag": true, "nothing": .null,

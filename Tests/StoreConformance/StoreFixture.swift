@@ -56,7 +56,8 @@ public final class StoreFixture: ConformanceFixture {
     }
 
     public func unmet(_ requirement: ConformanceRequirement) -> String? {
-        if let capability = StoreConformance.capabilityRequirements.first(where: { $0.requirement == requirement }) {
+        if let capability = StoreConformanceSuite.capabilityRequirements.first(where: { $0.requirement == requirement })
+        {
             return store.capabilities.contains(capability.capability)
                 ? nil : "the store does not declare \(requirement)"
         }
@@ -127,11 +128,11 @@ public struct PersistentStoreHooks: Sendable {
 }
 
 extension ConformanceRequirement {
-    /// The store declares ``StoreCapabilities/persistent``.
+    /// The store declares `StoreCapabilities.persistent`.
     public static let persistent = ConformanceRequirement("the .persistent capability")
-    /// The store declares ``StoreCapabilities/concurrentReaders``.
+    /// The store declares `StoreCapabilities.concurrentReaders`.
     public static let concurrentReaders = ConformanceRequirement("the .concurrentReaders capability")
-    /// The store declares ``StoreCapabilities/declaredIndexes``.
+    /// The store declares `StoreCapabilities.declaredIndexes`.
     public static let declaredIndexes = ConformanceRequirement("the .declaredIndexes capability")
     /// The fixture opens the store at a path (``StoreFixture/init(opening:)``).
     public static let openingAtAPath = ConformanceRequirement("opening the store at a path")
@@ -139,7 +140,7 @@ extension ConformanceRequirement {
     public static let peerData = ConformanceRequirement("the peer data")
 }
 
-extension StoreConformance {
+extension StoreConformanceSuite {
     /// Which requirement stands for which declared capability.
     static let capabilityRequirements: [(requirement: ConformanceRequirement, capability: StoreCapabilities)] = [
         (.persistent, .persistent), (.concurrentReaders, .concurrentReaders), (.declaredIndexes, .declaredIndexes),

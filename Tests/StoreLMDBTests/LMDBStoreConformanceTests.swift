@@ -54,7 +54,7 @@ extension PersistentStoreHooks {
 
 @Suite("LMDBStore conformance")
 struct LMDBStoreConformanceTests {
-    @Test(arguments: StoreConformance.all)
+    @Test(arguments: StoreConformanceSuite.all)
     func conformance(_ check: StoreConformanceCheck) async throws {
         try await check.run { try StoreFixture(opening: .lmdb) }
     }

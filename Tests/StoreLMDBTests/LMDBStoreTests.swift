@@ -20,7 +20,7 @@ struct LMDBStoreTests {
                 "data.mdb", "lock.mdb",
             ])
         try await store.close()
-        try await StoreConformance.reportSkipped(by: try StoreFixture(opening: .lmdb))
+        try await StoreConformanceSuite.reportSkipped(by: try StoreFixture(opening: .lmdb))
     }
 
     @Test func commitsAreDurableByDefault() async throws {

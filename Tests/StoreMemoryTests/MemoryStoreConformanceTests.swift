@@ -5,17 +5,17 @@ import Testing
 
 @Suite("MemoryStore conformance")
 struct MemoryStoreConformanceTests {
-    @Test(arguments: StoreConformance.all)
+    @Test(arguments: StoreConformanceSuite.all)
     func conformance(_ check: StoreConformanceCheck) async throws {
         try await check.run { StoreFixture(store: MemoryStore()) }
     }
 
     @Test func declaresNoOptionalCapabilitiesAndReportsWhatItSkips() async throws {
         #expect(MemoryStore().capabilities == [])
-        let skipped = await StoreConformance.skipped(by: StoreFixture(store: MemoryStore())).map(\.name)
+        let skipped = await StoreConformanceSuite.skipped(by: StoreFixture(store: MemoryStore())).map(\.name)
         #expect(skipped.contains("everything survives closing and reopening the store"))
         #expect(!skipped.contains("a handle used after its transaction fails with closed"))
-        try await StoreConformance.reportSkipped(by: StoreFixture(store: MemoryStore()))
+        try await StoreConformanceSuite.reportSkipped(by: StoreFixture(store: MemoryStore()))
     }
 
     @Test func leadingDotFactoryMakesAnEmptyStore() async throws {

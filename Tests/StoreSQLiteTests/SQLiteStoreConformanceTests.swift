@@ -32,7 +32,7 @@ extension PersistentStoreHooks {
 
 @Suite("SQLiteStore conformance, file")
 struct SQLiteFileStoreConformanceTests {
-    @Test(arguments: StoreConformance.all)
+    @Test(arguments: StoreConformanceSuite.all)
     func conformance(_ check: StoreConformanceCheck) async throws {
         try await check.run { try StoreFixture(opening: .sqlite) }
     }
@@ -40,7 +40,7 @@ struct SQLiteFileStoreConformanceTests {
 
 @Suite("SQLiteStore conformance, memory")
 struct SQLiteMemoryStoreConformanceTests {
-    @Test(arguments: StoreConformance.all)
+    @Test(arguments: StoreConformanceSuite.all)
     func conformance(_ check: StoreConformanceCheck) async throws {
         try await check.run { StoreFixture(store: try SQLiteStore.inMemory()) }
     }
@@ -63,10 +63,11 @@ struct SQLiteStoreTests {
         #expect(try await factory.read { try $0.tableNames() } == [])
         try await factory.close()
         // In memory, it keeps nothing: the checks of reopening and of refusing files skip.
-        let skipped = await StoreConformance.skipped(by: StoreFixture(store: try SQLiteStore.inMemory())).map(\.name)
+        let skipped = await StoreConformanceSuite.skipped(by: StoreFixture(store: try SQLiteStore.inMemory())).map(
+            \.name)
         #expect(skipped.contains("everything survives closing and reopening the store"))
         #expect(!skipped.contains("a handle used after its transaction fails with closed"))
-        try await StoreConformance.reportSkipped(
+        try await StoreConformanceSuite.reportSkipped(
             by: try StoreFixture(opening: .sqlite), StoreFixture(store: try SQLiteStore.inMemory()))
     }
 

@@ -11,8 +11,8 @@ import Synchronization
 /// - insert of an existing id (live or soft-deleted) is a 409 with the stored item; an `If-Match`
 ///   version that differs is a 412 with the stored item; update or delete of a missing or soft-deleted
 ///   item is a 404; delete is a soft delete (`deleted: true`, new version);
-/// - queries run on ``QueryEvaluator``; a page holds at most ``maximumPageSize`` items and says when
-///   more follow (``RemotePage/nextPage``);
+/// - queries run on `QueryEvaluator`; a page holds at most ``maximumPageSize`` items and says when
+///   more follow (`RemotePage.nextPage`);
 /// - a table nobody has written to is an empty table: its queries answer a page with no items, as
 ///   Ferry's server answers a dynamic table before its first write (a 404 on a query means "no table
 ///   endpoint here", which a client reports as an error: inject `.status(404, …)` for that).
@@ -23,7 +23,7 @@ import Synchronization
 /// server.inject(.dropAfterApply, on: .insert)        // the next insert is applied, its answer lost
 /// ```
 public final class ModelServer: Sendable {
-    /// The kinds of request a ``RemoteTable`` makes.
+    /// The kinds of request a `RemoteTable` makes.
     public enum RequestKind: String, Sendable, Hashable, CaseIterable {
         case insert, update, delete, read, query
     }
@@ -42,15 +42,15 @@ public final class ModelServer: Sendable {
 
     /// Something that goes wrong with a request.
     public enum Fault: Sendable {
-        /// The request never reaches the server: ``RemoteError/Code/network`` (the client cannot tell
+        /// The request never reaches the server: `RemoteError.Code.network` (the client cannot tell
         /// whether the server applied it).
         case dropBeforeApply
-        /// No connection can be made (offline, refused): ``RemoteError/Code/network`` with
-        /// ``RemoteError/wasNotSent``, so the client knows nothing was applied.
+        /// No connection can be made (offline, refused): `RemoteError.Code.network` with
+        /// `RemoteError.wasNotSent`, so the client knows nothing was applied.
         case unreachable
-        /// The server applies the request, then the answer is lost: ``RemoteError/Code/network``.
+        /// The server applies the request, then the answer is lost: `RemoteError.Code.network`.
         case dropAfterApply
-        /// The server applies the request, then the calling task is cancelled: ``RemoteError/Code/cancelled``.
+        /// The server applies the request, then the calling task is cancelled: `RemoteError.Code.cancelled`.
         case cancelAfterApply
         /// The server answers this status without applying anything (401, 400, 500…).
         case status(Int, String)

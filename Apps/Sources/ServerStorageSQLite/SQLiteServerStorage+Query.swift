@@ -2,7 +2,7 @@ import GRDB
 import Logging
 import QuerySQL
 import QuerySQLite
-public import ServerStorage
+public import ServerStorageCore
 import SyncCore
 
 extension SQLiteServerStorage {

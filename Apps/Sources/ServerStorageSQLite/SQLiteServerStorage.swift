@@ -3,7 +3,7 @@ import GRDB
 public import Logging
 import QuerySQL
 import QuerySQLite
-public import ServerStorage
+public import ServerStorageCore
 @_spi(StoreSupport) public import SyncCore
 import Synchronization
 

@@ -12,7 +12,7 @@ import SyncCore
 import Transport
 
 @main
-enum SyncBenchmark {
+enum SyncBenchmarkMain {
     static func main() async {
         do {
             try await run(Options(CommandLine.arguments.dropFirst()))

@@ -1,7 +1,7 @@
 import FerryServer
 import Foundation
 import Logging
-import ServerStorage
+import ServerStorageCore
 import ServerStorageSQLite
 import SyncCore
 

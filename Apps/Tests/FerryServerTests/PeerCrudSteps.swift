@@ -1,6 +1,6 @@
 import FerryServer
 import Foundation
-import ServerStorage
+import ServerStorageCore
 import StoreConformance
 import SyncCore
 import Testing

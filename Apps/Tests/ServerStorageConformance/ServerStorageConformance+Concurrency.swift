@@ -1,9 +1,9 @@
-import ServerStorage
+import ServerStorageCore
 import StoreConformance
 import SyncCore
 import Testing
 
-extension ServerStorageConformance {
+extension ServerStorageConformanceSuite {
     static var concurrency: [ServerStorageCheck] {
         [
             .init("concurrent writers get unique versions and updatedAt values in commit order") {

@@ -1,9 +1,9 @@
-import ServerStorage
+import ServerStorageCore
 import StoreConformance
 import SyncCore
 import Testing
 
-extension ServerStorageConformance {
+extension ServerStorageConformanceSuite {
     /// A table whose declared fields exercise every way the evaluator types a value.
     static let catalog = StorageTable(
         name: "catalog",

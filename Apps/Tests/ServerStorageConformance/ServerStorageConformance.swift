@@ -1,4 +1,4 @@
-public import ServerStorage
+public import ServerStorageCore
 public import StoreConformance
 import SyncCore
 import Testing
@@ -69,7 +69,7 @@ extension ConformanceRequirement {
 /// (reopening a storage kept in memory) are reported as skipped with the reason:
 ///
 /// ```swift
-/// @Test(arguments: ServerStorageConformance.checks)
+/// @Test(arguments: ServerStorageConformanceSuite.checks)
 /// func memory(_ check: ServerStorageCheck) async throws {
 ///     try await check.run { clock in
 ///         ServerStorageFixture(
@@ -90,7 +90,7 @@ extension ConformanceCheck where Fixture == ServerStorageFixture {
 /// The suite every ``ServerStorage`` backend must pass: CRUD, compare-and-set, commit-ordered stamps
 /// under concurrent writers, dynamic tables and field kinds, owners, and queries that give exactly
 /// what ``QueryEvaluator`` gives (a fixed list and a seeded random sweep).
-public enum ServerStorageConformance: Sendable {
+public enum ServerStorageConformanceSuite: Sendable {
     /// Every check.
     public static var checks: [ServerStorageCheck] {
         crud + stamps + concurrency + fields + owners + queries + lifecycle
@@ -100,7 +100,7 @@ public enum ServerStorageConformance: Sendable {
     /// reasons; returns when it can run every check. The fixture is closed afterwards.
     ///
     /// ```swift
-    /// try await ServerStorageConformance.reportSkipped(
+    /// try await ServerStorageConformanceSuite.reportSkipped(
     ///     by: ServerStorageFixture(storage: try SQLiteServerStorage(location: .memory), clock: ManualClock()))
     /// ```
     public static func reportSkipped(by fixture: ServerStorageFixture) async throws {
@@ -111,7 +111,7 @@ public enum ServerStorageConformance: Sendable {
 
 extension StorageError: CodedError {}
 
-extension ServerStorageConformance {
+extension ServerStorageConformanceSuite {
     static let todo = StorageTable(name: "todo")
 
     static let sample: JSONObject = [

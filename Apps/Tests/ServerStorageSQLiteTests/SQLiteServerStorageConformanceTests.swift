@@ -1,5 +1,5 @@
 import Foundation
-import ServerStorage
+import ServerStorageCore
 import ServerStorageConformance
 import ServerStorageSQLite
 import StoreConformance
@@ -13,19 +13,19 @@ struct SQLiteServerStorageConformanceTests {
             storage: try SQLiteServerStorage(location: .memory, configuration: .init(now: clock.now)), clock: clock)
     }
 
-    @Test("in memory", arguments: ServerStorageConformance.checks)
+    @Test("in memory", arguments: ServerStorageConformanceSuite.checks)
     func memory(_ check: ServerStorageCheck) async throws {
         try await check.run { clock in try Self.inMemory(clock) }
     }
 
     @Test func inMemoryOnlyTheReopeningCheckIsSkippedAndItIsReported() async throws {
         let skipped = await ServerStorageCheck.skipped(
-            ServerStorageConformance.checks, by: try Self.inMemory(ManualClock()))
+            ServerStorageConformanceSuite.checks, by: try Self.inMemory(ManualClock()))
         #expect(skipped.map(\.name) == ["rows, field kinds and the write sequence survive closing and reopening"])
-        try await ServerStorageConformance.reportSkipped(by: try Self.inMemory(ManualClock()))
+        try await ServerStorageConformanceSuite.reportSkipped(by: try Self.inMemory(ManualClock()))
     }
 
-    @Test("in a file", arguments: ServerStorageConformance.checks)
+    @Test("in a file", arguments: ServerStorageConformanceSuite.checks)
     func file(_ check: ServerStorageCheck) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }

@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import ServerStorage
+import ServerStorageCore
 import ServerStorageSQLite
 import StoreConformance
 import SyncCore

@@ -15,7 +15,7 @@ class SQLiteReader: StoreReader {
         self.place = place
     }
 
-    /// Runs `body` on the connection, mapping SQLite errors to ``StoreError``.
+    /// Runs `body` on the connection, mapping SQLite errors to `StoreError`.
     func run<T>(_ action: @autoclosure () -> String, _ body: () throws -> T) throws -> T {
         if isFinished {
             throw StoreError(.closed, "a handle of \(place) was used after its transaction ended")

@@ -26,7 +26,7 @@ import SyncCore
 /// The columns are derived from the item on every write; the item text is what reads return.
 /// SQLite's `json_extract` ends a string at an escaped NUL character, so while a table holds such
 /// an item, queries on it are answered by the evaluator (SQL still narrows the rows). A
-/// declared index (``TableDefinition/indexes``) becomes `"items_1_ix_<n>"` on the same expressions
+/// declared index (`TableDefinition.indexes`) becomes `"items_1_ix_<n>"` on the same expressions
 /// the query compiler uses: `json_extract(item, '$."field"')` per field, or the column for `id` and
 /// `updatedAt`.
 enum ItemTable {

@@ -52,8 +52,9 @@ public actor SyncContext {
     /// Creates a context whose remote tables come from a closure.
     ///
     /// ```swift
+    /// // Any RemoteTable per name: here Transport's, with a header only the "audit" table needs.
     /// let context = SyncContext(store: MemoryStore(), conflictHandler: .serverWins) { name in
-    ///     HTTPTable(client: client, name: name)
+    ///     name == "audit" ? auditRemote.table(name) : remote.table(name)
     /// }
     /// ```
     public init(

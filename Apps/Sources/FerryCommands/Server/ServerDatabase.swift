@@ -1,6 +1,6 @@
 import FerryServer
 import Logging
-import ServerStorage
+import ServerStorageCore
 import ServerStorageSQLite
 
 /// Where `ferry serve --db` keeps the tables: the storage backends the `ferry` executable is built

@@ -1,7 +1,7 @@
 import Crypto
 public import Foundation
 public import SyncCore
-import ServerStorage
+import ServerStorageCore
 
 /// Verifies the HS256 JSON Web Tokens clients send in `X-ZUMO-AUTH` or `Authorization: Bearer`.
 ///

@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
-public import ServerStorage
+public import ServerStorageCore
 import ServiceLifecycle
 import Synchronization
 import UnixSignals

@@ -1,4 +1,4 @@
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 // Reading one item: what the request may see of it (owner scope and data view), 404 and 410, and `GET

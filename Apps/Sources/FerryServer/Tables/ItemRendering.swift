@@ -1,4 +1,4 @@
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 // How items and conflicts look in each protocol version: the item's fields plus its system properties, with

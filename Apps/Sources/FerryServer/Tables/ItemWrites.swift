@@ -1,5 +1,5 @@
 import Foundation
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 // Writing one item: insert, replace and the two kinds of patch, delete and undelete, each a compare-and-set

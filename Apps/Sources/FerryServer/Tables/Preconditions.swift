@@ -1,5 +1,5 @@
 import Foundation
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 /// RFC 9110 conditional requests against an item: `If-Match`, `If-None-Match`,

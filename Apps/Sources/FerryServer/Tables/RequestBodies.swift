@@ -1,5 +1,5 @@
 import Foundation
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 // Request bodies: the media type and charset, JSON that the storage can hold exactly, and the rules an item's

@@ -1,5 +1,5 @@
 import Foundation
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 // Before a request reaches its table: the protocol version, the `X-ZUMO-Options`, the table it names and the

@@ -1,4 +1,4 @@
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 // `GET /tables/{name}`: the OData query, within the table's page size, owner scope and data view, and the

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import ServerStorage
+import ServerStorageCore
 import SyncCore
 
 /// The table protocol, versions 2.0.0 and 3.0.0, over a ``ServerStorage``: routing, version
