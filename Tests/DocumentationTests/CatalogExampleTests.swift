@@ -25,36 +25,32 @@ struct CatalogExampleTests {
     }
 
     @Test func theStoreSQLiteExampleCompilesAndSyncs() async throws {
-        let server = ModelServer()
-        let remote = server.remote()
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        do {
-            let directory = directory.path
+        try await syncsOneInsert { directory, remote in
             let store = try SQLiteStore(path: directory + "/app.ferry")
             let context = SyncContext(store: store, remote: remote)  // remote: any RemoteService
-
-            _ = try await context.table("todo").insert(["title": "Milk"])
-            try await context.push()
-            try await store.close()
+            return (store, context)
         }
-        #expect(server.rows("todo").count == 1)
     }
 
     @Test func theStoreLMDBExampleCompilesAndSyncs() async throws {
-        let server = ModelServer()
-        let remote = server.remote()
-        let directory = try TemporaryDirectory()
-        defer { directory.remove() }
-        do {
-            let directory = directory.path
+        try await syncsOneInsert { directory, remote in
             let store = try LMDBStore(path: directory + "/app-lmdb")
             let context = SyncContext(store: store, remote: remote)  // remote: any RemoteService
-
-            _ = try await context.table("todo").insert(["title": "Milk"])
-            try await context.push()
-            try await store.close()
+            return (store, context)
         }
+    }
+
+    /// Runs a persistent store's example in a temporary directory: one insert, pushed.
+    func syncsOneInsert(
+        _ example: (_ directory: String, _ remote: any RemoteService) throws -> (any LocalStore, SyncContext)
+    ) async throws {
+        let server = ModelServer()
+        let temporary = try TemporaryDirectory()
+        defer { temporary.remove() }
+        let (store, context) = try example(temporary.path, server.remote())
+        _ = try await context.table("todo").insert(["title": "Milk"])
+        try await context.push()
+        try await store.close()
         #expect(server.rows("todo").count == 1)
     }
 

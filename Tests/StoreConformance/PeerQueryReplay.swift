@@ -290,7 +290,7 @@ public enum PeerQueryReplay: Sendable {
     }
 
     /// Compares two query strings as multisets of decoded parameters.
-    static func sameParameters(_ lhs: String?, _ rhs: String?) -> Bool {
+    public static func sameParameters(_ lhs: String?, _ rhs: String?) -> Bool {
         guard let lhs, let rhs else { return lhs == nil && rhs == nil }
         func normalized(_ text: String) -> [String] {
             ODataParameters(parsing: text).items.map { "\($0.name)=\($0.value)" }.sorted()

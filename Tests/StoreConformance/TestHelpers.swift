@@ -63,3 +63,18 @@ public struct Abort: Error, Sendable {
     /// A deliberate failure.
     public init() {}
 }
+
+/// Queries the sync engine sends, for tests that check how a store runs them.
+public enum SyncQueries: Sendable {
+    /// The pull's keyset page: rows after `(updatedAt, id)` in `(updatedAt, id)` order, deleted
+    /// rows included.
+    public static func keysetPage(after updatedAt: Timestamp, id: String, top: Int) -> TableQuery {
+        TableQuery(
+            filter: .binary(
+                .or, .binary(.greaterThan, .field("updatedAt"), .literal(.dateTimeOffset(updatedAt))),
+                .binary(
+                    .and, .binary(.equal, .field("updatedAt"), .literal(.dateTimeOffset(updatedAt))),
+                    .binary(.greaterThan, .field("id"), .literal(.string(id))))),
+            orderBy: [.field("updatedAt"), .field("id")], top: top, includeDeleted: true)
+    }
+}

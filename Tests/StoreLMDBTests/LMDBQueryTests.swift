@@ -113,13 +113,7 @@ struct LMDBQueryTests {
         }
         try await store.upsert("todo", items)
         let cursor = Timestamp(millisecondsSince1970: 20_000)
-        let keyset = TableQuery(
-            filter: .binary(
-                .or, .binary(.greaterThan, .field("updatedAt"), .literal(.dateTimeOffset(cursor))),
-                .binary(
-                    .and, .binary(.equal, .field("updatedAt"), .literal(.dateTimeOffset(cursor))),
-                    .binary(.greaterThan, .field("id"), .literal(.string("i1061"))))),
-            orderBy: [.field("updatedAt"), .field("id")], top: 10, includeDeleted: true)
+        let keyset = SyncQueries.keysetPage(after: cursor, id: "i1061", top: 10)
         let keysetPlan = try await store.plan(for: keyset, table: "todo")
         #expect(keysetPlan?.source == .updatedAt(20_000...Int64.max))
         #expect(keysetPlan?.streamed == true)

@@ -179,13 +179,7 @@ struct SQLiteQueryCompilationTests {
             try tx.upsert("todo", items)
         }
         let cursor = Timestamp(millisecondsSince1970: 20_000)
-        let keyset = TableQuery(
-            filter: .binary(
-                .or, .binary(.greaterThan, .field("updatedAt"), .literal(.dateTimeOffset(cursor))),
-                .binary(
-                    .and, .binary(.equal, .field("updatedAt"), .literal(.dateTimeOffset(cursor))),
-                    .binary(.greaterThan, .field("id"), .literal(.string("i1061"))))),
-            orderBy: [.field("updatedAt"), .field("id")], top: 10, includeDeleted: true)
+        let keyset = SyncQueries.keysetPage(after: cursor, id: "i1061", top: 10)
         #expect(try await store.strategy(for: keyset, table: "todo") == .sql)
         let page = try await store.query("todo", keyset)
         #expect(page.items.compactMap(\.id) == (1062..<1072).map { "i\($0)" })

@@ -28,7 +28,7 @@ public import SyncCore
 ///   ``delete(from:id:expectedVersion:owner:)`` change a row only while its version is still the one
 ///   the caller read; otherwise they fail with ``StorageError/Code/versionMismatch`` carrying the
 ///   current row, so the caller can re-check its preconditions and retry.
-/// - **Queries** mean exactly what ``QueryEvaluator`` gives over ``StoredItem/queryable`` with the
+/// - **Queries** mean exactly what `QueryEvaluator` gives over ``StoredItem/queryable`` with the
 ///   table's schema, with the `id` tie-breaker, soft-deleted rows left out unless asked for, and the
 ///   owner scope applied. A backend may compile queries to its own language, and must fall back to
 ///   the evaluator for what it cannot compile exactly.

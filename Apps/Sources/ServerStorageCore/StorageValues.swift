@@ -166,7 +166,7 @@ public enum FieldKind: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// A query as a storage runs it: the filter and order of a ``TableQuery`` plus paging, soft-delete
+/// A query as a storage runs it: the filter and order of a `TableQuery` plus paging, soft-delete
 /// and owner scoping decided by the server.
 public struct StorageQuery: Sendable, Hashable {
     /// The filter; `nil` matches every row.
@@ -221,6 +221,6 @@ public struct StoragePage: Sendable, Hashable {
 public enum QueryPlan: String, Sendable, Hashable {
     /// Filter, order and paging all ran in the database.
     case database
-    /// Part of the filter or the order ran in ``QueryEvaluator`` over the rows the database selected.
+    /// Part of the filter or the order ran in `QueryEvaluator` over the rows the database selected.
     case evaluator
 }

@@ -195,20 +195,11 @@ struct PeerQueryHTTPTests {
             let actual = page.nextLink.map { link in
                 link.contains("?") ? String(link[link.index(after: link.firstIndex(of: "?")!)...]) : link
             }
-            if !Self.sameParameters(actual, expected) {
+            if !PeerQueryReplay.sameParameters(actual, expected) {
                 return "nextLink \(page.nextLink ?? "null"), expected \(expected ?? "null")"
             }
         }
         return nil
-    }
-
-    /// Compares two query strings as multisets of decoded parameters.
-    static func sameParameters(_ lhs: String?, _ rhs: String?) -> Bool {
-        guard let lhs, let rhs else { return lhs == nil && rhs == nil }
-        func normalized(_ text: String) -> [String] {
-            ODataParameters(parsing: text).items.map { "\($0.name)=\($0.value)" }.sorted()
-        }
-        return normalized(lhs) == normalized(rhs)
     }
 
     /// A decoded page of either protocol version.

@@ -9,7 +9,7 @@ import ServerStorageCore
 /// `header.payload` under the configured secret (compared in constant time), it has an `exp` in the
 /// future (a token without `exp` is refused unless ``requiresExpiry`` is `false`), its `nbf` (if
 /// present) is not in the future, its `iss`/`aud` match when configured, and it has a string `sub`
-/// that per-user tables can store exactly (``OwnerScope/validateSubject(_:)``: non-empty, at most
+/// that per-user tables can store exactly (`OwnerScope.validateSubject(_:)`: non-empty, at most
 /// 1,024 UTF-8 bytes, no U+0000).
 ///
 /// ```swift

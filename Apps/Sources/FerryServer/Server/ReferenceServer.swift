@@ -68,7 +68,7 @@ public final class ReferenceServer: Sendable {
     /// - Parameters:
     ///   - ownsStorage: Whether the server closes `storage` when it stops, or when it fails to start.
     ///   - handlesSignals: Whether SIGINT and SIGTERM shut the server down (for a process that is the server).
-    /// - Throws: ``ConfigurationError`` for an invalid configuration, a ``StorageError`` when the
+    /// - Throws: ``ConfigurationError`` for an invalid configuration, a `StorageError` when the
     ///   declared tables cannot be prepared, or the bind error when the address is taken.
     public static func start(
         _ configuration: ServerConfiguration, storage: any ServerStorage, ownsStorage: Bool = false,
