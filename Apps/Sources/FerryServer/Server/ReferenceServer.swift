@@ -66,6 +66,8 @@ public final class ReferenceServer: Sendable {
     /// and hands it over.
     ///
     /// - Parameters:
+    ///   - configuration: The address, tables, authentication, limits and logger.
+    ///   - storage: An opened storage (any backend); the server prepares the declared tables in it.
     ///   - ownsStorage: Whether the server closes `storage` when it stops, or when it fails to start.
     ///   - handlesSignals: Whether SIGINT and SIGTERM shut the server down (for a process that is the server).
     /// - Throws: ``ConfigurationError`` for an invalid configuration, a `StorageError` when the
