@@ -1,7 +1,7 @@
 /// A local store: where an app's items and Ferry's sync bookkeeping live on the device.
 ///
 /// A store holds schemaless **tables of items** (JSON objects keyed by their string `id`) and, in the
-/// same store, three **sync system tables**: the queue of pending operations, the errors of
+/// same store, three **sync system tables**: the operation queue, the errors of
 /// operations that failed, and the delta tokens of incremental pulls. Because they share one store,
 /// a local edit and the operation that queues it commit in one transaction: together or not at all.
 ///
@@ -71,13 +71,13 @@ public protocol StoreReader {
     /// optionally only for one table, at most `limit` of them.
     func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation]
 
-    /// The pending operations of one item, in queue order.
+    /// The queued operations of one item, in queue order.
     func operations(table: String, itemID: String) throws -> [QueuedOperation]
 
     /// The operation with `id`, or `nil`.
     func operation(id: Int64) throws -> QueuedOperation?
 
-    /// The number of pending operations, for one table or all.
+    /// The number of queued operations, for one table or all.
     func operationCount(table: String?) throws -> Int
 
     /// Recorded operation errors, oldest first, optionally for one table.
@@ -186,7 +186,7 @@ extension LocalStore {
         try await write { try $0.delete(table, ids: ids) }
     }
 
-    /// The number of pending operations, for one table or all.
+    /// The number of queued operations, for one table or all.
     public func operationCount(table: String? = nil) async throws -> Int {
         try await read { try $0.operationCount(table: table) }
     }
