@@ -281,16 +281,6 @@ final class MemoryTransaction: StoreTransaction {
         return deleted
     }
 
-    @discardableResult
-    func delete(_ table: String, matching query: TableQuery) throws -> Int {
-        try checkActive()
-        var selection = query
-        selection.select = nil
-        selection.includeTotalCount = false
-        let ids = try reader.query(table, selection).items.compactMap(\.id)
-        return try delete(table, ids: ids)
-    }
-
     func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation {
         try checkActive()
         try StoreValidation.validateTableName(draft.table)

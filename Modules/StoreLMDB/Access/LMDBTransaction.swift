@@ -173,16 +173,6 @@ final class LMDBTransaction: LMDBReader, StoreTransaction {
         }
         return deleted
     }
-
-    @discardableResult
-    func delete(_ table: String, matching query: TableQuery) throws -> Int {
-        try checkActive()
-        var selection = query
-        selection.select = nil
-        selection.includeTotalCount = false
-        let ids = try self.query(table, selection).items.compactMap(\.id)
-        return try delete(table, ids: ids)
-    }
 }
 
 extension ItemSummary {

@@ -106,6 +106,8 @@ public protocol StoreTransaction: StoreReader {
     func delete(_ table: String, ids: [String]) throws -> Int
 
     /// Deletes every item a query's filter selects (skip, top and order apply too). Returns how many.
+    /// The default runs the query for its ids and deletes those (``delete(_:ids:)``); a store that can
+    /// delete in one statement implements it itself.
     @discardableResult
     func delete(_ table: String, matching query: TableQuery) throws -> Int
 
@@ -189,5 +191,16 @@ extension LocalStore {
     /// The number of queued operations, for one table or all.
     public func operationCount(table: String? = nil) async throws -> Int {
         try await read { try $0.operationCount(table: table) }
+    }
+}
+
+extension StoreTransaction {
+    /// Runs `query` (without `$select` or a count) and deletes the items it selects by id.
+    @discardableResult
+    public func delete(_ table: String, matching query: TableQuery) throws -> Int {
+        var selection = query
+        selection.select = nil
+        selection.includeTotalCount = false
+        return try delete(table, ids: try self.query(table, selection).items.compactMap(\.id))
     }
 }
