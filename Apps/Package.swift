@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .library(name: "ServerStorageCore", targets: ["ServerStorageCore"]),
         .library(name: "ServerStorageSQLite", targets: ["ServerStorageSQLite"]),
+        .library(name: "ServerStoragePostgreSQL", targets: ["ServerStoragePostgreSQL"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryCommands", targets: ["FerryCommands"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
@@ -28,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // The server-storage protocol: what the reference server needs from a database.
@@ -51,6 +53,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/ServerStorageSQLite"
+        ),
+        // The backend for several server instances: PostgreSQL through postgres-nio (a pool, bound
+        // parameters, LISTEN/NOTIFY for the change stream).
+        .target(
+            name: "ServerStoragePostgreSQL",
+            dependencies: [
+                "ServerStorageCore",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "QuerySQL", package: "Ferry"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/ServerStoragePostgreSQL"
         ),
         // The sync benchmark (Tools/bench-sync.sh): pull and push against a `ferry serve` child.
         .executableTarget(
@@ -116,6 +131,7 @@ let package = Package(
             name: "FerryCommands",
             dependencies: [
                 "FerryServer", "FerryClient", "FerryConsole", "ServerStorageCore", "ServerStorageSQLite",
+                "ServerStoragePostgreSQL",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -142,6 +158,17 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/ServerStorageSQLiteTests"
+        ),
+        .testTarget(
+            name: "ServerStoragePostgreSQLTests",
+            dependencies: [
+                "ServerStorageCore", "ServerStoragePostgreSQL", "ServerStorageConformance",
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreConformance", package: "Ferry"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/ServerStoragePostgreSQLTests"
         ),
         .testTarget(
             name: "FerryServerTests",
@@ -176,7 +203,8 @@ let package = Package(
         .testTarget(
             name: "FerryCommandsTests",
             dependencies: [
-                "FerryCommands", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "FerryCommands", "ServerStoragePostgreSQL",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tests/FerryCommandsTests"
         ),

@@ -70,7 +70,7 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
         configuration.dynamicTableDefaults.softDelete = true
         let database = ServerDatabase.sqlite(path: directory.appendingPathComponent("server.sqlite").path)
         let server = try await ReferenceServer.start(
-            configuration, storage: try database.open(logger: logger), ownsStorage: true)
+            configuration, storage: try await database.open(logger: logger), ownsStorage: true)
         do {
             let settings = ServerSettings(url: URL(string: server.url)!, protocolVersion: protocolVersion)
             let online = HTTPRemote(HTTPRemote.Configuration(serverURL: settings.url, protocolVersion: protocolVersion))

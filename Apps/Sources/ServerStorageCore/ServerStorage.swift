@@ -75,6 +75,15 @@ public protocol ServerStorage: Sendable {
     /// ``replace(in:id:expectedVersion:content:deleted:owner:)``.
     func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws
 
+    /// Announcements of committed writes, from this process and (for a shared database) from every
+    /// other one: each says "table T changed, up to this stamp".
+    ///
+    /// The stream starts with the writes committed after the call and ends when the storage closes.
+    /// Announcements are hints, not the changes themselves: a listener reads the rows with a
+    /// query. A listener that falls far behind loses the oldest announcements it has not read
+    /// (``StorageChanges/bufferLimit``), never the newest.
+    func changes() -> AsyncStream<StorageChange>
+
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
 }

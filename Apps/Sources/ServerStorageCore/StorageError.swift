@@ -33,8 +33,13 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         public static let invalidTableName = Code("invalidTableName")
         /// The storage was closed.
         public static let closed = Code("closed")
-        /// The database is locked by another process for longer than the configured timeout.
+        /// The database is locked by another process for longer than the configured timeout, every
+        /// connection stayed in use for longer than the configured wait, or a statement ran past its
+        /// timeout. The server answers 503 with `Retry-After`.
         public static let busy = Code("busy")
+        /// The database cannot be reached now (down, restarting, or refusing connections); a
+        /// request may succeed later. The server answers 503 with `Retry-After`.
+        public static let unavailable = Code("unavailable")
         /// The database is damaged or is not a Ferry server database.
         public static let corrupt = Code("corrupt")
         /// Another input or output failure.

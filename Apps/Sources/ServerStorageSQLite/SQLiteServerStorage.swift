@@ -87,6 +87,8 @@ public final class SQLiteServerStorage: ServerStorage {
     /// Table numbers already looked up (a table's number never changes).
     private let numbers = Mutex<[String: Int64]>([:])
     private let closed = Mutex(false)
+    /// The change stream: this process's writes (other processes sharing the file are not heard).
+    let announcements = StorageChanges()
 
     /// Opens (or creates) the database.
     ///
@@ -331,7 +333,7 @@ public final class SQLiteServerStorage: ServerStorage {
         try Self.validateID(id)
         if let owner { try OwnerScope.validateSubject(owner) }
         let text = try Self.itemText(content, table.name)
-        return try await write("inserting into '\(table.name)'") { db in
+        let stored = try await write("inserting into '\(table.name)'") { db in
             guard var record = try Self.tableRecord(db, table.name, creating: true) else {
                 throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
             }
@@ -349,6 +351,8 @@ public final class SQLiteServerStorage: ServerStorage {
                 updatedAt: Timestamp(millisecondsSince1970: stamp.updatedAt), version: stamp.version, deleted: false,
                 owner: owner)
         }
+        announce(table.name, stored.version, stored.updatedAt)
+        return stored
     }
 
     public func replace(
@@ -356,7 +360,7 @@ public final class SQLiteServerStorage: ServerStorage {
         owner: OwnerScope
     ) async throws -> StoredItem {
         let text = try Self.itemText(content, table.name)
-        return try await write("replacing an item of '\(table.name)'") { db in
+        let stored = try await write("replacing an item of '\(table.name)'") { db in
             var record = try Self.existingRecord(db, table.name, id: id)
             guard var current = try Self.fetch(db, record, id: id, owner: owner) else {
                 throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
@@ -376,10 +380,12 @@ public final class SQLiteServerStorage: ServerStorage {
             current.deleted = deleted
             return current
         }
+        announce(table.name, stored.version, stored.updatedAt)
+        return stored
     }
 
     public func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws {
-        try await write("deleting an item of '\(table.name)'") { db in
+        let stamp = try await write("deleting an item of '\(table.name)'") { db in
             var record = try Self.existingRecord(db, table.name, id: id)
             guard let current = try Self.fetch(db, record, id: id, owner: owner) else {
                 throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
@@ -389,9 +395,21 @@ public final class SQLiteServerStorage: ServerStorage {
                     .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
             }
             // A delete advances the sequence too: the next write's stamps must still exceed it.
-            _ = try self.nextStamp(db, table.name, &record)
+            let stamp = try self.nextStamp(db, table.name, &record)
             try db.execute(sql: "DELETE FROM \(record.sqlName) WHERE id = ?", arguments: [id])
+            return stamp
         }
+        announce(table.name, stamp.version, Timestamp(millisecondsSince1970: stamp.updatedAt))
+    }
+
+    // MARK: - Changes
+
+    public func changes() -> AsyncStream<StorageChange> {
+        announcements.subscribe()
+    }
+
+    private func announce(_ table: String, _ version: Int64, _ updatedAt: Timestamp) {
+        announcements.publish(StorageChange(table: table, version: version, updatedAt: updatedAt))
     }
 
     static func existingRecord(_ db: Database, _ name: String, id: String) throws -> TableRecord {
@@ -409,6 +427,7 @@ public final class SQLiteServerStorage: ServerStorage {
             return flag
         }
         if wasClosed { return }
+        announcements.finish()
         do {
             try database.close()
         } catch {

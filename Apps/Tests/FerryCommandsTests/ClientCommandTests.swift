@@ -32,7 +32,7 @@ func startServer() async throws -> ReferenceServer {
     var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, logger: logger)
     configuration.dynamicTableDefaults.softDelete = true
     return try await ReferenceServer.start(
-        configuration, storage: try ServerDatabase.memory.open(logger: logger), ownsStorage: true)
+        configuration, storage: try await ServerDatabase.memory.open(logger: logger), ownsStorage: true)
 }
 
 /// A line editor reading `script` from a pipe, as the REPL reads a piped session; close the

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryServer
 import Foundation
+import ServerStoragePostgreSQL
 import Testing
 
 @testable import FerryCommands
@@ -21,8 +22,21 @@ struct ServeCommandTests {
         #expect(FerryCommand.helpMessage(for: ServeCommand.self).contains("--auth-secret"))
     }
 
-    @Test func theDatabaseOptionNamesSQLiteOrMemory() throws {
+    @Test func theDatabaseOptionNamesSQLiteMemoryOrPostgreSQL() throws {
         #expect(throws: ConfigurationError.self) { try ServerDatabase(parsing: "postgres://x") }
+        #expect(throws: ConfigurationError.self) { try ServerDatabase(parsing: "mysql://u@h/db") }
+        let postgres = try ServerDatabase(parsing: "postgres://ferry:s%40cret@db.internal:6543/app?sslmode=require")
+        #expect(postgres.description == "postgres://ferry@db.internal:6543/app?sslmode=require")
+        #expect(!postgres.description.contains("cret"))
+        guard case .postgreSQL(let url) = postgres else {
+            Issue.record("not PostgreSQL: \(postgres)")
+            return
+        }
+        #expect(url.password == "s@cret")
+        #expect(url.tlsMode == .require)
+        #expect(
+            try ServerDatabase(parsing: "postgresql://ferry@[::1]/ferry").description
+                == "postgres://ferry@[::1]:5432/ferry")
         #expect(try ServerDatabase(parsing: "memory") == .memory)
         #expect(try ServerDatabase(parsing: "sqlite:a.db") == .sqlite(path: "a.db"))
         #expect(try ServerDatabase(parsing: "sqlite:a.db").description == "sqlite:a.db")

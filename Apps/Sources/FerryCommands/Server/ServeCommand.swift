@@ -3,6 +3,7 @@ import FerryServer
 import FerryConsole
 import Foundation
 import Logging
+import ServerStorageCore
 
 /// `ferry serve`: runs the reference server until SIGINT or SIGTERM.
 ///
@@ -27,8 +28,11 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Option(help: "The address to listen on.")
     var host: String = "127.0.0.1"
 
-    @Option(help: "Where the tables live: sqlite:PATH or memory.")
-    var db: String = "sqlite:ferry.sqlite"
+    @Option(
+        help: ArgumentHelp(
+            "Where the tables live: sqlite:PATH, memory, or postgres://user:password@host:port/db for several instances (default: $FERRY_DATABASE_URL, else sqlite:ferry.sqlite).",
+            valueName: "database"))
+    var db: String?
 
     @Option(help: ArgumentHelp("A JSON file declaring the tables (see docs/server.md).", valueName: "file"))
     var tables: String?
@@ -91,11 +95,17 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         configuration.connections = ConnectionLimits(
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), maximumConnections: maxConnections)
-        let database = try ServerDatabase(parsing: db)
+        let environment = ProcessInfo.processInfo.environment[ServerDatabase.environmentVariable]
+        let database = try ServerDatabase(
+            parsing: db ?? environment.flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite")
         let server: ReferenceServer
         do {
+            let storage = try await database.open(logger: logger)
             server = try await ReferenceServer.start(
-                configuration, storage: try database.open(logger: logger), ownsStorage: true, handlesSignals: true)
+                configuration, storage: storage, ownsStorage: true, handlesSignals: true)
+        } catch let error as StorageError {
+            StandardStreams.writeError("error: cannot open the database: \(error.message)\n")
+            throw ExitCode(1)
         } catch let error as ServerStartError {
             StandardStreams.writeError("error: \(error.message)\n")
             throw ExitCode(1)

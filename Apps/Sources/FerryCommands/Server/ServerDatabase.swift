@@ -1,28 +1,40 @@
 import FerryServer
 import Logging
 import ServerStorageCore
+import ServerStoragePostgreSQL
 import ServerStorageSQLite
 
 /// Where `ferry serve --db` keeps the tables: the storage backends the `ferry` executable is built
 /// with.
 ///
 /// The server library takes any opened `ServerStorage` and never chooses one; the command line
-/// chooses here. Another backend (PostgreSQL) is a module and a case here, never a dependency of
-/// FerryServer.
+/// chooses here. Each backend is a module and a case here, never a dependency of FerryServer.
 enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
     /// A SQLite database file (created when absent).
     case sqlite(path: String)
     /// An in-memory SQLite database, gone when the server stops.
     case memory
+    /// A PostgreSQL database, which several server instances can share.
+    case postgreSQL(PostgreSQLURL)
 
-    /// Parses `sqlite:PATH`, a bare path, or `memory`.
+    /// The environment variable read when `--db` is not given: it keeps a password out of `ps`.
+    static let environmentVariable = "FERRY_DATABASE_URL"
+
+    /// Parses `sqlite:PATH`, a bare path, `memory`, or `postgres://user:password@host:port/db`.
     ///
     /// ```swift
     /// try ServerDatabase(parsing: "sqlite:/var/lib/ferry.sqlite")   // .sqlite(path: "/var/lib/ferry.sqlite")
     /// try ServerDatabase(parsing: "memory")                         // .memory
+    /// try ServerDatabase(parsing: "postgres://ferry@db:5432/ferry") // .postgreSQL(…)
     /// ```
     init(parsing text: String) throws(ConfigurationError) {
-        if text == "memory" || text == "sqlite::memory:" || text == ":memory:" {
+        if text.hasPrefix("postgres://") || text.hasPrefix("postgresql://") {
+            do {
+                self = .postgreSQL(try PostgreSQLURL(text))
+            } catch {
+                throw ConfigurationError(error.message)
+            }
+        } else if text == "memory" || text == "sqlite::memory:" || text == ":memory:" {
             self = .memory
         } else if text.hasPrefix("sqlite:") {
             let path = String(text.dropFirst("sqlite:".count))
@@ -31,9 +43,11 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
             }
             self = .sqlite(path: path)
         } else if text.contains(":") && !text.hasPrefix("/") && !text.hasPrefix(".") {
-            throw ConfigurationError("unknown database '\(text)': use sqlite:PATH or memory")
+            throw ConfigurationError(
+                "unknown database '\(text)': use sqlite:PATH, memory or postgres://user:password@host:port/db")
         } else if text.isEmpty {
-            throw ConfigurationError("the database is empty: use sqlite:PATH or memory")
+            throw ConfigurationError(
+                "the database is empty: use sqlite:PATH, memory or postgres://user:password@host:port/db")
         } else {
             self = .sqlite(path: text)
         }
@@ -43,16 +57,19 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .sqlite(let path): "sqlite:\(path)"
         case .memory: "memory"
+        case .postgreSQL(let url): url.description
         }
     }
 
-    /// Opens the storage; it logs to `logger`.
-    func open(logger: Logger) throws -> any ServerStorage {
-        var configuration = SQLiteServerStorage.Configuration()
-        configuration.logger = logger
+    /// Opens the storage; it logs to `logger`. PostgreSQL's migrations run here.
+    func open(logger: Logger) async throws -> any ServerStorage {
         switch self {
-        case .sqlite(let path): return try SQLiteServerStorage(location: .file(path), configuration: configuration)
-        case .memory: return try SQLiteServerStorage(location: .memory, configuration: configuration)
+        case .sqlite(let path):
+            return try SQLiteServerStorage(location: .file(path), configuration: .init(logger: logger))
+        case .memory:
+            return try SQLiteServerStorage(location: .memory, configuration: .init(logger: logger))
+        case .postgreSQL(let url):
+            return try await PostgreSQLServerStorage.open(url, configuration: .init(logger: logger))
         }
     }
 }

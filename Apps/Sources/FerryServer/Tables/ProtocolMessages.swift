@@ -96,6 +96,8 @@ struct ProtocolError: Error, Sendable, CustomStringConvertible {
     var item: JSONObject?
     var etag: String?
     var lastModified: String?
+    /// For 503: the seconds a client should wait before retrying (`Retry-After`).
+    var retryAfter: Int?
 
     init(_ status: Int, _ code: String, _ message: String) {
         self.status = status

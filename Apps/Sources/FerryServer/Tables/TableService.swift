@@ -67,7 +67,10 @@ final class TableService: Sendable {
             response.headers[0] = ("Content-Type", "application/problem+json; charset=utf-8")
             return response
         }
-        return .json(error.status, ["error": .string(error.message), "code": .string(error.code)])
+        var response = TableResponse.json(
+            error.status, ["error": .string(error.message), "code": .string(error.code)])
+        if let seconds = error.retryAfter { response.headers.append(("Retry-After", "\(seconds)")) }
+        return response
     }
 
     func storageFailure(_ error: StorageError) -> ProtocolError {
@@ -77,7 +80,16 @@ final class TableService: Sendable {
         case .invalidName: return .badRequest(error.message, code: "invalidItem")
         case .invalidTableName: return ProtocolError(404, "invalidTableName", error.message)
         case .notFound, .noSuchTable: return .notFound(error.message)
-        case .busy: return ProtocolError(503, "busy", "the database is busy; retry later")
+        case .busy:
+            logger.warning("storage busy", metadata: ["ferry.error": "\(error.message)"])
+            var failure = ProtocolError(503, "busy", "the database is busy; retry later")
+            failure.retryAfter = 1
+            return failure
+        case .unavailable:
+            logger.error("storage unavailable", metadata: ["ferry.error": "\(error.message)"])
+            var failure = ProtocolError(503, "unavailable", "the database cannot be reached; retry later")
+            failure.retryAfter = 2
+            return failure
         default:
             logger.error("storage failure", metadata: ["ferry.error": "\(error)"])
             return ProtocolError(500, "storage", "the server's storage failed")

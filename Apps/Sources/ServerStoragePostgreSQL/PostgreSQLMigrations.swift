@@ -1,0 +1,84 @@
+import Logging
+import PostgresNIO
+import ServerStorageCore
+
+/// The versioned schema of a Ferry server database on PostgreSQL.
+///
+/// `ferry_migrations` records the versions applied. ``apply(on:logger:)`` runs in one transaction
+/// that first takes a transaction-scoped advisory lock, so that instances starting together apply
+/// each migration exactly once: the second waits for the first to commit, then finds nothing to do.
+enum PostgreSQLMigrations {
+    /// The advisory lock's key: "FRSV" (Ferry server) as a number.
+    static let lockKey: Int64 = 0x4652_5356
+
+    /// The migrations in order; a version is never edited once released, only followed by another.
+    static let all: [(version: Int, name: String, sql: [String])] = [
+        (
+            1, "catalog",
+            [
+                """
+                CREATE TABLE ferry_tables (
+                    name text COLLATE "C" PRIMARY KEY,
+                    number bigint NOT NULL UNIQUE,
+                    created_at bigint NOT NULL,
+                    last_updated_at bigint NOT NULL,
+                    last_version bigint NOT NULL
+                )
+                """,
+                "CREATE SEQUENCE ferry_table_numbers",
+                """
+                CREATE TABLE ferry_fields (
+                    table_name text COLLATE "C" NOT NULL,
+                    field text COLLATE "C" NOT NULL,
+                    kind text NOT NULL,
+                    PRIMARY KEY (table_name, field)
+                )
+                """,
+            ]
+        )
+    ]
+
+    /// The newest version this build knows.
+    static var latest: Int { all.last?.version ?? 0 }
+
+    static func apply(on connection: PostgresConnection, schema: String?, logger: Logger) async throws {
+        try await connection.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+            if let schema {
+                // A validated name: lowercase letters, digits and underscores.
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
+            }
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS ferry_migrations (
+                    version integer PRIMARY KEY,
+                    name text NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+            var applied: Set<Int> = []
+            for try await version in try await connection.query(
+                "SELECT version FROM ferry_migrations", logger: logger
+            ).decode(Int.self) {
+                applied.insert(version)
+            }
+            if let newest = applied.max(), newest > latest {
+                throw StorageError(
+                    .corrupt,
+                    "the database's Ferry schema is version \(newest); this build knows up to \(latest): upgrade ferry")
+            }
+            for migration in all where !applied.contains(migration.version) {
+                for statement in migration.sql {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query(
+                    "INSERT INTO ferry_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
+                    logger: logger)
+                logger.notice(
+                    "applied a schema migration",
+                    metadata: ["ferry.migration": "\(migration.version) \(migration.name)"])
+            }
+        }
+    }
+}

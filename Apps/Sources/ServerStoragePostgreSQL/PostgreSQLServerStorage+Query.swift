@@ -1,0 +1,135 @@
+import Logging
+import PostgresNIO
+import QuerySQL
+public import ServerStorageCore
+import SyncCore
+
+extension PostgreSQLServerStorage {
+    /// The columns of a table as the query compiler sees them: the item's own fields in `item`
+    /// (`jsonb`), `id`, `createdAt`, `updatedAt` (milliseconds, never NULL) and `deleted` (a
+    /// `boolean`) in their columns, and `version` unreadable (its number does not sort like the tag
+    /// queries see).
+    static let sqlLayout = SQLTableLayout(
+        updatedAt: .init(name: "updated_at"), createdAt: .init(name: "created_at"), deletedColumn: "deleted",
+        unreadableFields: ["version"], itemHoldsSystemFields: false)
+
+    /// What one compiled filter may hold: well inside PostgreSQL's limits (65,535 parameters, the
+    /// parser's stack) whatever a client sends.
+    static let sqlLimits = SQLCompiler.Limits(maximumDepth: 48, maximumOperands: 200, maximumArguments: 5_000)
+
+    static func compiler(_ table: StorageTable, assumesRegularSortKeys: Bool = true) -> SQLCompiler {
+        SQLCompiler(
+            schema: table.schema, layout: sqlLayout, dialect: .postgreSQL, limits: sqlLimits,
+            assumesRegularSortKeys: assumesRegularSortKeys)
+    }
+
+    public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
+        try Self.validate(query, table)
+        guard let number = try await tableNumber(table.name, creating: false) else {
+            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+        }
+        let sqlName = SQLFragment(text: Self.sqlName(number))
+        let compiler = Self.compiler(table)
+        let split = compiler.split(query.filter)
+        var scope = [try Self.ownerCondition(query.owner)].compactMap { $0 }
+        if !query.includeDeleted { scope.append("NOT deleted") }
+        let unfiltered: SQLFragment = scope.isEmpty ? "TRUE" : SQLFragment.joined(scope, separator: " AND ")
+        let condition = split.sql.map { SQLFragment.joined([$0] + scope, separator: " AND ") } ?? unfiltered
+        let order = split.residual == nil ? (try? compiler.order(query.orderBy, filter: query.filter))?.sql : nil
+        let logger = logger
+        let action = "querying '\(table.name)'"
+
+        if let compiledOrder = order {
+            do {
+                return try await withConnection(action) { connection in
+                    try await Self.run(connection, sqlName, query, condition, compiledOrder, logger)
+                }
+            } catch let error as StorageError where error.code == .io || error.code == .fieldKind {
+                // PostgreSQL refused or could not evaluate the statement (too deep, a value it
+                // cannot convert): the evaluator answers, over every row of the scope.
+                configuration.logger?.debug(
+                    "query falls back to the evaluator", metadata: ["ferry.error": "\(error.message)"])
+                return try await withConnection(action) { connection in
+                    try await Self.evaluate(connection, sqlName, table, query, unfiltered, query.filter, nil, logger)
+                }
+            }
+        }
+        configuration.logger?.debug(
+            "query runs partly in the evaluator",
+            metadata: [
+                "ferry.table": "\(table.name)",
+                "ferry.residual": "\(split.residual.map { $0.odata(protocolVersion: .v3) } ?? "-")",
+            ])
+        return try await withConnection(action) { connection in
+            try await Self.evaluate(connection, sqlName, table, query, condition, split.residual, nil, logger)
+        }
+    }
+
+    /// Runs a query wholly in PostgreSQL; one extra row tells whether more follow.
+    static func run(
+        _ connection: PostgresConnection, _ sqlName: SQLFragment, _ query: StorageQuery, _ condition: SQLFragment,
+        _ order: SQLFragment, _ logger: Logger
+    ) async throws -> StoragePage {
+        let skip = Int64(max(0, query.skip))
+        let limit = query.limit.map { max(0, $0) }
+        let fetchLimit = limit.flatMap { $0 == Int.max ? nil : Int64($0) + 1 }
+        let select: SQLFragment =
+            "SELECT \(SQLFragment(text: columns)) FROM \(sqlName) WHERE \(condition) ORDER BY \(order) \(SQLDialect.postgreSQL.page(limit: fetchLimit, offset: skip))"
+        var items = try await rows(connection, select, logger).map(decode)
+        var hasMore = false
+        if let limit, items.count > limit {
+            items.removeLast(items.count - limit)
+            hasMore = true
+        }
+        var total: Int?
+        if query.includeTotalCount {
+            let count: SQLFragment = "SELECT count(*) FROM \(sqlName) WHERE \(condition)"
+            total = try await rows(connection, count, logger).first.map { Int(try $0.decode(Int64.self)) }
+        }
+        return StoragePage(items: items, totalCount: total, hasMore: hasMore, plan: .database)
+    }
+
+    /// Runs the residual filter, and the order when SQL does not, in the evaluator over the rows
+    /// `condition` selects.
+    static func evaluate(
+        _ connection: PostgresConnection, _ sqlName: SQLFragment, _ table: StorageTable, _ query: StorageQuery,
+        _ condition: SQLFragment, _ residual: QueryExpression?, _ order: SQLFragment?, _ logger: Logger
+    ) async throws -> StoragePage {
+        var select: SQLFragment = "SELECT \(SQLFragment(text: columns)) FROM \(sqlName) WHERE \(condition)"
+        if let order { select = "\(select) ORDER BY \(order)" }
+        var items = try await rows(connection, select, logger).map(decode)
+        let evaluator = QueryEvaluator(schema: table.schema)
+        if let residual {
+            items = items.filter { evaluator.matches(residual, $0.queryable) }
+        }
+        if order == nil {
+            var byID: [String: StoredItem] = [:]
+            for item in items { byID[item.id] = item }
+            var queryables = items.map(\.queryable)
+            evaluator.sort(&queryables, by: query.orderBy)
+            items = queryables.compactMap { $0.id.flatMap { byID[$0] } }
+        }
+        let skip = max(0, query.skip)
+        let limit = query.limit.map { max(0, $0) }
+        let total = items.count
+        let start = min(skip, total)
+        let end = limit.map { min(total, start + min($0, total)) } ?? total
+        return StoragePage(
+            items: Array(items[start..<end]), totalCount: query.includeTotalCount ? total : nil,
+            hasMore: end < total, plan: .evaluator)
+    }
+
+    static func validate(_ query: StorageQuery, _ table: StorageTable) throws {
+        var check = TableQuery(filter: query.filter, orderBy: query.orderBy)
+        check.skip = query.skip
+        check.top = query.limit
+        do {
+            try QueryEvaluator(schema: table.schema).validate(check)
+        } catch {
+            throw StorageError(.invalidQuery, error.description, underlying: error)
+        }
+        guard query.skip >= 0, (query.limit ?? 0) >= 0 else {
+            throw StorageError(.invalidQuery, "skip and limit must not be negative")
+        }
+    }
+}

@@ -1,0 +1,374 @@
+import Logging
+import PostgresNIO
+import QuerySQL
+public import ServerStorageCore
+@_spi(StoreSupport) public import SyncCore
+import Synchronization
+
+extension PostgreSQLServerStorage {
+    // MARK: - Tables
+
+    public func prepare(_ tables: [StorageTable]) async throws {
+        for table in tables { try Self.validateName(table.name) }
+        for table in tables { _ = try await tableNumber(table.name, creating: true) }
+    }
+
+    public func tableNames() async throws -> [String] {
+        let logger = logger
+        return try await withConnection("listing tables") { connection in
+            var names: [String] = []
+            for try await name in try await connection.query(
+                "SELECT name FROM ferry_tables ORDER BY name", logger: logger
+            ).decode(String.self) {
+                names.append(name)
+            }
+            return names
+        }
+    }
+
+    public func tableExists(_ table: String) async throws -> Bool {
+        try await tableNumber(table, creating: false) != nil
+    }
+
+    /// The catalog number of `name`; with `creating`, the table is created when absent (by whichever
+    /// instance gets there first: the others wait for its commit and use its table).
+    func tableNumber(_ name: String, creating: Bool) async throws -> Int64? {
+        if let known = numbers.withLock({ $0[name] }) { return known }
+        let logger = logger
+        let now = configuration.now()
+        let found: Int64? = try await withTransaction(creating ? "creating table '\(name)'" : "reading the catalog") {
+            connection in
+            let select: SQLFragment = "SELECT number FROM ferry_tables WHERE name = \(bind: name)"
+            if let row = try await Self.rows(connection, select, logger).first {
+                return try row.decode(Int64.self)
+            }
+            guard creating else { return nil }
+            let insert: SQLFragment = """
+                INSERT INTO ferry_tables (name, number, created_at, last_updated_at, last_version)
+                VALUES (\(bind: name), nextval('ferry_table_numbers'), \(bind: now), 0, 0)
+                ON CONFLICT (name) DO NOTHING RETURNING number
+                """
+            guard let row = try await Self.rows(connection, insert, logger).first else {
+                // Another instance created it meanwhile and has committed.
+                return try await Self.rows(connection, select, logger).first.map { try $0.decode(Int64.self) }
+            }
+            let number = try row.decode(Int64.self)
+            let table = Self.sqlName(number)
+            for statement in [
+                """
+                CREATE TABLE \(table) (
+                    id text COLLATE "C" PRIMARY KEY,
+                    item jsonb NOT NULL,
+                    created_at bigint NOT NULL,
+                    updated_at bigint NOT NULL,
+                    version bigint NOT NULL,
+                    deleted boolean NOT NULL,
+                    owner text COLLATE "C"
+                )
+                """,
+                "CREATE UNIQUE INDEX \(table)_updated ON \(table) (updated_at)",
+                "CREATE INDEX \(table)_owner ON \(table) (owner, updated_at) WHERE owner IS NOT NULL",
+            ] {
+                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+            }
+            return number
+        }
+        if let found { numbers.withLock { $0[name] = found } }
+        return found
+    }
+
+    static func sqlName(_ number: Int64) -> String { "ferry_items_\(number)" }
+
+    // MARK: - Field kinds
+
+    /// The undeclared fields of `content` whose kind is not known yet to be right; throws for a
+    /// field whose kind is known and differs.
+    func unknownKinds(_ table: StorageTable, _ content: JSONObject) throws -> [(String, FieldKind)] {
+        let known = kinds.withLock { $0[table.name] ?? [:] }
+        var unknown: [(String, FieldKind)] = []
+        for (name, value) in content where table.schema.fields[name] == nil {
+            guard let kind = FieldKind(of: value) else { continue }
+            if let existing = known[name] {
+                guard existing == kind else { throw Self.kindError(table.name, name, existing, kind) }
+            } else {
+                unknown.append((name, kind))
+            }
+        }
+        return unknown.sorted { $0.0 < $1.0 }
+    }
+
+    static func kindError(_ table: String, _ field: String, _ existing: FieldKind, _ kind: FieldKind) -> StorageError {
+        StorageError(
+            .fieldKind,
+            "field '\(field)' of table '\(table)' holds \(existing.rawValue) values; a \(kind.rawValue) cannot be stored in it"
+        )
+    }
+
+    /// Fixes the kinds of new fields inside the write's transaction (before the table's sequence is
+    /// taken) and checks them against what other writers fixed first.
+    func fixKinds(_ connection: PostgresConnection, _ table: StorageTable, _ unknown: [(String, FieldKind)])
+        async throws
+    {
+        for (name, kind) in unknown {
+            let insert: SQLFragment = """
+                INSERT INTO ferry_fields (table_name, field, kind) VALUES (\(bind: table.name), \(bind: name), \(bind: kind.rawValue))
+                ON CONFLICT (table_name, field) DO NOTHING
+                """
+            _ = try await Self.rows(connection, insert, logger)
+            let select: SQLFragment =
+                "SELECT kind FROM ferry_fields WHERE table_name = \(bind: table.name) AND field = \(bind: name)"
+            guard let row = try await Self.rows(connection, select, logger).first,
+                let existing = FieldKind(rawValue: try row.decode(String.self))
+            else { continue }
+            guard existing == kind else { throw Self.kindError(table.name, name, existing, kind) }
+        }
+    }
+
+    /// Remembers kinds once their transaction committed.
+    func remember(_ table: String, _ fixed: [(String, FieldKind)]) {
+        if fixed.isEmpty { return }
+        kinds.withLock { all in
+            for (name, kind) in fixed { all[table, default: [:]][name] = kind }
+        }
+    }
+
+    /// The JSON kinds recorded for the undeclared fields of `table`.
+    public func fieldKinds(of table: String) async throws -> [String: FieldKind] {
+        let logger = logger
+        return try await withConnection("reading field kinds") { connection in
+            var result: [String: FieldKind] = [:]
+            let select: SQLFragment = "SELECT field, kind FROM ferry_fields WHERE table_name = \(bind: table)"
+            for row in try await Self.rows(connection, select, logger) {
+                let (field, kind) = try row.decode((String, String).self)
+                if let kind = FieldKind(rawValue: kind) { result[field] = kind }
+            }
+            return result
+        }
+    }
+
+    // MARK: - Rows
+
+    static let columns = "id, item::text, created_at, updated_at, version, deleted, owner"
+
+    static func decode(_ row: PostgresRow) throws -> StoredItem {
+        let (id, text, created, updated, version, deleted, owner) = try row.decode(
+            (String, String, Int64, Int64, Int64, Bool, String?).self)
+        guard case .object(let content) = try? JSONValue(parsing: text) else {
+            throw StorageError(.corrupt, "the stored item '\(id)' is not a JSON object")
+        }
+        return StoredItem(
+            id: id, content: content, createdAt: Timestamp(millisecondsSince1970: created),
+            updatedAt: Timestamp(millisecondsSince1970: updated), version: version, deleted: deleted, owner: owner)
+    }
+
+    /// The owner scope as SQL; an owner no storage can hold exactly is refused.
+    static func ownerCondition(_ owner: OwnerScope) throws -> SQLFragment? {
+        switch owner {
+        case .all: return nil
+        case .owner(let subject):
+            try OwnerScope.validateSubject(subject)
+            return "owner = \(bind: subject)"
+        }
+    }
+
+    static func fetch(
+        _ connection: PostgresConnection, _ table: String, id: String, owner: OwnerScope, _ logger: Logger
+    )
+        async throws -> StoredItem?
+    {
+        let condition = SQLFragment.joined(
+            ["id = \(bind: id)"] + [try ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
+        let select: SQLFragment =
+            "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: table)) WHERE \(condition)"
+        return try await rows(connection, select, logger).first.map(decode)
+    }
+
+    public func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {
+        guard let number = try await tableNumber(table.name, creating: false) else { return nil }
+        let logger = logger
+        return try await withConnection("reading an item of '\(table.name)'") { connection in
+            try await Self.fetch(connection, Self.sqlName(number), id: id, owner: owner, logger)
+        }
+    }
+
+    /// Takes the table's next stamp (`$stamp` rows `last_updated_at`, `last_version`) and announces
+    /// it on commit: the head of every write statement.
+    func stampCTE(_ table: String, when condition: SQLFragment? = nil) -> SQLFragment {
+        let guardClause = condition.map { " AND \($0)" as SQLFragment } ?? ""
+        return """
+            stamp AS (
+                UPDATE ferry_tables
+                SET last_updated_at = GREATEST(\(bind: configuration.now()), last_updated_at + 1), last_version = last_version + 1
+                WHERE name = \(bind: table)\(guardClause)
+                RETURNING last_updated_at, last_version
+            ), notified AS (
+                SELECT pg_notify(\(bind: channel), last_version || ' ' || last_updated_at || ' ' || \(bind: table)) FROM stamp
+            )
+            """
+    }
+
+    public func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws
+        -> StoredItem
+    {
+        try Self.validateName(table.name)
+        try Self.validateID(id)
+        if let owner { try OwnerScope.validateSubject(owner) }
+        let text = try Self.itemText(content, table.name)
+        let unknown = try unknownKinds(table, content)
+        guard let number = try await tableNumber(table.name, creating: true) else {
+            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+        }
+        let sqlName = SQLFragment(text: Self.sqlName(number))
+        let statement: SQLFragment = """
+            WITH \(stampCTE(table.name)), inserted AS (
+                INSERT INTO \(sqlName) (id, item, created_at, updated_at, version, deleted, owner)
+                SELECT \(bind: id), (\(bind: text))::jsonb, last_updated_at, last_updated_at, last_version, FALSE, \(owner.map { "\(bind: $0)" as SQLFragment } ?? "NULL")
+                FROM stamp
+                ON CONFLICT (id) DO NOTHING
+                RETURNING updated_at, version
+            )
+            SELECT updated_at, version, (SELECT count(*) FROM notified) FROM inserted
+            """
+        let logger = logger
+        let body: @Sendable (PostgresConnection) async throws -> StoredItem = { connection in
+            try await self.fixKinds(connection, table, unknown)
+            guard let row = try await Self.rows(connection, statement, logger).first else {
+                let existing = try await Self.fetch(connection, Self.sqlName(number), id: id, owner: .all, logger)
+                throw StorageError(
+                    .conflict, "an item with id '\(id)' already exists in '\(table.name)'", current: existing)
+            }
+            let (updatedAt, version) = try row.decode((Int64, Int64).self)
+            return StoredItem(
+                id: id, content: content, createdAt: Timestamp(millisecondsSince1970: updatedAt),
+                updatedAt: Timestamp(millisecondsSince1970: updatedAt), version: version, deleted: false, owner: owner)
+        }
+        let action = "inserting into '\(table.name)'"
+        let stored =
+            unknown.isEmpty
+            ? try await withConnection(action, body) : try await withTransaction(action, body)
+        remember(table.name, unknown)
+        return stored
+    }
+
+    public func replace(
+        in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
+        owner: OwnerScope
+    ) async throws -> StoredItem {
+        let text = try Self.itemText(content, table.name)
+        let unknown = try unknownKinds(table, content)
+        let scope = try Self.ownerCondition(owner).map { " AND \($0)" as SQLFragment } ?? ""
+        guard let number = try await tableNumber(table.name, creating: false) else {
+            throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)' (the table does not exist)")
+        }
+        let sqlName = SQLFragment(text: Self.sqlName(number))
+        let statement: SQLFragment = """
+            WITH current AS (
+                SELECT id FROM \(sqlName) WHERE id = \(bind: id) AND version = \(bind: expectedVersion)\(scope) FOR UPDATE
+            ), \(stampCTE(table.name, when: "EXISTS (SELECT 1 FROM current)")), updated AS (
+                UPDATE \(sqlName) SET item = (\(bind: text))::jsonb, updated_at = stamp.last_updated_at,
+                    version = stamp.last_version, deleted = \(SQLFragment(text: deleted ? "TRUE" : "FALSE"))
+                FROM stamp WHERE \(sqlName).id = \(bind: id)
+                RETURNING \(SQLFragment(text: Self.columns))
+            )
+            SELECT updated.*, (SELECT count(*) FROM notified) FROM updated
+            """
+        let logger = logger
+        let body: @Sendable (PostgresConnection) async throws -> StoredItem = { connection in
+            try await self.fixKinds(connection, table, unknown)
+            if let row = try await Self.rows(connection, statement, logger).first {
+                var stored = try Self.decode(row)
+                stored.content = content
+                return stored
+            }
+            throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner, logger)
+        }
+        let action = "replacing an item of '\(table.name)'"
+        let stored =
+            unknown.isEmpty
+            ? try await withConnection(action, body) : try await withTransaction(action, body)
+        remember(table.name, unknown)
+        return stored
+    }
+
+    public func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws {
+        let scope = try Self.ownerCondition(owner).map { " AND \($0)" as SQLFragment } ?? ""
+        guard let number = try await tableNumber(table.name, creating: false) else {
+            throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)' (the table does not exist)")
+        }
+        let sqlName = SQLFragment(text: Self.sqlName(number))
+        let statement: SQLFragment = """
+            WITH current AS (
+                SELECT id FROM \(sqlName) WHERE id = \(bind: id) AND version = \(bind: expectedVersion)\(scope) FOR UPDATE
+            ), \(stampCTE(table.name, when: "EXISTS (SELECT 1 FROM current)")), removed AS (
+                DELETE FROM \(sqlName) WHERE id = \(bind: id) AND EXISTS (SELECT 1 FROM stamp) RETURNING id
+            )
+            SELECT id, (SELECT count(*) FROM notified) FROM removed
+            """
+        let logger = logger
+        try await withConnection("deleting an item of '\(table.name)'") { connection in
+            if try await Self.rows(connection, statement, logger).isEmpty {
+                throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner, logger)
+            }
+        }
+    }
+
+    /// Why a compare-and-set write changed nothing: the row is absent (or another owner's), or its
+    /// version moved on.
+    static func missing(
+        _ connection: PostgresConnection, _ table: String, _ sqlName: String, id: String, owner: OwnerScope,
+        _ logger: Logger
+    ) async throws -> StorageError {
+        guard let current = try await fetch(connection, sqlName, id: id, owner: owner, logger) else {
+            return StorageError(.notFound, "no item with id '\(id)' in '\(table)'")
+        }
+        return StorageError(
+            .versionMismatch, "the item '\(id)' of '\(table)' changed since it was read", current: current)
+    }
+
+    // MARK: - Validation
+
+    static func validateName(_ name: String) throws {
+        do {
+            try StoreValidation.validateTableName(name)
+        } catch {
+            throw StorageError(.invalidTableName, error.message)
+        }
+    }
+
+    static func validateID(_ id: String) throws {
+        do {
+            try ItemID.validate(id)
+        } catch {
+            throw StorageError(.invalidName, error.description)
+        }
+        guard !id.utf8.contains(0) else {
+            throw StorageError(.invalidName, "the id contains U+0000, which PostgreSQL text cannot hold")
+        }
+    }
+
+    /// The item's JSON text. What `jsonb` cannot hold exactly is refused: NaN and infinities, nesting
+    /// deeper than the parser reads back, and U+0000 in a string or a key.
+    static func itemText(_ content: JSONObject, _ table: String) throws -> String {
+        var buffer = JSONTextBuffer()
+        let problems = buffer.appendJSON(.object(content))
+        guard problems.isEmpty else {
+            let what =
+                problems.nonFinite ? "a number JSON cannot hold (NaN or infinite)" : "nesting too deep to read back"
+            throw StorageError(.fieldKind, "the item for '\(table)' holds \(what)")
+        }
+        guard !holdsNUL(.object(content)) else {
+            throw StorageError(
+                .fieldKind, "the item for '\(table)' holds U+0000 in a string or a key, which PostgreSQL cannot store")
+        }
+        return String(decoding: buffer.array, as: UTF8.self)
+    }
+
+    static func holdsNUL(_ value: JSONValue) -> Bool {
+        switch value {
+        case .string(let text): text.utf8.contains(0)
+        case .array(let values): values.contains(where: holdsNUL)
+        case .object(let members): members.contains { $0.key.utf8.contains(0) || holdsNUL($0.value) }
+        case .null, .bool, .int, .double: false
+        }
+    }
+}

@@ -1,0 +1,416 @@
+import Foundation
+public import Logging
+import PostgresNIO
+import QuerySQL
+public import ServerStorageCore
+import SyncCore
+import Synchronization
+
+/// The reference server's storage for several instances: PostgreSQL through postgres-nio.
+///
+/// Any number of `ferry serve` processes can share one database: stamps stay commit-ordered per
+/// table across all of them, and every instance hears every write through ``changes()``.
+///
+/// ```swift
+/// let url = try PostgreSQLURL("postgres://ferry:ferry@127.0.0.1:5432/ferry")
+/// let storage = try await PostgreSQLServerStorage.open(url)
+/// let todo = StorageTable(name: "todo")
+/// let item = try await storage.insert(into: todo, id: "1", content: ["title": "Milk"], owner: nil)
+/// print(item.updatedAt, item.versionTag)
+/// try await storage.close()
+/// ```
+///
+/// ## Layout
+///
+/// The same as `SQLiteServerStorage`'s: each table is one SQL table `ferry_items_<n>` named by its
+/// catalog number: `id` (`text COLLATE "C"`, the primary key), `item` (`jsonb`, the item's own
+/// fields), `created_at` and `updated_at` (`bigint` milliseconds, `updated_at` unique), `version`
+/// (`bigint`), `deleted` (`boolean`) and `owner` (`text`, indexed with `updated_at`). The catalog
+/// `ferry_tables` holds each table's number and write sequence; `ferry_fields` the JSON kind of each
+/// undeclared field; `ferry_migrations` the schema versions applied. Migrations run at
+/// ``open(_:configuration:)`` under a transaction-scoped advisory lock, so instances starting
+/// together apply each one once.
+///
+/// ## Commit order
+///
+/// Every write updates the table's row in `ferry_tables` (`last_version + 1`, `updatedAt =
+/// max(now, last + 1 ms)`) in the same transaction as the change, as late as possible and most often
+/// in one statement. The row lock serializes the writes of one table until they commit, across every
+/// instance, so stamps are unique and follow commit order: a client paging by `(updatedAt, id)`
+/// never misses a row that commits late. Writes to different tables do not wait for each other.
+/// The cost is one commit at a time per table (docs/server.md gives the figures).
+///
+/// ## Faults
+///
+/// Every statement runs under `statement_timeout`; a request waits at most
+/// ``Configuration/connectionWait`` for one of ``Configuration/maximumConnections`` connections.
+/// Both fail with ``StorageError/Code/busy``; an unreachable or restarting server fails with
+/// ``StorageError/Code/unavailable`` (the reference server answers 503 with `Retry-After`), and the
+/// pool reconnects by itself. A transaction either commits whole or not at all.
+public final class PostgreSQLServerStorage: ServerStorage {
+    /// How the storage connects, waits and tells time.
+    public struct Configuration: Sendable {
+        /// The most connections the pool opens.
+        public var maximumConnections: Int
+        /// How long a request waits for a free connection before failing with
+        /// ``StorageError/Code/busy``.
+        public var connectionWait: Duration
+        /// The longest a statement may run (PostgreSQL's `statement_timeout`).
+        public var statementTimeout: Duration
+        /// How long opening a connection may take.
+        public var connectTimeout: Duration
+        /// The clock stamps come from, in milliseconds since 1970 (tests inject their own).
+        public var now: @Sendable () -> Int64
+        /// Where the storage logs, as its caller chose; `nil` for nowhere.
+        public var logger: Logger?
+        /// The PostgreSQL schema the tables live in, created when absent; `nil` for the role's
+        /// default (`public`). Several Ferry servers can share one database in different schemas.
+        /// A name of 1 to 48 characters of `a-z 0-9 _`, not starting with a digit.
+        public var schema: String?
+
+        /// A configuration; see the properties.
+        public init(
+            maximumConnections: Int = 16, connectionWait: Duration = .seconds(5),
+            statementTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(5),
+            now: @escaping @Sendable () -> Int64 = PostgreSQLServerStorage.systemMilliseconds, logger: Logger? = nil,
+            schema: String? = nil
+        ) {
+            self.schema = schema
+            self.maximumConnections = maximumConnections
+            self.connectionWait = connectionWait
+            self.statementTimeout = statementTimeout
+            self.connectTimeout = connectTimeout
+            self.now = now
+            self.logger = logger
+        }
+    }
+
+    /// The system clock in milliseconds since 1970.
+    @Sendable public static func systemMilliseconds() -> Int64 {
+        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    /// The URL without its password.
+    public let location: String
+    let url: PostgreSQLURL
+    let configuration: Configuration
+    let client: PostgresClient
+    let logger: Logger
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// Table numbers already looked up (a table's number never changes).
+    let numbers = Mutex<[String: Int64]>([:])
+    /// Field kinds already fixed (a kind never changes once fixed).
+    let kinds = Mutex<[String: [String: FieldKind]]>([:])
+    private let closed = Mutex(false)
+    let announcements = StorageChanges()
+    /// The channel writes notify on (one per schema: notifications are per database).
+    let channel: String
+
+    private init(url: PostgreSQLURL, configuration: Configuration) {
+        self.url = url
+        self.configuration = configuration
+        location = url.description + (configuration.schema.map { " schema \($0)" } ?? "")
+        channel = "ferry_changes" + (configuration.schema.map { "_" + $0 } ?? "")
+        logger =
+            configuration.logger
+            ?? Logger(label: "ferry.storage.postgresql", factory: { _ in SwiftLogNoOpLogHandler() })
+        client = PostgresClient(configuration: Self.clientConfiguration(url, configuration), backgroundLogger: logger)
+    }
+
+    /// Connects, applies the migrations the database lacks and starts the pool and the change
+    /// listener.
+    ///
+    /// - Parameters:
+    ///   - url: Where the database is.
+    ///   - configuration: How to connect, wait and stamp.
+    /// - Returns: The open storage; ``close()`` releases it.
+    /// - Throws: ``StorageError``: `unavailable` with one line naming the URL (without its password)
+    ///   when PostgreSQL cannot be reached or refuses the login; `corrupt` when the database holds a
+    ///   newer Ferry schema than this version knows.
+    public static func open(_ url: PostgreSQLURL, configuration: Configuration = Configuration()) async throws
+        -> PostgreSQLServerStorage
+    {
+        if let schema = configuration.schema {
+            let valid =
+                (1...48).contains(schema.utf8.count)
+                && schema.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }
+                && !(0x30...0x39).contains(schema.utf8.first ?? 0)
+            guard valid else {
+                throw StorageError(
+                    .invalidName,
+                    "the schema name '\(schema)' is not 1 to 48 characters of a-z 0-9 _ (not starting with a digit)")
+            }
+        }
+        let storage = PostgreSQLServerStorage(url: url, configuration: configuration)
+        let baseline: [String: StorageChange]
+        do {
+            let connection = try await storage.connect(id: 0, applicationName: "ferry-migrations")
+            do {
+                try await PostgreSQLMigrations.apply(
+                    on: connection, schema: configuration.schema, logger: storage.logger)
+                baseline = try await sequences(connection, storage.logger)
+                try? await connection.close()
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+        } catch {
+            throw storage.mapped(error, "opening")
+        }
+        storage.start(baseline)
+        return storage
+    }
+
+    private func start(_ baseline: [String: StorageChange]) {
+        let client = client
+        let runner = Task { await client.run() }
+        let listener = Task { [weak self] in
+            guard let self else { return }
+            await self.listen(from: baseline)
+        }
+        tasks.withLock { $0 = [runner, listener] }
+    }
+
+    static func startupParameters(_ configuration: Configuration, applicationName: String) -> [(String, String)] {
+        var parameters = [
+            ("statement_timeout", "\(milliseconds(configuration.statementTimeout))"),
+            ("idle_in_transaction_session_timeout", "\(milliseconds(configuration.statementTimeout) * 2)"),
+            ("application_name", applicationName),
+        ]
+        if let schema = configuration.schema { parameters.append(("search_path", schema)) }
+        return parameters
+    }
+
+    /// The name PostgreSQL shows for a connection (`pg_stat_activity.application_name`): its role,
+    /// and the schema when there is one.
+    static func applicationName(_ role: String, _ configuration: Configuration) -> String {
+        configuration.schema.map { "\(role):\($0)" } ?? role
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    }
+
+    static func clientConfiguration(_ url: PostgreSQLURL, _ configuration: Configuration)
+        -> PostgresClient.Configuration
+    {
+        var result = PostgresClient.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
+            tls: clientTLS(url.tlsMode))
+        result.options.maximumConnections = max(1, configuration.maximumConnections)
+        result.options.connectTimeout = configuration.connectTimeout
+        result.options.additionalStartupParameters = startupParameters(
+            configuration, applicationName: applicationName("ferry", configuration))
+        return result
+    }
+
+    static func clientTLS(_ mode: PostgreSQLURL.TLSMode) -> PostgresClient.Configuration.TLS {
+        var unverified = TLSConfiguration.makeClientConfiguration()
+        unverified.certificateVerification = .none
+        switch mode {
+        case .disable: return .disable
+        case .prefer: return .prefer(unverified)
+        case .require: return .require(unverified)
+        case .verifyFull: return .require(.makeClientConfiguration())
+        }
+    }
+
+    static func connectionTLS(_ mode: PostgreSQLURL.TLSMode) -> PostgresConnection.Configuration.TLS {
+        var unverified = TLSConfiguration.makeClientConfiguration()
+        unverified.certificateVerification = .none
+        do {
+            switch mode {
+            case .disable: return .disable
+            case .prefer: return .prefer(try NIOSSLContext(configuration: unverified))
+            case .require: return .require(try NIOSSLContext(configuration: unverified))
+            case .verifyFull: return .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+        } catch {
+            return .disable
+        }
+    }
+
+    /// One connection outside the pool (migrations, the change listener), bounded by the connect
+    /// timeout.
+    func connect(id: Int, applicationName: String) async throws -> PostgresConnection {
+        var connection = PostgresConnection.Configuration(
+            host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
+            tls: Self.connectionTLS(url.tlsMode))
+        connection.options.connectTimeout = .init(configuration.connectTimeout)
+        connection.options.additionalStartupParameters = Self.startupParameters(
+            configuration, applicationName: Self.applicationName(applicationName, configuration))
+        let logger = logger
+        return try await PostgresConnection.connect(configuration: connection, id: id, logger: logger)
+    }
+
+    // MARK: - Lifecycle
+
+    public func changes() -> AsyncStream<StorageChange> {
+        announcements.subscribe()
+    }
+
+    public func close() async throws {
+        let wasClosed = closed.withLock { flag in
+            defer { flag = true }
+            return flag
+        }
+        if wasClosed { return }
+        announcements.finish()
+        let running = tasks.withLock { $0 }
+        for task in running { task.cancel() }
+        for task in running { await task.value }
+    }
+
+    func ensureOpen() throws {
+        if closed.withLock({ $0 }) { throw StorageError(.closed, "the storage \(location) is closed") }
+    }
+
+    // MARK: - Running statements
+
+    /// Runs `body` on a pooled connection: waits at most ``Configuration/connectionWait`` for one,
+    /// and maps every failure to a ``StorageError``.
+    func withConnection<T: Sendable>(
+        _ action: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        try ensureOpen()
+        do {
+            return try await leased(body)
+        } catch {
+            throw mapped(error, action)
+        }
+    }
+
+    /// Runs `body` in one transaction (`BEGIN` … `COMMIT`, rolled back when it throws).
+    func withTransaction<T: Sendable>(
+        _ action: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let logger = logger
+        return try await withConnection(action) { connection in
+            try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
+        }
+    }
+
+    /// Who won the race between a lease and its deadline.
+    private final class Lease: Sendable {
+        private enum State { case waiting, leased, timedOut }
+        private let state = Mutex(State.waiting)
+
+        /// Records the lease unless the deadline passed first.
+        func lease() -> Bool { settle(.leased) }
+        /// Records the deadline unless the lease came first.
+        func timeOut() -> Bool { settle(.timedOut) }
+
+        private func settle(_ outcome: State) -> Bool {
+            state.withLock { state in
+                guard case .waiting = state else { return false }
+                state = outcome
+                return true
+            }
+        }
+    }
+
+    /// The pool's lease with a bound on the wait: whichever of "leased" and "timed out" happens first
+    /// wins, so a statement never starts after its request was answered 503.
+    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws
+        -> T
+    {
+        let race = Lease()
+        let client = client
+        let wait = configuration.connectionWait
+        let connections = configuration.maximumConnections
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    guard race.lease() else { throw CancellationError() }
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: wait)
+                if race.timeOut() {
+                    throw StorageError(
+                        .busy,
+                        "no database connection became free within \(wait) (all \(connections) in use, or the database is unreachable)"
+                    )
+                }
+                return nil
+            }
+            while let result = try await group.next() {
+                if let result {
+                    group.cancelAll()
+                    return result
+                }
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Runs one statement and collects its rows.
+    static func rows(_ connection: PostgresConnection, _ fragment: SQLFragment, _ logger: Logger) async throws
+        -> [PostgresRow]
+    {
+        try await connection.query(query(fragment), logger: logger).collect()
+    }
+
+    /// A fragment as a postgres-nio query: the PostgreSQL text and its bound parameters.
+    static func query(_ fragment: SQLFragment) -> PostgresQuery {
+        var binds = PostgresBindings(capacity: fragment.arguments.count)
+        for value in fragment.arguments {
+            switch value {
+            case .null: binds.appendNull()
+            case .integer(let number): binds.append(number)
+            case .real(let number): binds.append(number)
+            case .text(let text): binds.append(text)
+            }
+        }
+        return PostgresQuery(unsafeSQL: fragment.sql(for: .postgreSQL), binds: binds)
+    }
+
+    // MARK: - Errors
+
+    /// A failure as a ``StorageError`` naming the action and the database (never its password).
+    func mapped(_ error: any Error, _ action: String) -> StorageError {
+        Self.mapped(error, action, location)
+    }
+
+    static func mapped(_ error: any Error, _ action: String, _ place: String) -> StorageError {
+        if let error = error as? StorageError { return error }
+        if let error = error as? PostgresTransactionError {
+            // The transaction rolled back: report why (a failed commit counts, the write is gone).
+            if let cause = error.closureError ?? error.beginError ?? error.commitError {
+                return mapped(cause, action, place)
+            }
+        }
+        if error is CancellationError {
+            return StorageError(.unavailable, "\(action) \(place) was cancelled")
+        }
+        guard let error = error as? PSQLError else {
+            return StorageError(.unavailable, "\(action) \(place) failed: \(oneLine("\(error)"))")
+        }
+        switch error.code {
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            let message = oneLine(error.serverInfo?[.message] ?? "an error")
+            let line = "\(action) \(place) failed (PostgreSQL \(state): \(message))"
+            switch state {
+            case "57014", "55P03", "40001", "40P01":
+                return StorageError(.busy, line, underlying: error)
+            case "53300", "57P01", "57P02", "57P03", "28000", "28P01", "3D000":
+                return StorageError(.unavailable, line, underlying: error)
+            case _ where state.hasPrefix("08"):
+                return StorageError(.unavailable, line, underlying: error)
+            case "22P05", "22021", "54000":
+                return StorageError(.fieldKind, line, underlying: error)
+            default:
+                return StorageError(.io, line, underlying: error)
+            }
+        default:
+            let reason = error.underlying.map { oneLine("\($0)") } ?? "\(error.code)"
+            return StorageError(.unavailable, "\(action) \(place) failed: \(reason)", underlying: error)
+        }
+    }
+
+    static func oneLine(_ text: String) -> String {
+        String(text.map { $0.isNewline ? " " : $0 })
+    }
+}
