@@ -159,10 +159,20 @@ let package = Package(
             ],
             path: "Tests/ServerStorageSQLiteTests"
         ),
+        // Test databases for the server's tests: a SQLite file or a schema of the test PostgreSQL.
+        .target(
+            name: "ServerTestSupport",
+            dependencies: [
+                "ServerStorageCore", "ServerStorageSQLite", "ServerStoragePostgreSQL",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/ServerTestSupport"
+        ),
         .testTarget(
             name: "ServerStoragePostgreSQLTests",
             dependencies: [
-                "ServerStorageCore", "ServerStoragePostgreSQL", "ServerStorageConformance",
+                "ServerStorageCore", "ServerStoragePostgreSQL", "ServerStorageConformance", "ServerTestSupport",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -173,7 +183,7 @@ let package = Package(
         .testTarget(
             name: "FerryServerTests",
             dependencies: [
-                "FerryServer", "ServerStorageCore", "ServerStorageSQLite",
+                "FerryServer", "ServerStorageCore", "ServerStorageSQLite", "ServerTestSupport",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -188,7 +198,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "FerryServer", "ServerStorageCore", "ServerStorageSQLite",
+                "FerryServer", "ServerStorageCore", "ServerStorageSQLite", "ServerTestSupport",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreSQLite", package: "Ferry"),
                 .product(name: "StoreLMDB", package: "Ferry"),
@@ -203,7 +213,7 @@ let package = Package(
         .testTarget(
             name: "FerryCommandsTests",
             dependencies: [
-                "FerryCommands", "ServerStoragePostgreSQL",
+                "FerryCommands", "ServerStoragePostgreSQL", "ServerTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tests/FerryCommandsTests"

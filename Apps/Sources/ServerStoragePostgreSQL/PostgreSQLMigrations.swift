@@ -43,20 +43,22 @@ enum PostgreSQLMigrations {
 
     static func apply(on connection: PostgresConnection, schema: String?, logger: Logger) async throws {
         try await connection.withTransaction(logger: logger) { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+            // Rows are collected so that an error of the statement surfaces here.
+            _ = try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger).collect()
             if let schema {
                 // A validated name: lowercase letters, digits and underscores.
                 try await connection.query(
                     PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
             }
-            try await connection.query(
+            _ = try await connection.query(
                 """
                 CREATE TABLE IF NOT EXISTS ferry_migrations (
                     version integer PRIMARY KEY,
                     name text NOT NULL,
                     applied_at timestamptz NOT NULL DEFAULT now()
                 )
-                """, logger: logger)
+                """, logger: logger
+            ).collect()
             var applied: Set<Int> = []
             for try await version in try await connection.query(
                 "SELECT version FROM ferry_migrations", logger: logger
@@ -70,11 +72,12 @@ enum PostgreSQLMigrations {
             }
             for migration in all where !applied.contains(migration.version) {
                 for statement in migration.sql {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
                 }
-                try await connection.query(
+                _ = try await connection.query(
                     "INSERT INTO ferry_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
-                    logger: logger)
+                    logger: logger
+                ).collect()
                 logger.notice(
                     "applied a schema migration",
                     metadata: ["ferry.migration": "\(migration.version) \(migration.name)"])

@@ -69,7 +69,7 @@ extension PostgreSQLServerStorage {
                 "CREATE UNIQUE INDEX \(table)_updated ON \(table) (updated_at)",
                 "CREATE INDEX \(table)_owner ON \(table) (owner, updated_at) WHERE owner IS NOT NULL",
             ] {
-                try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
             }
             return number
         }

@@ -63,8 +63,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
         public var now: @Sendable () -> Int64
         /// Where the storage logs, as its caller chose; `nil` for nowhere.
         public var logger: Logger?
-        /// The PostgreSQL schema the tables live in, created when absent; `nil` for the role's
-        /// default (`public`). Several Ferry servers can share one database in different schemas.
+        /// The PostgreSQL schema the tables live in, created when absent; `nil` for the URL's
+        /// `schema` parameter, or else the role's default (`public`). Several Ferry servers can share one database in different schemas.
         /// A name of 1 to 48 characters of `a-z 0-9 _`, not starting with a digit.
         public var schema: String?
 
@@ -109,7 +109,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
     private init(url: PostgreSQLURL, configuration: Configuration) {
         self.url = url
         self.configuration = configuration
-        location = url.description + (configuration.schema.map { " schema \($0)" } ?? "")
+        var shown = url
+        shown.schema = configuration.schema
+        location = shown.description
         channel = "ferry_changes" + (configuration.schema.map { "_" + $0 } ?? "")
         logger =
             configuration.logger
@@ -130,6 +132,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
     public static func open(_ url: PostgreSQLURL, configuration: Configuration = Configuration()) async throws
         -> PostgreSQLServerStorage
     {
+        var configuration = configuration
+        if configuration.schema == nil { configuration.schema = url.schema }
         if let schema = configuration.schema {
             let valid =
                 (1...48).contains(schema.utf8.count)
@@ -144,7 +148,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
         let storage = PostgreSQLServerStorage(url: url, configuration: configuration)
         let baseline: [String: StorageChange]
         do {
-            let connection = try await storage.connect(id: 0, applicationName: "ferry-migrations")
+            // Migrations wait for each other's advisory lock: not bound by the statement timeout.
+            let connection = try await storage.connect(
+                id: 0, applicationName: "ferry-migrations", statementTimeout: .seconds(600))
             do {
                 try await PostgreSQLMigrations.apply(
                     on: connection, schema: configuration.schema, logger: storage.logger)
@@ -232,7 +238,11 @@ public final class PostgreSQLServerStorage: ServerStorage {
 
     /// One connection outside the pool (migrations, the change listener), bounded by the connect
     /// timeout.
-    func connect(id: Int, applicationName: String) async throws -> PostgresConnection {
+    func connect(id: Int, applicationName: String, statementTimeout: Duration? = nil) async throws
+        -> PostgresConnection
+    {
+        var configuration = configuration
+        if let statementTimeout { configuration.statementTimeout = statementTimeout }
         var connection = PostgresConnection.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
             tls: Self.connectionTLS(url.tlsMode))

@@ -11,7 +11,9 @@ public import ServerStorageCore
 ///
 /// The user, password and database may be percent-encoded. The query may set `sslmode`:
 /// `disable` (the default), `prefer` or `require` (encrypted, the certificate not verified), and
-/// `verify-full` (encrypted and verified against the system's trust roots and the host name).
+/// `verify-full` (encrypted and verified against the system's trust roots and the host name); and
+/// `schema`, the PostgreSQL schema Ferry's tables live in (see
+/// ``PostgreSQLServerStorage/Configuration/schema``).
 public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
     /// How the connection uses TLS, as libpq's `sslmode` names it.
     public enum TLSMode: String, Sendable, Hashable {
@@ -37,6 +39,8 @@ public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
     public var database: String
     /// How the connection uses TLS.
     public var tlsMode: TLSMode
+    /// The schema named by the URL's `schema` parameter, if any.
+    public var schema: String?
 
     /// Parses a URL such as `postgres://user:password@host:5432/database`.
     ///
@@ -107,6 +111,8 @@ public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
             let key = String(parts[0])
             let value = parts.count > 1 ? try Self.decoded(parts[1], key) : ""
             switch key {
+            case "schema":
+                schema = value
             case "sslmode":
                 switch value {
                 case "disable": tlsMode = .disable
@@ -118,7 +124,8 @@ public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
                         .invalidName, "unknown sslmode '\(value)': use disable, prefer, require or verify-full")
                 }
             default:
-                throw StorageError(.invalidName, "unknown PostgreSQL URL parameter '\(key)' (only sslmode is read)")
+                throw StorageError(
+                    .invalidName, "unknown PostgreSQL URL parameter '\(key)' (sslmode and schema are read)")
             }
         }
     }
@@ -126,7 +133,10 @@ public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
     /// The URL without its password, for logs and messages.
     public var description: String {
         let shownHost = host.contains(":") ? "[\(host)]" : host
-        let suffix = tlsMode == .disable ? "" : "?sslmode=\(tlsMode.rawValue)"
+        var parameters: [String] = []
+        if tlsMode != .disable { parameters.append("sslmode=\(tlsMode.rawValue)") }
+        if let schema { parameters.append("schema=\(schema)") }
+        let suffix = parameters.isEmpty ? "" : "?" + parameters.joined(separator: "&")
         return "postgres://\(user)@\(shownHost):\(port)/\(database)\(suffix)"
     }
 

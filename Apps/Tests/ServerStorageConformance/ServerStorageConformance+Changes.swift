@@ -1,4 +1,4 @@
-import ServerStorageCore
+public import ServerStorageCore
 import StoreConformance
 import SyncCore
 import Testing
@@ -43,7 +43,7 @@ extension ServerStorageConformanceSuite {
 
     /// Reads `stream` until `done` holds for what arrived, the stream ends (`ended`), or 10 seconds
     /// pass (what arrived so far is lost then: the check fails on it).
-    static func collectChanges(
+    public static func collectChanges(
         _ stream: AsyncStream<StorageChange>, until done: @escaping @Sendable ([StorageChange]) -> Bool
     ) async -> (changes: [StorageChange], ended: Bool) {
         await withTaskGroup(of: (changes: [StorageChange], ended: Bool)?.self) { group in

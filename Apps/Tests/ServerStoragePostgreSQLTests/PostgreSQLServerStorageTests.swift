@@ -1,0 +1,222 @@
+import Foundation
+import PostgresNIO
+import ServerStorageConformance
+import ServerStorageCore
+import ServerStoragePostgreSQL
+import ServerTestSupport
+import StoreConformance
+import SyncCore
+import Testing
+
+/// What only a shared database can show: several instances, migrations racing, the change stream
+/// across instances and reconnections, and the faults of a server over the network.
+@Suite("PostgreSQLServerStorage", .enabled(if: TestPostgreSQL.isAvailable, TestPostgreSQL.skipReason))
+struct PostgreSQLServerStorageTests {
+    static let todo = StorageTable(name: "todo")
+
+    /// Runs `body` with a fresh schema, dropped afterwards.
+    func withSchema(_ body: (String) async throws -> Void) async throws {
+        let schema = await TestPostgreSQL.freshSchema()
+        do {
+            try await body(schema)
+        } catch {
+            await TestPostgreSQL.drop(schema: schema)
+            throw error
+        }
+        await TestPostgreSQL.drop(schema: schema)
+    }
+
+    @Test func instancesStartingTogetherApplyEachMigrationOnce() async throws {
+        try await withSchema { schema in
+            let storages = try await withThrowingTaskGroup(of: PostgreSQLServerStorage.self) { group in
+                for _ in 0..<4 { group.addTask { try await TestPostgreSQL.open(schema: schema, connections: 2) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let versions = try await TestPostgreSQL.execute("SELECT version::text FROM \(schema).ferry_migrations")
+            #expect(versions == ["1"])
+            for storage in storages { try await storage.close() }
+        }
+    }
+
+    @Test func twoInstancesKeepOneCommitOrderAndHearEachOthersWrites() async throws {
+        try await withSchema { schema in
+            let first = try await TestPostgreSQL.open(schema: schema)
+            let second = try await TestPostgreSQL.open(schema: schema)
+            let heard = second.changes()
+            let perWriter = 60
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, storage) in [first, second, first, second].enumerated() {
+                    group.addTask {
+                        for step in 0..<perWriter {
+                            _ = try await storage.insert(
+                                into: Self.todo, id: "w\(index)-\(step)", content: ["step": .int(Int64(step))],
+                                owner: nil)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let rows = try await first.query(Self.todo, StorageQuery()).items
+            #expect(rows.count == 4 * perWriter)
+            #expect(Set(rows.map(\.version)).count == rows.count, "versions are not unique across instances")
+            #expect(Set(rows.map(\.updatedAt)).count == rows.count, "updatedAt values are not unique")
+            #expect(
+                rows.sorted { $0.version < $1.version }.map(\.id)
+                    == rows.sorted { $0.updatedAt < $1.updatedAt }.map(\.id))
+            let newest = rows.map(\.version).max() ?? 0
+            let (changes, _) = await ServerStorageConformanceSuite.collectChanges(heard) { changes in
+                changes.contains { $0.version == newest }
+            }
+            #expect(changes.contains { $0.table == "todo" && $0.version == newest }, "instance 2 missed writes")
+            try await first.close()
+            try await second.close()
+        }
+    }
+
+    @Test func theChangeListenerCatchesUpAfterLosingItsConnection() async throws {
+        try await withSchema { schema in
+            let writer = try await TestPostgreSQL.open(schema: schema)
+            let listener = try await TestPostgreSQL.open(schema: schema)
+            let heard = listener.changes()
+            var last = try await writer.insert(into: Self.todo, id: "before", content: [:], owner: nil)
+            let listeners = "FROM pg_stat_activity WHERE application_name = 'ferry-listener:\(schema)'"
+            for round in 0..<3 {
+                // Both listeners are connected again (they reconnect within a few hundred ms)...
+                var connected = 0
+                for _ in 0..<100 where connected < 2 {
+                    connected = try await TestPostgreSQL.execute("SELECT pid::text \(listeners)").count
+                    if connected < 2 { try await Task.sleep(for: .milliseconds(50)) }
+                }
+                #expect(connected == 2, "round \(round): \(connected) listeners connected")
+                // ...then lose their connections, and these writes happen while they reconnect:
+                // only the catch-up can announce them.
+                try await TestPostgreSQL.execute("SELECT pg_terminate_backend(pid)::text \(listeners)")
+                for step in 0..<5 {
+                    last = try await writer.insert(into: Self.todo, id: "r\(round)-\(step)", content: [:], owner: nil)
+                }
+            }
+            let newest = last.version
+            let (changes, _) = await ServerStorageConformanceSuite.collectChanges(heard) { changes in
+                changes.contains { $0.version == newest }
+            }
+            #expect(changes.contains { $0.version == newest }, "the last write was never announced: \(changes)")
+            try await writer.close()
+            try await listener.close()
+        }
+    }
+
+    @Test func anUnreachableServerIsOneLineWithoutThePassword() async throws {
+        let url = try PostgreSQLURL("postgres://ferry:hunter2secret@127.0.0.1:1/nowhere")
+        await expectError(StorageError.self, .unavailable, "opening on a closed port") {
+            _ = try await PostgreSQLServerStorage.open(url, configuration: .init(connectTimeout: .seconds(2)))
+        }
+        do {
+            _ = try await PostgreSQLServerStorage.open(url, configuration: .init(connectTimeout: .seconds(2)))
+        } catch let error as StorageError {
+            #expect(error.message.contains("postgres://ferry@127.0.0.1:1/nowhere"), "\(error.message)")
+            #expect(!error.message.contains("hunter2"))
+            #expect(!error.message.contains("\n"))
+        }
+    }
+
+    /// Holds the lock on `table`'s sequence row from outside the storage until `release`.
+    @discardableResult
+    func holdingTheSequence<T>(_ schema: String, _ table: String, _ body: () async throws -> T) async throws -> T {
+        guard let url = TestPostgreSQL.url else { throw StorageError(.unavailable, "no test database") }
+        let connection = try await TestPostgreSQL.connect(url)
+        let logger = Logger(label: "ferry.test")
+        try await connection.query("BEGIN", logger: logger)
+        try await connection.query(
+            PostgresQuery(unsafeSQL: "SELECT 1 FROM \(schema).ferry_tables WHERE name = '\(table)' FOR UPDATE"),
+            logger: logger)
+        do {
+            let result = try await body()
+            try await connection.query("ROLLBACK", logger: logger)
+            try await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    @Test func aStatementPastItsTimeoutIsBusyAndWritesNothing() async throws {
+        try await withSchema { schema in
+            let storage = try await TestPostgreSQL.open(schema: schema, statementTimeout: .milliseconds(400))
+            _ = try await storage.insert(into: Self.todo, id: "first", content: [:], owner: nil)
+            try await holdingTheSequence(schema, "todo") {
+                await expectError(StorageError.self, .busy, "an insert waiting on a held lock") {
+                    _ = try await storage.insert(into: Self.todo, id: "blocked", content: [:], owner: nil)
+                }
+            }
+            #expect(try await storage.item(in: Self.todo, id: "blocked", owner: .all) == nil)
+            _ = try await storage.insert(into: Self.todo, id: "blocked", content: [:], owner: nil)
+            try await storage.close()
+        }
+    }
+
+    @Test func anExhaustedPoolMakesRequestsWaitABoundedTimeThenBusy() async throws {
+        try await withSchema { schema in
+            let storage = try await TestPostgreSQL.open(
+                schema: schema, connections: 1, connectionWait: .milliseconds(300), statementTimeout: .seconds(20))
+            _ = try await storage.insert(into: Self.todo, id: "first", content: [:], owner: nil)
+            let started = ContinuousClock.now
+            try await holdingTheSequence(schema, "todo") {
+                // The only connection waits on the held lock...
+                let stuck = Task { try await storage.insert(into: Self.todo, id: "stuck", content: [:], owner: nil) }
+                try await Task.sleep(for: .milliseconds(200))
+                // ...so the next request finds no connection and gives up after the bounded wait.
+                await expectError(StorageError.self, .busy, "a read while the pool is exhausted") {
+                    _ = try await storage.item(in: Self.todo, id: "first", owner: .all)
+                }
+                #expect(ContinuousClock.now - started < .seconds(15))
+                _ = stuck
+            }
+            // Once the lock is gone the stuck insert completes and the pool serves again.
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(try await storage.item(in: Self.todo, id: "first", owner: .all) != nil)
+            try await storage.close()
+        }
+    }
+
+    @Test func cutConnectionsFailAsUnavailableThenThePoolRecovers() async throws {
+        try await withSchema { schema in
+            let storage = try await TestPostgreSQL.open(schema: schema)
+            for index in 0..<20 {
+                _ = try await storage.insert(into: Self.todo, id: "i\(index)", content: [:], owner: nil)
+            }
+            try await TestPostgreSQL.execute(
+                "SELECT pg_terminate_backend(pid)::text FROM pg_stat_activity WHERE application_name = 'ferry:\(schema)'"
+            )
+            var failures: [StorageError.Code] = []
+            var recovered = false
+            for _ in 0..<50 {
+                do {
+                    let page = try await storage.query(Self.todo, StorageQuery())
+                    #expect(page.items.count == 20)
+                    recovered = true
+                    break
+                } catch let error as StorageError {
+                    failures.append(error.code)
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            #expect(recovered, "the storage never recovered: \(failures)")
+            #expect(failures.allSatisfy { $0 == .unavailable || $0 == .busy }, "\(failures)")
+            try await storage.close()
+        }
+    }
+
+    @Test func textPostgreSQLCannotHoldIsRefusedWithoutStoringAnything() async throws {
+        try await withSchema { schema in
+            let storage = try await TestPostgreSQL.open(schema: schema)
+            for content: JSONObject in [["title": "a\u{0}b"], ["a\u{0}": 1], ["nested": ["x": ["\u{0}"]]]] {
+                await expectError(StorageError.self, .fieldKind, "U+0000 in \(content)") {
+                    _ = try await storage.insert(into: Self.todo, id: "nul", content: content, owner: nil)
+                }
+            }
+            #expect(try await storage.item(in: Self.todo, id: "nul", owner: .all) == nil)
+            try await storage.close()
+        }
+    }
+}
