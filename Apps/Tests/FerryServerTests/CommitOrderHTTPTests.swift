@@ -1,5 +1,6 @@
 import FerryServer
 import Foundation
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -7,8 +8,9 @@ import Testing
 /// cursor on (updatedAt, id) expressed as a plain OData filter, misses nothing.
 @Suite("Commit-ordered stamps over HTTP")
 struct CommitOrderHTTPTests {
-    @Test func aKeysetReaderMissesNoRowWhileWritersRun() async throws {
-        let server = try await LiveServer.start(tables: [TableSettings(name: "feed", pageSize: 10)])
+    @Test(arguments: ServerBackend.allCases)
+    func aKeysetReaderMissesNoRowWhileWritersRun(_ backend: ServerBackend) async throws {
+        let server = try await LiveServer.start(tables: [TableSettings(name: "feed", pageSize: 10)], backend: backend)
         let writers = 4
         let perWriter = 30
         let total = writers * perWriter

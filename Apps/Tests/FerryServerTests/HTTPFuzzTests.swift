@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import ServerStorageCore
 import StoreConformance
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -27,9 +28,10 @@ struct HTTPFuzzTests {
         ["id": "e", "title": "a+b", "year": 1, "small": 9_223_372_036_854_775_807, "nested": ["k": ["deep": true]]],
     ]
 
-    @Test func hostileRequestsNeverGetA5xxAndLeaveTheDataAlone() async throws {
+    @Test(arguments: ServerBackend.allCases)
+    func hostileRequestsNeverGetA5xxAndLeaveTheDataAlone(_ backend: ServerBackend) async throws {
         let movies = TableSettings(name: "movies", softDelete: true)
-        let server = try await LiveServer.start(tables: [movies]) { storage in
+        let server = try await LiveServer.start(tables: [movies], backend: backend) { storage in
             let table = StorageTable(name: "movies", schema: movies.schema)
             for item in Self.seeded {
                 var content = item

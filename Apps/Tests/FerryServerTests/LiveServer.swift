@@ -3,32 +3,49 @@ import Foundation
 import Logging
 import ServerStorageCore
 import ServerStorageSQLite
+import ServerTestSupport
 import SyncCore
 
 /// A reference server running in-process on a free loopback port, and a real HTTP client for it.
 struct LiveServer: Sendable {
     let server: ReferenceServer
+    /// The test database on PostgreSQL (a schema), removed when the server stops.
+    var database: TestDatabase?
     static let secret = "ferry-test-secret-0123456789"
 
-    /// Starts a server on a fresh in-memory database, after `seed` has filled it.
+    /// Starts a server on a fresh database (in-memory SQLite, or a new schema of the test
+    /// PostgreSQL), after `seed` has filled it. On PostgreSQL without `FERRY_TEST_POSTGRES_URL` the
+    /// test is skipped with the reason.
     static func start(
         tables: [TableSettings], allowsDynamicTables: Bool = true,
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
-        seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
+        backend: ServerBackend = .sqlite, seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: .quietTest)
         configuration.allowsDynamicTables = allowsDynamicTables
         configuration.dynamicTableDefaults = dynamicDefaults
         configuration.authSecret = secret
         configuration.limits = limits
-        let storage = try sqliteStorage(.memory, logger: configuration.logger)
+        var database: TestDatabase?
+        let storage: any ServerStorage
+        switch backend {
+        case .sqlite:
+            storage = try sqliteStorage(.memory, logger: configuration.logger)
+        case .postgreSQL:
+            let schema = try await backend.database()
+            database = schema
+            storage = try await schema.open(logger: configuration.logger)
+        }
         try await storage.prepare(tables.map { StorageTable(name: $0.name, schema: $0.schema) })
         try await seed(storage)
         let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
-        return LiveServer(server: server)
+        return LiveServer(server: server, database: database)
     }
 
-    func stop() async throws { try await server.shutdown() }
+    func stop() async throws {
+        try await server.shutdown()
+        await database?.remove()
+    }
 
     /// A token for `subject`, valid for an hour.
     static func token(_ subject: String, secret: String = LiveServer.secret, expired: Bool = false) -> String {

@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import ServerStorageCore
 import StoreConformance
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -31,8 +32,13 @@ struct PeerCrudHTTPTests {
         "title": "Black Panther", "year": 2018,
     ]
 
-    @Test("peer CRUD cases over HTTP", .enabled(if: PeerData.isAvailable, PeerData.missingNotice))
-    func replay() async throws {
+    @Test(
+        "peer CRUD cases over HTTP", .enabled(if: PeerData.isAvailable, PeerData.missingNotice),
+        arguments: ServerBackend.allCases)
+    func replay(_ backend: ServerBackend) async throws {
+        if backend == .postgreSQL, !TestPostgreSQL.isAvailable {
+            try Test.cancel("SKIPPED: \(TestPostgreSQL.skipReason)")
+        }
         guard let cases = try PeerData.load("crud-cases.json").arrayValue else {
             throw ReplayError(description: "crud-cases.json is not an array")
         }
@@ -41,7 +47,7 @@ struct PeerCrudHTTPTests {
             guard let peerCase = value.objectValue, let name = peerCase["name"]?.stringValue else { continue }
             let dataSetup = (peerCase["setup"]?.arrayValue ?? []).compactMap(\.stringValue)
             let (setup, tablePath) = Self.setup(for: peerCase, name: name)
-            let server = try await Self.start(setup, dataSetup: dataSetup)
+            let server = try await Self.start(setup, dataSetup: dataSetup, backend: backend)
             var runner = Runner(
                 server: server, name: name, protocolVersion: peerCase["protocol"]?.stringValue ?? "3.0",
                 tablePath: tablePath)
@@ -59,7 +65,8 @@ struct PeerCrudHTTPTests {
             if let reason { failures.append((name, reason)) }
         }
         let unexpected = failures.filter { Self.deliberateDifferences[$0.name] == nil }
-        print("peer CRUD cases over HTTP: \(cases.count - failures.count) passed, \(failures.count) failed")
+        print(
+            "peer CRUD cases over HTTP on \(backend): \(cases.count - failures.count) passed, \(failures.count) failed")
         for failure in failures {
             let note = Self.deliberateDifferences[failure.name].map { " [deliberate: \($0)]" } ?? ""
             print("  FAIL \(failure.name): \(failure.reason)\(note)")

@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import ServerStorageCore
 import StoreConformance
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -106,10 +107,10 @@ extension PeerCrudHTTPTests {
         }
     }
 
-    static func start(_ setup: Setup, dataSetup: [String]) async throws -> LiveServer {
+    static func start(_ setup: Setup, dataSetup: [String], backend: ServerBackend) async throws -> LiveServer {
         // The peers have registered tables only: a table the case does not declare does not exist.
         try await LiveServer.start(
-            tables: setup.tables, allowsDynamicTables: false, dynamicDefaults: setup.dynamicDefaults
+            tables: setup.tables, allowsDynamicTables: false, dynamicDefaults: setup.dynamicDefaults, backend: backend
         ) { storage in
             for (tableName, dataset) in setup.seeds {
                 let settings = setup.tables.first { $0.name == tableName }!

@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import ServerStorageCore
 import StoreConformance
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -106,13 +107,16 @@ struct PeerQueryHTTPTests {
         }
     }
 
-    @Test("peer query cases over HTTP", .enabled(if: PeerData.isAvailable, PeerData.missingNotice))
-    func replay() async throws {
+    @Test(
+        "peer query cases over HTTP", .enabled(if: PeerData.isAvailable, PeerData.missingNotice),
+        arguments: ServerBackend.allCases)
+    func replay(_ backend: ServerBackend) async throws {
         let cases = try Self.loadCases()
         let tables = Array(Set(cases.compactMap(\.table))).sorted { $0.name < $1.name }
         // The peers have registered tables only: a table the cases do not declare does not exist.
-        let server = try await LiveServer.start(tables: try tables.map(Self.settings), allowsDynamicTables: false) {
-            storage in
+        let server = try await LiveServer.start(
+            tables: try tables.map(Self.settings), allowsDynamicTables: false, backend: backend
+        ) { storage in
             for table in tables { try await Self.seed(storage, table) }
         }
         var failures: [(name: String, reason: String)] = []
@@ -123,7 +127,7 @@ struct PeerQueryHTTPTests {
 
         let unexpected = failures.filter { Self.deliberateDifferences[$0.name] == nil }
         let passed = cases.count - failures.count
-        print("peer query cases over HTTP: \(passed) passed, \(failures.count) failed")
+        print("peer query cases over HTTP on \(backend): \(passed) passed, \(failures.count) failed")
         for failure in failures {
             let note = Self.deliberateDifferences[failure.name].map { " [deliberate: \($0)]" } ?? ""
             print("  FAIL \(failure.name): \(failure.reason)\(note)")
