@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import ServerStorageCore
 import ServerStorageSQLite
+import ServerTestSupport
 import StoreLMDB
 import StoreMemory
 import StoreSQLite
@@ -26,19 +27,27 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A scratch directory removed at the end of a test.
+/// A scratch directory removed at the end of a test, and the server's database: a SQLite file in
+/// the directory, or a fresh schema of the test PostgreSQL (skipping the test, with the reason,
+/// when there is none; the schemas are dropped by the next test run).
 struct Scratch: Sendable {
     let url: URL
+    let database: TestDatabase
 
-    init() throws {
+    init(_ backend: ServerBackend = .sqlite) async throws {
         url = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-e2e-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        switch backend {
+        case .sqlite: database = .sqlite(path: url.appendingPathComponent("server.sqlite").path)
+        case .postgreSQL: database = try await backend.database()
+        }
     }
 
     func remove() { try? FileManager.default.removeItem(at: url) }
 }
 
-/// The reference server on loopback, on a SQLite file; dynamic tables soft-delete, as sync needs.
+/// The reference server on loopback, on the scratch's database; dynamic tables soft-delete, as sync
+/// needs.
 struct TestServer: Sendable {
     let server: ReferenceServer
     let databasePath: String
@@ -50,7 +59,7 @@ struct TestServer: Sendable {
         configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
         let path = scratch.url.appendingPathComponent("server.sqlite").path
         let server = try await ReferenceServer.start(
-            configuration, storage: try SQLiteServerStorage(location: .file(path)), ownsStorage: true)
+            configuration, storage: try await scratch.database.open(logger: logger), ownsStorage: true)
         return TestServer(server: server, databasePath: path)
     }
 
@@ -79,7 +88,9 @@ struct TestServer: Sendable {
 
 /// A free loopback port: bound by a server that then stops.
 func freePort(in scratch: Scratch) async throws -> Int {
-    let probe = try await TestServer.start(in: Scratch())
+    let probeScratch = try await Scratch()
+    defer { probeScratch.remove() }
+    let probe = try await TestServer.start(in: probeScratch)
     let port = probe.server.port
     try await probe.stop()
     return port

@@ -1,6 +1,7 @@
 import FerryServer
 import Foundation
 import GRDB
+import ServerTestSupport
 import StoreConformance
 import SyncCore
 import Testing
@@ -14,13 +15,17 @@ struct EndToEndTests {
         StoreKind.allCases.map { (version, $0) }
     }
     static let persistentMatrix = matrix.filter { $0.1.persists }
+    /// Each case on both server storages (PostgreSQL skipped, with the reason, when not set up).
+    static func onEveryBackend<each T>(_ cases: [(repeat each T)]) -> [(repeat each T, ServerBackend)] {
+        ServerBackend.allCases.flatMap { backend in cases.map { (repeat each $0, backend) } }
+    }
 
     /// The legacy tutorial: offline adds, a restart, the server comes up, sync, a second device.
-    @Test(arguments: persistentMatrix)
+    @Test(arguments: onEveryBackend(persistentMatrix))
     func offlineEditsSurviveARestartAndReachTheServerAndASecondDevice(
-        version: ProtocolVersion, kind: StoreKind
+        version: ProtocolVersion, kind: StoreKind, backend: ServerBackend
     ) async throws {
-        let scratch = try Scratch()
+        let scratch = try await Scratch(backend)
         defer { scratch.remove() }
         let port = try await freePort(in: scratch)
         let url = URL(string: "http://127.0.0.1:\(port)")!
@@ -67,9 +72,9 @@ struct EndToEndTests {
     enum Handler: String, CaseIterable, Sendable { case keep, serverWins, clientWins, merge }
 
     /// Two devices edit the same item; the second pusher's handler decides.
-    @Test(arguments: ProtocolVersion.both, Handler.allCases)
-    func twoDevicesEditTheSameItem(version: ProtocolVersion, handler: Handler) async throws {
-        let scratch = try Scratch()
+    @Test(arguments: onEveryBackend(ProtocolVersion.both.flatMap { version in Handler.allCases.map { (version, $0) } }))
+    func twoDevicesEditTheSameItem(version: ProtocolVersion, handler: Handler, backend: ServerBackend) async throws {
+        let scratch = try await Scratch(backend)
         defer { scratch.remove() }
         let server = try await TestServer.start(in: scratch)
         let first = SyncContext(store: try StoreKind.sqlite.open(scratch.url, "a"), remote: server.remote(version))
@@ -123,9 +128,9 @@ struct EndToEndTests {
     }
 
     /// Deletes and undeletes on one side reach the other through incremental pulls.
-    @Test(arguments: matrix)
-    func deletesAndUndeletesPropagate(version: ProtocolVersion, kind: StoreKind) async throws {
-        let scratch = try Scratch()
+    @Test(arguments: onEveryBackend(matrix))
+    func deletesAndUndeletesPropagate(version: ProtocolVersion, kind: StoreKind, backend: ServerBackend) async throws {
+        let scratch = try await Scratch(backend)
         defer { scratch.remove() }
         let server = try await TestServer.start(in: scratch)
         let first = SyncContext(store: try kind.open(scratch.url, "a"), remote: server.remote(version))
@@ -154,7 +159,7 @@ struct EndToEndTests {
     /// during a pull arrive with the next; purge and pull again bring everything back.
     @Test(arguments: ProtocolVersion.both)
     func incrementalPullsMissNothingAndRepeatNothing(version: ProtocolVersion) async throws {
-        let scratch = try Scratch()
+        let scratch = try await Scratch()
         defer { scratch.remove() }
         var server = try await TestServer.start(in: scratch)
         let seeder = server.remote(.v3).onlineTable("rows")
@@ -219,9 +224,9 @@ struct EndToEndTests {
 
     /// Random local work on three devices with random pushes and pulls, then a final client-wins
     /// sync: every device equals the server.
-    @Test(arguments: ProtocolVersion.both)
-    func randomDevicesConvergeToTheServer(version: ProtocolVersion) async throws {
-        let scratch = try Scratch()
+    @Test(arguments: ProtocolVersion.both, ServerBackend.allCases)
+    func randomDevicesConvergeToTheServer(version: ProtocolVersion, backend: ServerBackend) async throws {
+        let scratch = try await Scratch(backend)
         defer { scratch.remove() }
         let server = try await TestServer.start(in: scratch, pageSize: 7)
         var random = SeededRandom(seed: version == .v2 ? 2 : 3)
@@ -270,7 +275,7 @@ struct EndToEndTests {
     /// A table name the server refuses comes back to the client as the code the SDK uses for it.
     @Test(arguments: ProtocolVersion.both)
     func aTableNameTheServerRefusesIsInvalidTableNameOnTheClient(version: ProtocolVersion) async throws {
-        let scratch = try Scratch()
+        let scratch = try await Scratch()
         defer { scratch.remove() }
         let server = try await TestServer.start(in: scratch)
         let table = server.remote(version).onlineTable("__reserved")

@@ -48,6 +48,11 @@ public struct TestDatabase: Sendable {
 
     let location: Location
 
+    /// A SQLite database file at `path` (created when first opened).
+    public static func sqlite(path: String) -> TestDatabase {
+        TestDatabase(location: .sqlite(path))
+    }
+
     /// Opens a storage on the database (again, after a restart, with the same rows).
     public func open(logger: Logger) async throws -> any ServerStorage {
         switch location {
