@@ -215,6 +215,9 @@ let package = Package(
             dependencies: [
                 "FerryCommands", "ServerStoragePostgreSQL", "ServerTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "SyncCore", package: "Ferry"),
+                .product(name: "StoreMemory", package: "Ferry"),
+                .product(name: "Transport", package: "Ferry"),
             ],
             path: "Tests/FerryCommandsTests"
         ),
