@@ -108,3 +108,27 @@ struct ServeCommandTests {
 
     @Test func stopsCleanlyOnSIGINT() async throws { try await serveAndStop(with: SIGINT) }
 }
+
+extension ServeCommandTests {
+    @Test func anUnreachablePostgreSQLIsOneLineWithoutThePasswordAndExitStatus1() async throws {
+        let executable = try #require(Self.executable, "the ferry executable is not built")
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["serve", "--port", "0", "--log-level", "critical"]
+        process.environment = ProcessInfo.processInfo.environment.merging([
+            "FERRY_DATABASE_URL": "postgres://ferry:hunter2secret@127.0.0.1:1/ferry"
+        ]) { $1 }
+        let errors = Pipe()
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = errors
+        try process.run()
+        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 1)
+        let lines = text.split(separator: "\n")
+        #expect(lines.count == 1, "\(text)")
+        #expect(text.hasPrefix("error: cannot open the database: "), "\(text)")
+        #expect(text.contains("postgres://ferry@127.0.0.1:1/ferry"), "\(text)")
+        #expect(!text.contains("hunter2"))
+    }
+}
