@@ -97,7 +97,7 @@ LUA
 # Each wrk thread numbers its own inserts; the prefix keeps runs, processes and threads apart.
 cat > "$work/insert.lua" <<'LUA'
 local counter = 0
-local prefix = ""
+prefix = "w"  -- a global: setup() replaces it in each thread
 function setup(thread)
     thread:set("prefix", (os.getenv("BENCH_PREFIX") or "w") .. "-" .. tostring(math.random(1, 1e9)))
 end
@@ -141,7 +141,9 @@ for backend in sqlite postgresql; do
     if [[ $backend == sqlite ]]; then
         database="sqlite:$work/bench.sqlite"
     else
-        database="$postgres$([[ $postgres == *\?* ]] && echo '&' || echo '?')schema=$schema"
+        separator='?'
+        [[ $postgres != *\?* ]] || separator='&'
+        database="$postgres${separator}schema=$schema"
     fi
     start "$database"
     first="$started"
@@ -165,7 +167,8 @@ for instances in 1 2; do
     for kind in page read insert; do
         read -r s_rps s_p99 <<<"${results[sqlite,$instances,$kind]}"
         read -r p_rps p_p99 <<<"${results[postgresql,$instances,$kind]}"
-        label="$kind, $instances instance$([[ $instances == 2 ]] && echo s)"
+        label="$kind, $instances instance"
+        [[ $instances == 1 ]] || label+="s"
         printf '%-30s %12.0f %9.2f %12.0f %9.2f %8.2fx\n' "$label" "$s_rps" "$s_p99" "$p_rps" "$p_p99" \
             "$(python3 -c "print($p_rps / $s_rps)")"
     done

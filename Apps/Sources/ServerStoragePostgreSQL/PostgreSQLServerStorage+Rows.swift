@@ -218,6 +218,16 @@ extension PostgreSQLServerStorage {
         guard let number = try await tableNumber(table.name, creating: true) else {
             throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
         }
+        if unknown.isEmpty {
+            // The common case: grouped with the table's concurrent inserts (InsertBatches).
+            return try await insertBatches.insert(
+                .init(name: table.name, sqlName: Self.sqlName(number)), id: id, text: text, owner: owner,
+                content: content
+            ) { target, batch in
+                await self.runInsertBatch(target, batch)
+            }
+        }
+        // A field never seen before: its kind is fixed in the same transaction as the row.
         let sqlName = SQLFragment(text: Self.sqlName(number))
         let statement: SQLFragment = """
             WITH \(stampCTE(table.name)), inserted AS (
@@ -242,10 +252,7 @@ extension PostgreSQLServerStorage {
                 id: id, content: content, createdAt: Timestamp(millisecondsSince1970: updatedAt),
                 updatedAt: Timestamp(millisecondsSince1970: updatedAt), version: version, deleted: false, owner: owner)
         }
-        let action = "inserting into '\(table.name)'"
-        let stored =
-            unknown.isEmpty
-            ? try await withConnection(action, body) : try await withTransaction(action, body)
+        let stored = try await withTransaction("inserting into '\(table.name)'", body)
         remember(table.name, unknown)
         return stored
     }

@@ -103,6 +103,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
     let kinds = Mutex<[String: [String: FieldKind]]>([:])
     private let closed = Mutex(false)
     let announcements = StorageChanges()
+    let insertBatches = InsertBatches()
     /// The channel writes notify on (one per schema: notifications are per database).
     let channel: String
 

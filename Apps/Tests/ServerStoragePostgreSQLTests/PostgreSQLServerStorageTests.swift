@@ -73,6 +73,49 @@ struct PostgreSQLServerStorageTests {
         }
     }
 
+    @Test func concurrentInsertsShareStatementsYetEachGetsItsOwnOutcome() async throws {
+        try await withSchema { schema in
+            let storage = try await TestPostgreSQL.open(schema: schema)
+            // Eight writers insert the same 60 ids at once: every id is inserted exactly once, the
+            // others get a conflict carrying the row that won.
+            let outcomes = try await withThrowingTaskGroup(of: [(String, StoredItem?, StorageError?)].self) { group in
+                for writer in 0..<8 {
+                    group.addTask {
+                        var results: [(String, StoredItem?, StorageError?)] = []
+                        for step in 0..<60 {
+                            let id = "k\((step * 7 + writer) % 60)"
+                            do {
+                                let stored = try await storage.insert(
+                                    into: Self.todo, id: id, content: ["writer": .int(Int64(writer))],
+                                    owner: "u\(writer)")
+                                results.append((id, stored, nil))
+                            } catch let error as StorageError {
+                                results.append((id, nil, error))
+                            }
+                        }
+                        return results
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            let wins = outcomes.compactMap { $0.1 }
+            #expect(wins.count == 60)
+            #expect(Set(wins.map(\.id)).count == 60)
+            #expect(Set(wins.map(\.version)).count == 60)
+            #expect(Set(wins.map(\.updatedAt)).count == 60)
+            let byID = Dictionary(uniqueKeysWithValues: wins.map { ($0.id, $0) })
+            for (id, _, error) in outcomes {
+                guard let error else { continue }
+                #expect(error.code == .conflict)
+                #expect(error.current?.id == id)
+                #expect(error.current?.version == byID[id]?.version)
+            }
+            let rows = try await storage.query(Self.todo, StorageQuery()).items
+            #expect(Set(rows) == Set(wins), "what the winners were told differs from what was stored")
+            try await storage.close()
+        }
+    }
+
     @Test func theChangeListenerCatchesUpAfterLosingItsConnection() async throws {
         try await withSchema { schema in
             let writer = try await TestPostgreSQL.open(schema: schema)

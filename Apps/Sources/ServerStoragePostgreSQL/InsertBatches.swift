@@ -1,0 +1,167 @@
+import Logging
+import PostgresNIO
+import ServerStorageCore
+import SyncCore
+import Synchronization
+
+/// Group commit for inserts: concurrent inserts into one table, on one instance, share one
+/// statement and one commit.
+///
+/// Every write of a table holds the table's sequence-row lock from its stamp to its commit, so a
+/// table takes about one commit at a time whatever the number of writers; sixteen connections
+/// queueing on that row lock only add lock-manager traffic. Instead, at most one insert statement
+/// per table runs at a time in an instance, and the inserts that arrive meanwhile wait in memory
+/// and go together in the next statement: it reserves `k` stamps with one update of the sequence
+/// row (`version` `last + 1 … last + k`, `updatedAt` `base … base + k - 1` with `base = max(now, last
+/// updatedAt + 1)`), inserts the `k` rows (`ON CONFLICT DO NOTHING`), notifies once, and commits
+/// once. Each insert still gets exactly its own outcome: its stamps, or `conflict` with the row
+/// that holds its id. Stamps stay unique and commit-ordered (a batch becomes visible at once).
+final class InsertBatches: Sendable {
+    /// One insert waiting for its batch.
+    struct Pending: Sendable {
+        var id: String
+        var text: String
+        var owner: String?
+        var content: JSONObject
+        var continuation: CheckedContinuation<StoredItem, any Error>
+    }
+
+    /// What a batch statement needs to know about its table.
+    struct Target: Sendable {
+        var name: String
+        var sqlName: String
+    }
+
+    private struct Queue {
+        var running = false
+        var pending: [Pending] = []
+    }
+
+    /// The most inserts in one statement.
+    static let maximumBatch = 200
+
+    private let queues = Mutex<[String: Queue]>([:])
+
+    /// Queues an insert; the first insert of an idle table starts draining its queue.
+    func insert(
+        _ target: Target, id: String, text: String, owner: String?, content: JSONObject,
+        run: @escaping @Sendable (Target, [Pending]) async -> Void
+    ) async throws -> StoredItem {
+        try await withCheckedThrowingContinuation { continuation in
+            let pending = Pending(id: id, text: text, owner: owner, content: content, continuation: continuation)
+            let leads = queues.withLock { queues in
+                queues[target.name, default: Queue()].pending.append(pending)
+                if queues[target.name]?.running == true { return false }
+                queues[target.name]?.running = true
+                return true
+            }
+            if leads { Task { await self.drain(target, run) } }
+        }
+    }
+
+    /// Runs batches until the table's queue is empty. A batch never holds one id twice: a repeat
+    /// waits for the next batch, so each insert's outcome is its own.
+    private func drain(_ target: Target, _ run: @Sendable (Target, [Pending]) async -> Void) async {
+        while true {
+            let batch: [Pending] = queues.withLock { queues in
+                guard var queue = queues[target.name], !queue.pending.isEmpty else {
+                    queues[target.name]?.running = false
+                    return []
+                }
+                var ids = Set<String>()
+                var batch: [Pending] = []
+                var rest: [Pending] = []
+                for pending in queue.pending {
+                    if batch.count < Self.maximumBatch, ids.insert(pending.id).inserted {
+                        batch.append(pending)
+                    } else {
+                        rest.append(pending)
+                    }
+                }
+                queue.pending = rest
+                queues[target.name] = queue
+                return batch
+            }
+            if batch.isEmpty { return }
+            await run(target, batch)
+        }
+    }
+}
+
+extension PostgreSQLServerStorage {
+    /// Inserts a batch in one statement and resumes each insert with its own outcome.
+    func runInsertBatch(_ target: InsertBatches.Target, _ batch: [InsertBatches.Pending]) async {
+        let count = Int64(batch.count)
+        var binds = PostgresBindings(capacity: 7)
+        binds.append(batch.map(\.id))
+        binds.append(batch.map(\.text))
+        // Owners are never empty (validated), so "" stands for none.
+        binds.append(batch.map { $0.owner ?? "" })
+        binds.append(configuration.now())
+        binds.append(count)
+        binds.append(target.name)
+        binds.append(channel)
+        let sql = """
+            WITH input AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS input(id, item, owner, n)
+            ), stamp AS (
+                UPDATE ferry_tables
+                SET last_updated_at = GREATEST($4::bigint, last_updated_at + 1) + $5::bigint - 1,
+                    last_version = last_version + $5::bigint
+                WHERE name = $6::text
+                RETURNING last_updated_at, last_version
+            ), inserted AS (
+                INSERT INTO \(target.sqlName) (id, item, created_at, updated_at, version, deleted, owner)
+                SELECT input.id, input.item::jsonb, stamp.last_updated_at - $5::bigint + input.n,
+                    stamp.last_updated_at - $5::bigint + input.n, stamp.last_version - $5::bigint + input.n, FALSE,
+                    NULLIF(input.owner, '')
+                FROM input, stamp ORDER BY input.n
+                ON CONFLICT (id) DO NOTHING
+                RETURNING id, updated_at, version
+            ), notified AS (
+                SELECT pg_notify($7::text, last_version || ' ' || last_updated_at || ' ' || $6::text) FROM stamp
+            )
+            SELECT id, updated_at, version, (SELECT count(*) FROM notified) FROM inserted
+            """
+        let query = PostgresQuery(unsafeSQL: sql, binds: binds)
+        let logger = logger
+        let action = "inserting into '\(target.name)'"
+        do {
+            let stamps = try await withConnection(action) { connection in
+                var stamps: [String: (Int64, Int64)] = [:]
+                for row in try await connection.query(query, logger: logger).collect() {
+                    let (id, updatedAt, version) = try row.decode((String, Int64, Int64).self)
+                    stamps[id] = (updatedAt, version)
+                }
+                return stamps.mapValues { [$0.0, $0.1] }
+            }
+            var conflicts: [InsertBatches.Pending] = []
+            for pending in batch {
+                guard let stamp = stamps[pending.id] else {
+                    conflicts.append(pending)
+                    continue
+                }
+                let at = Timestamp(millisecondsSince1970: stamp[0])
+                pending.continuation.resume(
+                    returning: StoredItem(
+                        id: pending.id, content: pending.content, createdAt: at, updatedAt: at, version: stamp[1],
+                        deleted: false, owner: pending.owner))
+            }
+            for pending in conflicts {
+                do {
+                    let existing = try await withConnection(action) { connection in
+                        try await Self.fetch(connection, target.sqlName, id: pending.id, owner: .all, logger)
+                    }
+                    pending.continuation.resume(
+                        throwing: StorageError(
+                            .conflict, "an item with id '\(pending.id)' already exists in '\(target.name)'",
+                            current: existing))
+                } catch {
+                    pending.continuation.resume(throwing: error)
+                }
+            }
+        } catch {
+            for pending in batch { pending.continuation.resume(throwing: error) }
+        }
+    }
+}
