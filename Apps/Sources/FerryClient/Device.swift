@@ -275,6 +275,16 @@ public actor Device {
 
     public func conflicts() async throws -> [OperationErrorRecord] { try await context.operationErrors() }
 
+    /// The item each failed operation started from (what the device last had from the server), by
+    /// operation id: the "base" column of the conflict view. Inserts have none.
+    public func conflictBases() async throws -> [Int64: JSONObject] {
+        var bases: [Int64: JSONObject] = [:]
+        for operation in try await context.queuedOperations() {
+            if let base = operation.baseItem { bases[operation.id] = base }
+        }
+        return bases
+    }
+
     public func resolve(_ errorID: String, _ resolution: ErrorResolution) async throws {
         try await context.resolveError(errorID, resolution)
     }

@@ -137,7 +137,9 @@ public enum Rendering: Sendable {
     }
 
     /// The errors table.
-    public static func errors(_ errors: [OperationErrorRecord], format: OutputFormat, width: Int? = nil) -> String {
+    public static func errors(
+        _ errors: [OperationErrorRecord], bases: [Int64: JSONObject] = [:], format: OutputFormat, width: Int? = nil
+    ) -> String {
         switch format {
         case .json, .jsonLines:
             return JSONValue.array(errors.map { .object($0.json) }).serialized()
@@ -153,38 +155,54 @@ public enum Rendering: Sendable {
                 headers: ["error", "table", "item", "operation", "status", "message"], rows: rows, maximumWidth: 60,
                 totalWidth: width)
             for error in errors where error.clientItem != nil || error.serverItem != nil {
-                text += "\n\n" + conflict(error, width: width)
+                text += "\n\n" + conflict(error, base: bases[error.operationID], width: width)
             }
             return text
         }
     }
 
-    /// Mine and the server's item side by side, field by field; `≠` marks the fields that differ.
+    /// The base (what the device last had from the server), mine and the server's item side by
+    /// side, field by field; `≠` marks the fields where mine and the server's differ, and "changed
+    /// by" says which side moved away from the base. Without a base (an insert) the view has two
+    /// columns.
     ///
     /// ```
     /// todo/milk (update, 412)
-    ///    field  mine            server's
-    ///    ─────  ──────────────  ────────
-    /// ≠  title  Milk, 2 litres  Oat milk
-    ///    done   false           false
+    ///    field  base  mine            server's  changed by
+    ///    ─────  ────  ──────────────  ────────  ──────────
+    /// ≠  title  Milk  Milk, 2 litres  Oat milk  both
+    ///    done   true  false           false     both
     /// ```
-    public static func conflict(_ error: OperationErrorRecord, width: Int? = nil) -> String {
+    public static func conflict(_ error: OperationErrorRecord, base: JSONObject? = nil, width: Int? = nil) -> String {
         let mine = error.clientItem ?? [:]
         let server = error.serverItem ?? [:]
         let system: Set<String> = ["id", "updatedAt", "version", "deleted", "createdAt"]
-        let fields = Set(mine.keys).union(server.keys).subtracting(system).sorted()
+        let fields = Set(mine.keys).union(server.keys).union(base?.keys ?? [:].keys).subtracting(system).sorted()
         let rows = fields.map { field in
-            [
-                mine[field] == server[field] ? "" : "≠", field, cellOrAbsent(mine[field], error.clientItem),
-                cellOrAbsent(server[field], error.serverItem),
-            ]
+            var row = [mine[field] == server[field] ? "" : "≠", field]
+            if let base { row.append(cellOrAbsent(base[field], base)) }
+            row += [cellOrAbsent(mine[field], error.clientItem), cellOrAbsent(server[field], error.serverItem)]
+            if let base {
+                let mineChanged = error.clientItem != nil && mine[field] != base[field]
+                let serverChanged = error.serverItem != nil && server[field] != base[field]
+                let changedBy: String =
+                    switch (mineChanged, serverChanged) {
+                    case (true, true): "both"
+                    case (true, false): "mine"
+                    case (false, true): "server"
+                    case (false, false): ""
+                    }
+                row.append(changedBy)
+            }
+            return row
         }
         let status = error.statusCode.map { ", \($0)" } ?? ""
         let heading = "\(error.table)/\(error.itemID) (\(error.kind.rawValue)\(status))"
         let versions =
             "mine from version \(mine["version"]?.stringValue ?? "-"), the server's at \(server["version"]?.stringValue ?? "-")"
-        return heading + ": " + versions + "\n"
-            + TextTable.render(headers: ["", "field", "mine", "server's"], rows: rows, totalWidth: width)
+        let headers =
+            base == nil ? ["", "field", "mine", "server's"] : ["", "field", "base", "mine", "server's", "changed by"]
+        return heading + ": " + versions + "\n" + TextTable.render(headers: headers, rows: rows, totalWidth: width)
     }
 
     private static func cellOrAbsent(_ value: JSONValue?, _ item: JSONObject?) -> String {

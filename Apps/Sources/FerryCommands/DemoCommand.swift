@@ -135,6 +135,8 @@ public struct DemoCommand: AsyncParsableCommand, Sendable {
                 try await server.shutdown()
                 return
             }
+            // What each device changed: the base the phone started from, its edit, the tablet's.
+            say(Rendering.conflict(error, base: try await phone.conflictBases()[error.operationID]))
             var merged = serverItem
             merged["title"] = "Oat milk, 2 litres"
             merged["done"] = true

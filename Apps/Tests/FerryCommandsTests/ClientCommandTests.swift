@@ -245,6 +245,11 @@ struct FerryBinaryTests {
         let result = try Self.run(["demo"])
         #expect(result.status == 0, "\(result.errors)")
         #expect(result.output.contains("phone, tablet and server hold the same 3 todos"), "\(result.output)")
+        // The conflict step shows what each device changed against the base.
+        #expect(result.output.contains("changed by"), "\(result.output)")
+        #expect(
+            result.output.split(separator: "\n").contains { $0.contains("title") && $0.hasSuffix("both") },
+            "\(result.output)")
     }
 
     @Test func failuresAreOneLineWithAnExitCode() throws {

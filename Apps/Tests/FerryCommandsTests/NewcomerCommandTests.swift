@@ -313,6 +313,25 @@ struct ConflictViewTests {
         let table = Rendering.errors([error], format: .table)
         #expect(table.contains("≠"), "the errors listing includes the field view")
     }
+
+    @Test func theBaseColumnSaysWhichSideChangedEachField() {
+        let error = OperationErrorRecord(
+            id: "e1", operationID: 7, table: "todo", itemID: "milk", kind: .update, statusCode: 412,
+            message: "conflict", clientItem: ["title": "Milk, 2 litres", "done": false, "note": "mine"],
+            serverItem: ["title": "Oat milk", "done": true, "note": "mine"])
+        let base: JSONObject = ["title": "Milk", "done": false, "note": "mine", "gone": 1]
+        let view = Rendering.conflict(error, base: base)
+        let lines = view.split(separator: "\n").map(String.init)
+        #expect(lines.count > 1 && lines[1].contains("base") && lines[1].contains("changed by"), "\(view)")
+        func line(_ field: String) -> String { lines.first { $0.contains(" \(field) ") } ?? "" }
+        #expect(line("title").hasPrefix("≠") && line("title").hasSuffix("both"), "\(view)")
+        #expect(line("done").hasPrefix("≠") && line("done").hasSuffix("server"), "\(view)")
+        #expect(!line("note").hasPrefix("≠") && !line("note").contains("both"), "\(view)")
+        #expect(line("gone").contains("(absent)") && line("gone").hasSuffix("both"), "\(view)")
+        let listed = Rendering.errors([error], bases: [7: base], format: .table)
+        #expect(listed.contains("changed by"), "the listing shows the base when it is known")
+        #expect(!Rendering.errors([error], format: .table).contains("changed by"))
+    }
 }
 
 @Suite("REPL help and completion")

@@ -126,7 +126,9 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
         switch action {
         case "list":
             output.print(
-                Rendering.errors(try await device.conflicts(), format: output.format, width: output.terminalWidth))
+                Rendering.errors(
+                    try await device.conflicts(), bases: try await device.conflictBases(), format: output.format,
+                    width: output.terminalWidth))
         case "resolve":
             guard let errorID else {
                 throw ClientError(.usage, "which error?", hint: "give its id (or its item's id) from `conflicts`")
