@@ -199,6 +199,21 @@ struct EventTests {
         }
         #expect(pages.map(\.received) == [2, 2, 2])
         #expect(pulled.first == .pullStarted(table: "todo", queryID: "q"))
+        #expect(!pulled.contains { if case .pullCounted = $0 { true } else { false } }, "counted without being asked")
+
+        // Asked to count, the pull reports the total of what it will bring, once, before the pages.
+        let counted = device.context.events()
+        server.seed("todo", PullTests.rows(7, prefix: "counted"))
+        let countedPull = try await device.table().pull(
+            queryID: "fresh", options: PullOptions(pageSize: 3, pushesFirst: false, countsTotal: true))
+        let countedEvents = await collect(counted) { if case .pullFinished = $0 { true } else { false } }
+        let totals = countedEvents.compactMap { event -> Int? in
+            if case .pullCounted(_, _, let total) = event { return total }
+            return nil
+        }
+        #expect(countedPull.items.received >= 7)
+        #expect(totals == [countedPull.items.received], "\(countedEvents)")
+        #expect(countedEvents.dropFirst().first.map { if case .pullCounted = $0 { true } else { false } } == true)
 
         let failing = device.context.events()
         server.inject(.dropBeforeApply, on: .query)

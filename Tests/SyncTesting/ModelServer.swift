@@ -346,7 +346,8 @@ public final class ModelServer: Sendable {
             next?.skip = skip + items.count
             next?.top = query.top.map { $0 - items.count }
         }
-        return .page(RemotePage(items: items, nextPage: next))
+        return .page(
+            RemotePage(items: items, totalCount: query.includeTotalCount ? matching.count : nil, nextPage: next))
     }
 }
 

@@ -248,8 +248,13 @@ public actor Device {
 
     public func push() async throws -> PushResult { try await context.push() }
 
-    public func pull(_ table: String, query: TableQuery, queryID: String?, pageSize: Int) async throws -> PullResult {
-        try await context.pull(table, query: query, queryID: queryID, options: PullOptions(pageSize: pageSize))
+    /// Pulls `table`; with `countsTotal` the server counts what the pull will bring (for progress
+    /// with a total: `SyncEvent.pullCounted`).
+    public func pull(_ table: String, query: TableQuery, queryID: String?, pageSize: Int, countsTotal: Bool = false)
+        async throws -> PullResult
+    {
+        try await context.pull(
+            table, query: query, queryID: queryID, options: PullOptions(pageSize: pageSize, countsTotal: countsTotal))
     }
 
     public func purge(_ table: String, query: TableQuery, force: Bool) async throws -> Int {

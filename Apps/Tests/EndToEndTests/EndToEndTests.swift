@@ -294,3 +294,29 @@ struct EndToEndTests {
         try await server.stop()
     }
 }
+
+extension EndToEndTests {
+    /// A pull asked to count gets the total from the server with its first page (both protocols:
+    /// `$inlinecount=allpages` in 2.0, `$count=true` in 3.0), for progress with an ETA.
+    @Test(arguments: ProtocolVersion.both)
+    func aCountedPullReportsTheTotalFromTheServer(version: ProtocolVersion) async throws {
+        let scratch = try await Scratch()
+        defer { scratch.remove() }
+        let server = try await TestServer.start(in: scratch, pageSize: 10)
+        let writer = server.remote(version).onlineTable("rows")
+        for index in 0..<25 { _ = try await writer.insert(["id": .string("r\(index)"), "n": .int(Int64(index))]) }
+        let device = SyncContext(
+            store: try StoreKind.memory.open(scratch.url, "device"), remote: server.remote(version))
+        let events = device.events()
+        let result = try await device.pull(
+            "rows", queryID: "all", options: PullOptions(pageSize: 10, countsTotal: true))
+        try await server.stop()
+        var totals: [Int] = []
+        for await event in events {
+            if case .pullCounted(_, _, let total) = event { totals.append(total) }
+            if case .pullFinished = event { break }
+        }
+        #expect(result.items.received == 25)
+        #expect(totals == [25])
+    }
+}

@@ -397,6 +397,12 @@ struct ProgressLineTests {
         #expect(
             Progress.line(rows: 0, operations: 10, total: 10_000, seconds: 1)
                 == "10 of 10,000 operations (10/s, about 16 min 39 s left)")
+        #expect(
+            Progress.line(rows: 1_200, rowTotal: 10_000, operations: 0, total: nil, seconds: 0.25)
+                == "1,200 of 10,000 rows (4,800 rows/s, about 2 s left)")
+        #expect(
+            Progress.line(rows: 0, rowTotal: 10_000, operations: 3, total: 3, seconds: 0.25)
+                == "0 of 10,000 rows (0 rows/s)", "counted, nothing pulled yet: no estimate")
         #expect(Progress.grouped(1_234_567) == "1,234,567" && Progress.grouped(999) == "999")
     }
 }

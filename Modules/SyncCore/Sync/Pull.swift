@@ -10,11 +10,18 @@ public struct PullOptions: Sendable, Hashable {
     /// query's filter but that the server did not return (hard-deleted on the server, or moved out of
     /// the filter). Items with queued operations are kept.
     public var removesMissingItems: Bool
+    /// Ask the server, with the first page, how many items the pull will bring (`$count`), and
+    /// report it as ``SyncEvent/pullCounted(table:queryID:total:)``: for progress with a total and
+    /// an estimate of the time left. It costs the server one count of the matching rows.
+    public var countsTotal: Bool
 
-    public init(pageSize: Int = 50, pushesFirst: Bool = true, removesMissingItems: Bool = false) {
+    public init(
+        pageSize: Int = 50, pushesFirst: Bool = true, removesMissingItems: Bool = false, countsTotal: Bool = false
+    ) {
         self.pageSize = pageSize
         self.pushesFirst = pushesFirst
         self.removesMissingItems = removesMissingItems
+        self.countsTotal = countsTotal
     }
 }
 
@@ -105,7 +112,9 @@ extension SyncContext {
         }
 
         guard remaining.map({ $0 > 0 }) ?? true else { return }
-        var pending = PageFetch(remote, request(after: deltaToken, offset: offset, remaining: remaining))
+        var first = request(after: deltaToken, offset: offset, remaining: remaining)
+        first.includeTotalCount = options.countsTotal
+        var pending = PageFetch(remote, first)
         defer { pending.cancel() }
         while true {
             if Task.isCancelled {
@@ -113,6 +122,9 @@ extension SyncContext {
             }
             let top = pending.request.top ?? options.pageSize
             let page = try await pending.page(table)
+            if result.pages == 0, let total = page.totalCount {
+                hub.emit(.pullCounted(table: table, queryID: queryID, total: remaining.map { min($0, total) } ?? total))
+            }
             if page.items.isEmpty { break }
             var next: DeltaToken?
             if keyset {

@@ -13,6 +13,10 @@ public enum SyncEvent: Sendable, Hashable {
     case pushFinished(PushResult, stoppedBy: String?)
     /// A pull of a table began.
     case pullStarted(table: String, queryID: String?)
+    /// The server counted the items this pull will bring (only with
+    /// ``PullOptions/countsTotal``, and only from servers that count): the total for a progress
+    /// bar. Items written meanwhile may make the pull bring a few more.
+    case pullCounted(table: String, queryID: String?, total: Int)
     /// A page was applied to the store.
     case pagePulled(table: String, queryID: String?, counts: PullCounts)
     /// A pull ended (also when it stopped early: then `stoppedBy` says why).
@@ -91,6 +95,8 @@ final class EventHub: Sendable {
             }
         case .pullStarted(let table, let queryID):
             logger.debug("pull started", metadata: ["table": "\(table)", "queryID": "\(queryID ?? "-")"])
+        case .pullCounted(let table, _, let total):
+            logger.debug("pull counted", metadata: ["table": "\(table)", "total": "\(total)"])
         case .pagePulled(let table, _, let counts):
             logger.trace("page pulled", metadata: ["table": "\(table)", "received": "\(counts.received)"])
         case .pullFinished(let table, _, let result, let stoppedBy):

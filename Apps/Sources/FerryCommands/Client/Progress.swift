@@ -4,7 +4,8 @@ import FerryConsole
 import Foundation
 import SyncCore
 
-/// Draws "rows, rows/s" while a push or pull runs, when stderr is a terminal.
+/// Draws "rows, rows/s" (with the total and the time left when the server counted them) while a push
+/// or pull runs, when stderr is a terminal.
 final class Progress: Sendable {
     private let task: Task<Void, Never>?
 
@@ -19,37 +20,49 @@ final class Progress: Sendable {
         let task = Task {
             let start = ContinuousClock.now
             var rows = 0
+            var rowTotal: Int?
             var operations = 0
             for await event in events {
                 switch event {
+                case .pullCounted(_, _, let counted): rowTotal = counted
                 case .pagePulled(_, _, let page): rows += page.received
                 case .operationPushed: operations += 1
                 default: continue
                 }
                 let seconds = (ContinuousClock.now - start) / .seconds(1)
                 StandardStreams.writeError(
-                    "\r\u{1B}[K" + line(rows: rows, operations: operations, total: total, seconds: seconds))
+                    "\r\u{1B}[K"
+                        + line(rows: rows, rowTotal: rowTotal, operations: operations, total: total, seconds: seconds))
             }
         }
         return Progress(task: task)
     }
 
-    /// `1,200 rows (4,800 rows/s)`, or `120 of 500 operations (35/s, about 11 s left)`.
-    static func line(rows: Int, operations: Int, total: Int?, seconds: Double) -> String {
+    /// `1,200 rows (4,800 rows/s)`, `1,200 of 10,000 rows (4,800 rows/s, about 2 s left)`, or
+    /// `120 of 500 operations (35/s, about 11 s left)`.
+    static func line(rows: Int, rowTotal: Int? = nil, operations: Int, total: Int?, seconds: Double) -> String {
         let elapsed = max(0.001, seconds)
-        if rows > 0 {
-            return "\(grouped(rows)) rows (\(grouped(Int(Double(rows) / elapsed))) rows/s)"
+        if rows > 0 || rowTotal != nil {
+            let rate = Double(rows) / elapsed
+            guard let rowTotal, rowTotal >= rows else {
+                return "\(grouped(rows)) rows (\(grouped(Int(rate))) rows/s)"
+            }
+            return "\(grouped(rows)) of \(grouped(rowTotal)) rows (\(grouped(Int(rate))) rows/s"
+                + timeLeft(rowTotal - rows, rate) + ")"
         }
         let rate = Double(operations) / elapsed
         guard let total, total >= operations else {
             return "\(grouped(operations)) operations (\(grouped(Int(rate)))/s)"
         }
-        var text = "\(grouped(operations)) of \(grouped(total)) operations (\(grouped(Int(rate)))/s"
-        if rate > 0 {
-            let left = Int((Double(total - operations) / rate).rounded(.up))
-            text += left >= 60 ? ", about \(left / 60) min \(left % 60) s left" : ", about \(left) s left"
-        }
-        return text + ")"
+        return "\(grouped(operations)) of \(grouped(total)) operations (\(grouped(Int(rate)))/s"
+            + timeLeft(total - operations, rate) + ")"
+    }
+
+    /// `, about 11 s left` (nothing while the rate is unknown).
+    static func timeLeft(_ remaining: Int, _ rate: Double) -> String {
+        guard rate > 0 else { return "" }
+        let left = Int((Double(remaining) / rate).rounded(.up))
+        return left >= 60 ? ", about \(left / 60) min \(left % 60) s left" : ", about \(left) s left"
     }
 
     static func grouped(_ number: Int) -> String {

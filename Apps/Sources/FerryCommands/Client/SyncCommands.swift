@@ -53,7 +53,9 @@ public struct PullCommand: DeviceCommand, Sendable {
         let progress = await Progress.watch(device, output: output)
         let result: PullResult
         do {
-            result = try await device.pull(table, query: query, queryID: queryId, pageSize: pageSize)
+            // A terminal shows progress: then the server also counts the rows, for a total and an ETA.
+            result = try await device.pull(
+                table, query: query, queryID: queryId, pageSize: pageSize, countsTotal: output.showsProgress)
         } catch {
             progress.finish()
             throw error
