@@ -4,7 +4,7 @@ import ServerStorageCore
 
 /// The versioned schema of a Ferry server database on PostgreSQL.
 ///
-/// `ferry_migrations` records the versions applied. ``apply(on:logger:)`` runs in one transaction
+/// `ferry_migrations` records the versions applied. `apply(on:logger:)` runs in one transaction
 /// that first takes a transaction-scoped advisory lock, so that instances starting together apply
 /// each migration exactly once: the second waits for the first to commit, then finds nothing to do.
 enum PostgreSQLMigrations {

@@ -44,8 +44,8 @@ import Synchronization
 ///
 /// Every statement runs under `statement_timeout`; a request waits at most
 /// ``Configuration/connectionWait`` for one of ``Configuration/maximumConnections`` connections.
-/// Both fail with ``StorageError/Code/busy``; an unreachable or restarting server fails with
-/// ``StorageError/Code/unavailable`` (the reference server answers 503 with `Retry-After`), and the
+/// Both fail with `StorageError.Code.busy`; an unreachable or restarting server fails with
+/// `StorageError.Code.unavailable` (the reference server answers 503 with `Retry-After`), and the
 /// pool reconnects by itself. A transaction either commits whole or not at all.
 public final class PostgreSQLServerStorage: ServerStorage {
     /// How the storage connects, waits and tells time.
@@ -53,7 +53,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
         /// The most connections the pool opens.
         public var maximumConnections: Int
         /// How long a request waits for a free connection before failing with
-        /// ``StorageError/Code/busy``.
+        /// `StorageError.Code.busy`.
         public var connectionWait: Duration
         /// The longest a statement may run (PostgreSQL's `statement_timeout`).
         public var statementTimeout: Duration
@@ -127,7 +127,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
     ///   - url: Where the database is.
     ///   - configuration: How to connect, wait and stamp.
     /// - Returns: The open storage; ``close()`` releases it.
-    /// - Throws: ``StorageError``: `unavailable` with one line naming the URL (without its password)
+    /// - Throws: `StorageError`: `unavailable` with one line naming the URL (without its password)
     ///   when PostgreSQL cannot be reached or refuses the login; `corrupt` when the database holds a
     ///   newer Ferry schema than this version knows.
     public static func open(_ url: PostgreSQLURL, configuration: Configuration = Configuration()) async throws
@@ -279,7 +279,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
     // MARK: - Running statements
 
     /// Runs `body` on a pooled connection: waits at most ``Configuration/connectionWait`` for one,
-    /// and maps every failure to a ``StorageError``.
+    /// and maps every failure to a `StorageError`.
     func withConnection<T: Sendable>(
         _ action: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
@@ -379,7 +379,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
 
     // MARK: - Errors
 
-    /// A failure as a ``StorageError`` naming the action and the database (never its password).
+    /// A failure as a `StorageError` naming the action and the database (never its password).
     func mapped(_ error: any Error, _ action: String) -> StorageError {
         Self.mapped(error, action, location)
     }

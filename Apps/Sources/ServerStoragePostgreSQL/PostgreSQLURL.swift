@@ -45,7 +45,7 @@ public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
     /// Parses a URL such as `postgres://user:password@host:5432/database`.
     ///
     /// - Parameter text: The URL.
-    /// - Throws: ``StorageError`` with ``StorageError/Code/invalidName`` and one line naming what is
+    /// - Throws: `StorageError` with `StorageError.Code.invalidName` and one line naming what is
     ///   wrong (never the password).
     public init(_ text: String) throws(StorageError) {
         var rest: Substring

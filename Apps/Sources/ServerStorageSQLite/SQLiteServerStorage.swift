@@ -22,7 +22,7 @@ import Synchronization
 ///
 /// Each table is one SQL table `ferry_items_<n>` (named by its catalog number, never by its name):
 /// `id` (primary key, the table is clustered on it), `item` (the JSON text of the item's own
-/// fields, as ``JSONValue/serialized()`` writes it), `created_at`, `updated_at` (milliseconds,
+/// fields, as `JSONValue.serialized()` writes it), `created_at`, `updated_at` (milliseconds,
 /// unique per table), `version` (the table's write sequence), `deleted` and `owner`. The catalog
 /// `ferry_tables` holds each table's number and its write sequence (last `updatedAt`, last
 /// version); `ferry_fields` holds the JSON kind of each undeclared field.
@@ -38,8 +38,8 @@ import Synchronization
 /// ## Queries
 ///
 /// Queries compile to SQL with bound parameters only (QuerySQL's `SQLCompiler`, SQLite dialect,
-/// over ``sqlLayout``); what SQL cannot reproduce exactly runs in ``QueryEvaluator`` over the rows
-/// SQLite selected by the compiled part of the filter (``QueryPlan/evaluator``). Such a query reads
+/// over `sqlLayout`); what SQL cannot reproduce exactly runs in `QueryEvaluator` over the rows
+/// SQLite selected by the compiled part of the filter (`QueryPlan.evaluator`). Such a query reads
 /// every row the compiled part selects.
 public final class SQLiteServerStorage: ServerStorage {
     /// Where the database lives.
@@ -53,7 +53,7 @@ public final class SQLiteServerStorage: ServerStorage {
     /// How the storage opens, waits and tells time.
     public struct Configuration: Sendable {
         /// Seconds to wait for a lock held by another connection or process before failing with
-        /// ``StorageError/Code/busy``.
+        /// `StorageError.Code.busy`.
         public var busyTimeout: Double
         /// The most concurrent reader connections of a file database.
         public var maximumReaderCount: Int
@@ -92,7 +92,7 @@ public final class SQLiteServerStorage: ServerStorage {
 
     /// Opens (or creates) the database.
     ///
-    /// - Throws: ``StorageError`` — `corrupt` for a file that is not a SQLite database or belongs to
+    /// - Throws: `StorageError` — `corrupt` for a file that is not a SQLite database or belongs to
     ///   another application, `busy` or `io` otherwise.
     public init(location: Location, configuration: Configuration = Configuration()) throws {
         self.configuration = configuration
