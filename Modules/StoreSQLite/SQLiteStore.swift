@@ -105,6 +105,18 @@ public final class SQLiteStore: LocalStore {
     /// "the SQLite store at '…'", for messages.
     let place: String
     private let closed = Mutex(false)
+    /// A read-only connection of its own for point reads (file stores), opened on first use.
+    private let pointReader = Mutex(PointReader.unopened)
+    /// The SQL tables of the Ferry tables point reads have found (a table's never changes).
+    private let itemTables = Mutex<[String: String]>([:])
+
+    private enum PointReader {
+        case unopened
+        case idle(DatabaseQueue)
+        case inUse(DatabaseQueue)
+        /// Closed, or it could not be opened: point reads use the pool.
+        case unavailable
+    }
 
     /// Opens (or creates) the store in a database file.
     ///
@@ -176,6 +188,76 @@ public final class SQLiteStore: LocalStore {
         }
     }
 
+    /// The item with `id` in `table`, or `nil`.
+    ///
+    /// A point read takes microseconds, so it runs synchronously on the caller's thread on one of
+    /// the pool's reader connections, instead of hopping to GRDB's reader queue and back as
+    /// ``read(_:)`` does: the thread is busy for the read itself (or, when every reader connection
+    /// is in use, until one is free).
+    public func item(_ table: String, id: String) async throws -> JSONObject? {
+        try checkOpen()
+        do {
+            if let sqlName = itemTables.withLock({ $0[table] }) {
+                return try readHere { reader in try reader.item(table, in: sqlName, id: id) }
+            }
+            return try readHere { reader in
+                guard let sqlName = try reader.sqlName(of: table) else { return nil }
+                itemTables.withLock { $0[table] = sqlName }
+                return try reader.item(table, in: sqlName, id: id)
+            }
+        } catch {
+            throw failure(error, "reading")
+        }
+    }
+
+    /// `body` synchronously on the calling thread, outside a transaction (each statement reads the
+    /// latest commit; a point read is the catalog lookup and one `SELECT`), on the store's own
+    /// point-read connection when it is free (a file store), else on the pool's. Should the table
+    /// change between the two statements, the read runs again in a transaction.
+    private func readHere<Result>(_ body: (SQLiteReader) throws -> Result) throws -> Result {
+        let place = self.place
+        func run(_ db: Database) throws -> Result {
+            let reader = SQLiteReader(db: db, place: place)
+            defer { reader.isFinished = true }
+            return try body(reader)
+        }
+        if let queue = takePointReader() {
+            defer { pointReader.withLock { if case .inUse(let queue) = $0 { $0 = .idle(queue) } } }
+            if let result = try? queue.unsafeReentrantRead(run) { return result }
+        }
+        do {
+            return try database.unsafeReentrantRead(run)
+        } catch {
+            return try database.read(run)
+        }
+    }
+
+    /// The point-read connection, marked in use, or `nil` when another read holds it (or there is
+    /// none: in memory, closed, or it failed to open).
+    private func takePointReader() -> DatabaseQueue? {
+        guard case .file(let path) = location else { return nil }
+        return pointReader.withLock { state in
+            switch state {
+            case .idle(let queue):
+                state = .inUse(queue)
+                return queue
+            case .unopened:
+                var configuration = GRDB.Configuration()
+                configuration.readonly = true
+                configuration.label = "Ferry.SQLiteStore.pointReader"
+                configuration.busyMode = .timeout(5)
+                guard let queue = try? DatabaseQueue(path: path, configuration: configuration) else {
+                    state = .unavailable
+                    return nil
+                }
+                state = .inUse(queue)
+                return queue
+            case .inUse, .unavailable:
+                return nil
+            }
+        }
+    }
+
     /// Runs `body` in one GRDB write transaction: all of its changes commit, or none do. The
     /// handle throws `StoreError.Code.closed` once `body` has returned.
     ///
@@ -213,9 +295,18 @@ public final class SQLiteStore: LocalStore {
             return isClosed
         }
         if wasClosed { return }
+        let pointQueue: DatabaseQueue? = pointReader.withLock { state in
+            defer { state = .unavailable }
+            switch state {
+            case .idle(let queue), .inUse(let queue): return queue
+            case .unopened, .unavailable: return nil
+            }
+        }
         do {
             // Readers first, so the writer is the last connection to close: SQLite then removes the
-            // `-wal` and `-shm` files (GRDB closes the writer first, which leaves them behind).
+            // `-wal` and `-shm` files (GRDB closes the writer first, which leaves them behind). The
+            // point reader's close waits for a read it is running.
+            try pointQueue?.close()
             (database as? DatabasePool)?.releaseMemory()
             try database.close()
         } catch {

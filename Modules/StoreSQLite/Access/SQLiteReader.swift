@@ -68,10 +68,25 @@ class SQLiteReader: StoreReader {
     func item(_ table: String, id: String) throws -> JSONObject? {
         try run("reading an item of table '\(table)' from") {
             guard let entry = try entry(table) else { return nil }
-            let statement = try db.cachedStatement(sql: "SELECT item FROM \(entry.sqlName) WHERE id = ?")
-            guard let text = try String.fetchOne(statement, arguments: [id]) else { return nil }
-            return try decodeObject(text, what: "item '\(id)' of table '\(table)'")
+            return try itemRow(table, in: entry.sqlName, id: id)
         }
+    }
+
+    /// The item `id` of `table`, whose SQL table is `sqlName` (a table's SQL name never changes:
+    /// tables are never dropped, so their keys are never reused).
+    func item(_ table: String, in sqlName: String, id: String) throws -> JSONObject? {
+        try run("reading an item of table '\(table)' from") { try itemRow(table, in: sqlName, id: id) }
+    }
+
+    /// The SQL name of `table`'s items, or `nil` while the table does not exist.
+    func sqlName(of table: String) throws -> String? {
+        try run("reading the catalog of") { try entry(table)?.sqlName }
+    }
+
+    private func itemRow(_ table: String, in sqlName: String, id: String) throws -> JSONObject? {
+        let statement = try db.cachedStatement(sql: "SELECT item FROM \(sqlName) WHERE id = ?")
+        guard let text = try String.fetchOne(statement, arguments: [id]) else { return nil }
+        return try decodeObject(text, what: "item '\(id)' of table '\(table)'")
     }
 
     func query(_ table: String, _ query: TableQuery) throws -> QueryResult {

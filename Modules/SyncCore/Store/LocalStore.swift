@@ -48,6 +48,11 @@ public protocol LocalStore: Sendable {
 
     /// Releases the store's resources. Later calls fail with ``StoreError/Code/closed``.
     func close() async throws
+
+    /// The item with `id` in `table`, or `nil`: the same as reading it in ``read(_:)``, which the
+    /// default implementation does. A store may answer point reads faster (the SQLite store reads
+    /// without leaving the caller's thread).
+    func item(_ table: String, id: String) async throws -> JSONObject?
 }
 
 /// Read access to a store, inside ``LocalStore/read(_:)`` or ``LocalStore/write(_:)``.
@@ -167,7 +172,7 @@ public struct TableDefinition: Sendable, Hashable {
 }
 
 extension LocalStore {
-    /// The item with `id` in `table`, or `nil`.
+    /// The item with `id` in `table`, or `nil`, read in ``read(_:)``.
     public func item(_ table: String, id: String) async throws -> JSONObject? {
         try await read { try $0.item(table, id: id) }
     }
