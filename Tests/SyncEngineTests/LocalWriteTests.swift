@@ -228,3 +228,57 @@ struct FailingTransaction: StoreTransaction {
         try base.setDeltaToken(table: table, queryID: queryID, value: value)
     }
 }
+
+@Suite("Atomic multi-item writes")
+struct AtomicWriteTests {
+    struct Refused: Error, Equatable {}
+
+    @Test(arguments: StoreKind.allCases)
+    func everyItemAndOperationCommitsTogether(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        _ = try await device.table().insert(["id": "old", "title": "Old"])
+        let list = try await device.context.write { writes in
+            let list = try writes.insert(["title": "Groceries"], into: "lists")
+            for title in ["Milk", "Eggs"] {
+                try writes.insert(["id": .string(title.lowercased()), "title": .string(title)], into: "todo")
+            }
+            try writes.update(["id": "milk", "title": "Oat milk"], in: "todo")
+            try writes.delete(id: "old", from: "todo")
+            #expect(try writes.item("todo", id: "milk")?["title"] == "Oat milk", "a write sees its own changes")
+            return list
+        }
+        #expect(try await device.context.table("lists").item(id: list.id ?? "") == list)
+        #expect(try await device.table().query().items.compactMap(\.id).sorted() == ["eggs", "milk"])
+        #expect(try await device.table().item(id: "milk")?["title"] == "Oat milk")
+        // The insert of "old" and its delete collapse away; milk's insert absorbs its update.
+        let kinds = try await device.operations().map { "\($0.table)/\($0.itemID)/\($0.kind)" }.sorted()
+        #expect(kinds == ["lists/\(list.id ?? "")/insert", "todo/eggs/insert", "todo/milk/insert"])
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aFailureHalfwayLeavesNeitherItemsNorOperations(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        _ = try await device.table().insert(["id": "kept", "title": "Kept"])
+        let before = try await device.operations()
+
+        // A change Ferry refuses (an invalid id) after two good ones.
+        await expectSyncError(.invalidItem) {
+            try await device.context.write { writes in
+                try writes.insert(["id": "a", "title": "A"], into: "todo")
+                try writes.update(["id": "kept", "title": "Changed"], in: "todo")
+                try writes.insert(["id": "a/b"], into: "todo")
+            }
+        }
+        // An error of the app's own, which comes back unchanged.
+        await #expect(throws: Refused.self) {
+            try await device.context.write { writes in
+                try writes.insert(["id": "b", "title": "B"], into: "other")
+                throw Refused()
+            }
+        }
+        #expect(try await device.table().query().items.compactMap(\.id) == ["kept"])
+        #expect(try await device.table().item(id: "kept")?["title"] == "Kept")
+        #expect(try await device.context.table("other").query().items.isEmpty)
+        #expect(try await device.operations() == before)
+    }
+}

@@ -215,6 +215,34 @@ public actor Device {
         try await context.table(table).insert(item)
     }
 
+    /// Inserts `items` into `table` and queues their inserts, all in one transaction: every item is
+    /// imported, or none is. `progress` is called with the count so far every 1,000 items.
+    ///
+    /// - Throws: The first item's failure, as a `ClientError` naming it by `names(index)` (its line
+    ///   or its position), after which nothing was imported.
+    public func importItems(
+        _ table: String, _ items: [JSONObject], names: @escaping @Sendable (Int) -> String,
+        progress: @escaping @Sendable (Int) -> Void
+    ) async throws -> Int {
+        do {
+            return try await context.write { writes in
+                for (index, item) in items.enumerated() {
+                    do throws(SyncError) {
+                        try writes.insert(item, into: table)
+                    } catch {
+                        throw ImportFailure(index: index, error: error)
+                    }
+                    if (index + 1) % 1_000 == 0 { progress(index + 1) }
+                }
+                return items.count
+            }
+        } catch let failure as ImportFailure {
+            throw ClientError(
+                .usage, "\(names(failure.index)) was not imported: \(failure.error.message)",
+                hint: "nothing was imported; fix it and run the import again")
+        }
+    }
+
     /// Merges `changes` into the local item (which must exist) and queues the update.
     public func update(_ table: String, id: String, changes: JSONObject) async throws -> JSONObject {
         let handle = context.table(table)
@@ -306,4 +334,10 @@ public struct DeviceStatus: Sendable {
     public var errors: [OperationErrorRecord]
     /// Delta tokens per table and query id.
     public var deltaTokens: [String: [String: String]]
+}
+
+/// Which item of an import failed, and why.
+private struct ImportFailure: Error {
+    var index: Int
+    var error: SyncError
 }

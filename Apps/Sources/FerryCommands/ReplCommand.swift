@@ -10,6 +10,7 @@ import Synchronization
 let deviceCommands: [any DeviceCommand.Type] = [
     InsertCommand.self, UpdateCommand.self, DeleteCommand.self, GetCommand.self, QueryCommand.self,
     PushCommand.self, PullCommand.self, PurgeCommand.self, StatusCommand.self, ConflictsCommand.self,
+    ImportCommand.self,
 ]
 
 /// The command tree the REPL parses each line with: the client commands, without `serve` or `repl`.

@@ -261,3 +261,40 @@ struct FerryBinaryTests {
         #expect(usage.status == 64)
     }
 }
+
+@Suite("ferry import")
+struct ImportCommandTests {
+    @Test func importsJSONLinesAndArraysAtomically() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ferry-import-" + UUID().uuidString)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("device.ferry").path
+        let lines = directory.appendingPathComponent("items.jsonl").path
+        try (0..<2_500).map { #"{"id":"i\#($0)","n":\#($0)}"# }.joined(separator: "\n").write(
+            toFile: lines, atomically: true, encoding: .utf8)
+        let array = directory.appendingPathComponent("items.json").path
+        try #"[{"title":"a"},{"title":"b"}]"#.write(toFile: array, atomically: true, encoding: .utf8)
+        let bad = directory.appendingPathComponent("bad.jsonl").path
+        try "{\"id\":\"x1\"}\n\n{\"id\": oops}\n".write(toFile: bad, atomically: true, encoding: .utf8)
+
+        let imported = try FerryBinaryTests.run(["import", "todo", lines, "--store", store])
+        #expect(imported.status == 0, "\(imported.errors)")
+        #expect(imported.output.contains("imported 2,500 items into 'todo'"), "\(imported.output)")
+        #expect(
+            try FerryBinaryTests.run(["import", "todo", array, "--store", store, "--json"]).output.contains(
+                #""imported":2"#))
+
+        // A bad line: named by its number, nothing imported.
+        let refused = try FerryBinaryTests.run(["import", "todo", bad, "--store", store])
+        #expect(refused.status == 64)
+        #expect(refused.errors.hasPrefix("error: line 3 is not JSON"), "\(refused.errors)")
+        // An id already stored, on the first line: the whole file is refused, nothing half-imported.
+        let again = try FerryBinaryTests.run(["import", "todo", lines, "--store", store])
+        #expect(again.status == 64)
+        #expect(again.errors.contains("line 1 was not imported"), "\(again.errors)")
+        let count = try FerryBinaryTests.run(["status", "--store", store, "--json"])
+        #expect(
+            count.output.contains(#""todo":2502"#), "2,500 + 2 queued inserts, no more: \(count.output.prefix(200))")
+    }
+}
