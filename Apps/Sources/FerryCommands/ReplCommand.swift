@@ -251,7 +251,10 @@ public actor ReplSession {
             try await command.execute(
                 on: try currentDevice(),
                 output: CommandOutput(
-                    format: format, showsProgress: false, terminalWidth: output.terminalWidth, write: output.write))
+                    // Progress goes to stderr, drawn and cleared while the command runs (the line editor
+                    // is idle then), when stderr is a terminal, as in the CLI.
+                    format: format, showsProgress: format == .table && isatty(2) == 1,
+                    terminalWidth: output.terminalWidth, write: output.write))
             await refreshTables()
         }
     }
