@@ -13,6 +13,9 @@ import QuerySQL
 struct ItemWriter: ~Copyable {
     private let connection: OpaquePointer
     private let statement: OpaquePointer
+    /// GRDB's cached statement for the upsert of this table: prepared once per connection, kept
+    /// alive while this writer uses its handle (a bulk import creates one writer per item).
+    private let cached: Statement
     private let sql: String
     private var buffer: JSONTextBuffer
 
@@ -21,21 +24,17 @@ struct ItemWriter: ~Copyable {
             throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the connection is closed")
         }
         let sql = ItemTable.upsertSQL(sqlName)
-        var prepared: OpaquePointer?
-        let code = sqlite3_prepare_v2(connection, sql, -1, &prepared, nil)
-        guard code == SQLITE_OK, let prepared else {
-            sqlite3_finalize(prepared)
-            throw DatabaseError(
-                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)), sql: sql)
-        }
+        cached = try db.cachedStatement(sql: sql)
         self.connection = connection
         self.sql = sql
-        self.statement = prepared
+        self.statement = cached.sqliteStatement
         self.buffer = JSONTextBuffer(capacity: 1024)
     }
 
     deinit {
-        sqlite3_finalize(statement)
+        // The statement stays GRDB's (cached for the next writer): only reset it.
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
     }
 
     /// Inserts or replaces the row of `item`, whose id is `id`.

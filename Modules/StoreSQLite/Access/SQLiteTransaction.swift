@@ -91,25 +91,27 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
         try run("queueing an operation in") {
             try StoreValidation.validateTableName(draft.table)
             // The high-water mark, never max(id) + 1: ids are not reused after the queue drains.
-            let last = try Int64.fetchOne(db, sql: "SELECT value FROM ferry_meta WHERE key = 'lastOperationId'") ?? 0
-            let highest = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM ferry_operations") ?? 0
+            // Cached statements: a bulk import appends one operation per item.
+            let last =
+                try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT value FROM ferry_meta WHERE key = 'lastOperationId'")) ?? 0
+            let highest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(id) FROM ferry_operations")) ?? 0
             let operation = QueuedOperation(id: max(last, highest) + 1, draft: draft)
-            try db.execute(
-                sql: "INSERT INTO ferry_operations (id, tableName, itemId, json) VALUES (?, ?, ?, ?)",
-                arguments: [
-                    operation.id, operation.table, operation.itemID, JSONValue.object(operation.json).serialized(),
-                ])
-            try db.execute(
-                sql: "UPDATE ferry_meta SET value = ? WHERE key = 'lastOperationId'", arguments: [operation.id])
+            try db.cachedStatement(
+                sql: "INSERT INTO ferry_operations (id, tableName, itemId, json) VALUES (?, ?, ?, ?)"
+            ).execute(arguments: [
+                operation.id, operation.table, operation.itemID, JSONValue.object(operation.json).serialized(),
+            ])
+            try db.cachedStatement(sql: "UPDATE ferry_meta SET value = ? WHERE key = 'lastOperationId'").execute(
+                arguments: [operation.id])
             return operation
         }
     }
 
     func updateOperation(_ operation: QueuedOperation) throws {
         try run("updating operation \(operation.id) in") {
-            try db.execute(
-                sql: "UPDATE ferry_operations SET tableName = ?, itemId = ?, json = ? WHERE id = ?",
-                arguments: [
+            try db.cachedStatement(sql: "UPDATE ferry_operations SET tableName = ?, itemId = ?, json = ? WHERE id = ?")
+                .execute(arguments: [
                     operation.table, operation.itemID, JSONValue.object(operation.json).serialized(), operation.id,
                 ])
             if db.changesCount == 0 {
