@@ -282,3 +282,41 @@ struct AtomicWriteTests {
         #expect(try await device.operations() == before)
     }
 }
+
+@Suite("Inserting many items at once")
+struct InsertManyTests {
+    @Test(arguments: StoreKind.allCases)
+    func manyInsertsMeanWhatOneInsertEachMeans(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let stored = try await device.context.write { writes in
+            try writes.insert(
+                contentsOf: [["id": "a", "n": 1], ["n": 2, "version": "forged"], ["id": "c"]], into: "todo")
+        }
+        #expect(stored.count == 3 && stored[1]["version"] == nil && stored[1].id.map(ItemID.isValid) == true)
+        #expect(try await device.table().query().items.count == 3)
+        let operations = try await device.operations()
+        #expect(operations.map(\.kind) == [.insert, .insert, .insert])
+        #expect(operations.map(\.itemID) == stored.compactMap(\.id), "queued in the items' order")
+        #expect(operations.map(\.id) == operations.map(\.id).sorted())
+
+        // An id already stored, or twice in one batch: itemExists, and the write rolls back whole.
+        for batch: [JSONObject] in [[["id": "x"], ["id": "a"]], [["id": "y"], ["id": "y"]]] {
+            await expectSyncError(.itemExists) {
+                try await device.context.write { writes in _ = try writes.insert(contentsOf: batch, into: "todo") }
+            }
+        }
+        #expect(try await device.table().query().items.count == 3)
+        #expect(try await device.operations() == operations)
+
+        // An item whose delete is still queued: delete + insert collapse into an update, as one
+        // insert would do.
+        try await device.store.upsert("todo", [["id": "d", "title": "old", "version": "v1"]])  // as pulled
+        try await device.table().delete(id: "d")
+        _ = try await device.context.write { writes in
+            try writes.insert(contentsOf: [["id": "e"], ["id": "d", "title": "new"]], into: "todo")
+        }
+        let kinds = try await device.operations().filter { ["d", "e"].contains($0.itemID) }.map(\.kind)
+        #expect(kinds.sorted { $0.rawValue < $1.rawValue } == [.insert, .update].sorted { $0.rawValue < $1.rawValue })
+        #expect(try await device.table().item(id: "d")?["title"] == "new")
+    }
+}

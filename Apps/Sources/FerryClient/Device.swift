@@ -226,13 +226,24 @@ public actor Device {
     ) async throws -> Int {
         do {
             return try await context.write { writes in
-                for (index, item) in items.enumerated() {
+                var start = 0
+                while start < items.count {
+                    let chunk = Array(items[start..<min(items.count, start + 1_000)])
                     do throws(SyncError) {
-                        try writes.insert(item, into: table)
+                        try writes.insert(contentsOf: chunk, into: table)
                     } catch {
-                        throw ImportFailure(index: index, error: error)
+                        // Which item: one by one (the transaction is rolled back in any case).
+                        for (offset, item) in chunk.enumerated() {
+                            do throws(SyncError) {
+                                try writes.insert(item, into: table)
+                            } catch {
+                                throw ImportFailure(index: start + offset, error: error)
+                            }
+                        }
+                        throw ImportFailure(index: start, error: error)
                     }
-                    if (index + 1) % 1_000 == 0 { progress(index + 1) }
+                    start += chunk.count
+                    progress(start)
                 }
                 return items.count
             }

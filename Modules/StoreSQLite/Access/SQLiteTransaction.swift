@@ -108,6 +108,34 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
         }
     }
 
+    /// The queue's high-water mark read once and written once for all of `drafts`.
+    func appendOperations(_ drafts: [OperationDraft]) throws -> [QueuedOperation] {
+        guard drafts.count > 1 else { return try drafts.map { try appendOperation($0) } }
+        return try run("queueing operations in") {
+            for draft in drafts { try StoreValidation.validateTableName(draft.table) }
+            let last =
+                try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT value FROM ferry_meta WHERE key = 'lastOperationId'")) ?? 0
+            let highest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(id) FROM ferry_operations")) ?? 0
+            let insert = try db.cachedStatement(
+                sql: "INSERT INTO ferry_operations (id, tableName, itemId, json) VALUES (?, ?, ?, ?)")
+            var next = max(last, highest)
+            var operations: [QueuedOperation] = []
+            operations.reserveCapacity(drafts.count)
+            for draft in drafts {
+                next += 1
+                let operation = QueuedOperation(id: next, draft: draft)
+                try insert.execute(arguments: [
+                    operation.id, operation.table, operation.itemID, JSONValue.object(operation.json).serialized(),
+                ])
+                operations.append(operation)
+            }
+            try db.cachedStatement(sql: "UPDATE ferry_meta SET value = ? WHERE key = 'lastOperationId'").execute(
+                arguments: [next])
+            return operations
+        }
+    }
+
     func updateOperation(_ operation: QueuedOperation) throws {
         try run("updating operation \(operation.id) in") {
             try db.cachedStatement(sql: "UPDATE ferry_operations SET tableName = ?, itemId = ?, json = ? WHERE id = ?")

@@ -119,6 +119,10 @@ public protocol StoreTransaction: StoreReader {
     /// Appends an operation to the queue with the next id, and returns it.
     func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation
 
+    /// Appends operations in order, exactly as one ``appendOperation(_:)`` each would (the default
+    /// implementation); a store may do it in fewer steps.
+    func appendOperations(_ drafts: [OperationDraft]) throws -> [QueuedOperation]
+
     /// Replaces a queued operation (matched by id). Throws ``StoreError/Code/notFound`` if absent.
     func updateOperation(_ operation: QueuedOperation) throws
 
@@ -200,6 +204,11 @@ extension LocalStore {
 }
 
 extension StoreTransaction {
+    /// One ``appendOperation(_:)`` per draft, in order.
+    public func appendOperations(_ drafts: [OperationDraft]) throws -> [QueuedOperation] {
+        try drafts.map { try appendOperation($0) }
+    }
+
     /// Runs `query` (without `$select` or a count) and deletes the items it selects by id.
     @discardableResult
     public func delete(_ table: String, matching query: TableQuery) throws -> Int {

@@ -59,6 +59,44 @@ enum LocalChanges {
         }
     }
 
+    /// Inserts `items` as one ``insert(_:table:in:)`` each would, in order; when none of them has a
+    /// queued operation (the case of an import), in one upsert and one append of operations.
+    static func insertMany(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws
+        -> [JSONObject]
+    {
+        var prepared: [JSONObject] = []
+        prepared.reserveCapacity(items.count)
+        var ids = Set<String>()
+        var plain = true
+        for original in items {
+            var item = ItemFields.body(original)
+            let id: String
+            switch item["id"] {
+            case nil, .null?:
+                id = ItemID.generate()
+                item["id"] = .string(id)
+            case .string(let value)?:
+                id = value
+            case let other?:
+                throw SyncError(.invalidItem, "table '\(table)': the item's id must be a string, not \(other)")
+            }
+            try validate(id, table: table)
+            guard ids.insert(id).inserted, try tx.item(table, id: id) == nil else {
+                throw SyncError(.itemExists, "table '\(table)': an item with id '\(id)' already exists")
+            }
+            if plain, let last = try tx.operations(table: table, itemID: id).last, last.state != .inFlight {
+                plain = false
+            }
+            prepared.append(item)
+        }
+        guard plain else { return try items.map { try insert($0, table: table, in: tx) } }
+        try tx.upsert(table, prepared)
+        let now = ItemFields.now()
+        _ = try tx.appendOperations(
+            prepared.map { OperationDraft(table: table, itemID: $0.id ?? "", kind: .insert, createdAt: now) })
+        return prepared
+    }
+
     /// Replaces the fields of an existing item and queues the update. The server-owned system
     /// properties stay those of the stored item (the engine owns `version`).
     static func update(_ item: JSONObject, table: String, in tx: any StoreTransaction) throws -> JSONObject {

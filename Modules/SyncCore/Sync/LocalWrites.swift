@@ -30,6 +30,17 @@ public final class LocalWrites {
         try run(table) { try LocalChanges.insert(item, table: table, in: transaction) }
     }
 
+    /// Inserts items and queues their inserts, exactly as one ``insert(_:into:)`` each would, in
+    /// fewer steps (an import); returns them as stored.
+    ///
+    /// - Parameters:
+    ///   - items: The items; those without an `id` get one.
+    ///   - table: The table's name.
+    @discardableResult
+    public func insert(contentsOf items: [JSONObject], into table: String) throws(SyncError) -> [JSONObject] {
+        try run(table) { try LocalChanges.insertMany(items, table: table, in: transaction) }
+    }
+
     /// Replaces a stored item's fields and queues an update, as ``SyncTable/update(_:)`` does.
     ///
     /// - Parameters:
