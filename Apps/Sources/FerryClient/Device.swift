@@ -345,6 +345,20 @@ public struct DeviceStatus: Sendable {
     public var errors: [OperationErrorRecord]
     /// Delta tokens per table and query id.
     public var deltaTokens: [String: [String: String]]
+
+    /// A status; see the properties.
+    public init(
+        device: String, store: String, online: Bool, queued: [String: Int], operations: [QueuedOperation],
+        errors: [OperationErrorRecord], deltaTokens: [String: [String: String]]
+    ) {
+        self.device = device
+        self.store = store
+        self.online = online
+        self.queued = queued
+        self.operations = operations
+        self.errors = errors
+        self.deltaTokens = deltaTokens
+    }
 }
 
 /// Which item of an import failed, and why.

@@ -210,6 +210,20 @@ public enum Rendering: Sendable {
         return value.map { cell($0) } ?? "(absent)"
     }
 
+    /// Up to this many queued operations, `status` lists each; beyond, it counts them.
+    public static let operationListLimit = 20
+
+    /// `12,345`.
+    static func grouped(_ number: Int) -> String {
+        let digits = String(number.magnitude)
+        var result = ""
+        for (index, digit) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { result += "," }
+            result.append(digit)
+        }
+        return number < 0 ? "-" + result : result
+    }
+
     /// `status`.
     public static func status(_ status: DeviceStatus, format: OutputFormat) -> String {
         switch format {
@@ -225,10 +239,23 @@ public enum Rendering: Sendable {
         case .table, .csv:
             var lines = [
                 "device \(status.device) (\(status.store)), \(status.online ? "online" : "offline"); "
-                    + "\(status.operations.count) queued operation\(status.operations.count == 1 ? "" : "s"), "
+                    + "\(grouped(status.operations.count)) queued operation\(status.operations.count == 1 ? "" : "s"), "
                     + "\(status.errors.count) error\(status.errors.count == 1 ? "" : "s")"
             ]
-            if !status.operations.isEmpty {
+            if status.operations.isEmpty && status.errors.isEmpty {
+                lines[0] += ": nothing waiting to be pushed"
+            }
+            if status.operations.count > Self.operationListLimit {
+                // Many (after an import): a count per table, operation and state, not a line each.
+                var counts: [[String]: Int] = [:]
+                for operation in status.operations {
+                    counts[[operation.table, operation.kind.rawValue, operation.state.rawValue], default: 0] += 1
+                }
+                let rows = counts.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map {
+                    $0.key + [grouped($0.value)]
+                }
+                lines.append(TextTable.render(headers: ["table", "operation", "state", "count"], rows: rows))
+            } else if !status.operations.isEmpty {
                 let rows = status.operations.map {
                     [String($0.id), $0.table, $0.itemID, $0.kind.rawValue, $0.state.rawValue]
                 }

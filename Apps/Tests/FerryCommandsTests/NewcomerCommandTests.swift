@@ -441,3 +441,37 @@ struct RemoteCommandTests {
         try await server.shutdown()
     }
 }
+
+@Suite("Status of a device with many queued operations")
+struct StatusSummaryTests {
+    static func status(_ count: Int) -> DeviceStatus {
+        var operations: [QueuedOperation] = []
+        for index in 0..<count {
+            let table = index % 3 == 0 ? "lists" : "todo"
+            let kind: OperationKind = index % 5 == 0 ? .update : .insert
+            let draft = OperationDraft(
+                table: table, itemID: "i\(index)", kind: kind, createdAt: Timestamp(millisecondsSince1970: 0))
+            operations.append(QueuedOperation(id: Int64(index + 1), draft: draft))
+        }
+        return DeviceStatus(
+            device: "phone", store: "memory", online: true, queued: [:], operations: operations, errors: [],
+            deltaTokens: [:])
+    }
+
+    @Test func manyOperationsAreCountedNotListed() {
+        let many = Rendering.status(Self.status(1_200), format: .table)
+        let lines = many.split(separator: "\n").map(String.init)
+        #expect(lines[0].contains("1,200 queued operations"), "\(many)")
+        #expect(lines.count < 12, "a line per operation: \(lines.count) lines")
+        #expect(lines.contains { $0.contains("todo") && $0.contains("insert") && $0.contains("pending") }, "\(many)")
+        let counted = lines.compactMap { line in
+            Int(line.split(separator: " ").last?.replacingOccurrences(of: ",", with: "") ?? "")
+        }
+        #expect(counted.reduce(0, +) == 1_200, "the counts add up: \(many)")
+
+        let few = Rendering.status(Self.status(3), format: .table)
+        #expect(few.contains("i2"), "a few operations are listed one by one: \(few)")
+        let none = Rendering.status(Self.status(0), format: .table)
+        #expect(none.contains("nothing waiting to be pushed"), "\(none)")
+    }
+}
