@@ -213,8 +213,8 @@ public enum Rendering: Sendable {
     /// Up to this many queued operations, `status` lists each; beyond, it counts them.
     public static let operationListLimit = 20
 
-    /// `12,345`.
-    static func grouped(_ number: Int) -> String {
+    /// `12,345`: a count with its thousands grouped.
+    public static func grouped(_ number: Int) -> String {
         let digits = String(number.magnitude)
         var result = ""
         for (index, digit) in digits.enumerated() {

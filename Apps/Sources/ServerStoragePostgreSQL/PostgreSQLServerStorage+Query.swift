@@ -24,7 +24,7 @@ extension PostgreSQLServerStorage {
     }
 
     public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
-        try Self.validate(query, table)
+        try query.validate(for: table)
         guard let number = try await tableNumber(table.name, creating: false) else {
             throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
         }
@@ -97,39 +97,7 @@ extension PostgreSQLServerStorage {
     ) async throws -> StoragePage {
         var select: SQLFragment = "SELECT \(SQLFragment(text: columns)) FROM \(sqlName) WHERE \(condition)"
         if let order { select = "\(select) ORDER BY \(order)" }
-        var items = try await rows(connection, select, logger).map(decode)
-        let evaluator = QueryEvaluator(schema: table.schema)
-        if let residual {
-            items = items.filter { evaluator.matches(residual, $0.queryable) }
-        }
-        if order == nil {
-            var byID: [String: StoredItem] = [:]
-            for item in items { byID[item.id] = item }
-            var queryables = items.map(\.queryable)
-            evaluator.sort(&queryables, by: query.orderBy)
-            items = queryables.compactMap { $0.id.flatMap { byID[$0] } }
-        }
-        let skip = max(0, query.skip)
-        let limit = query.limit.map { max(0, $0) }
-        let total = items.count
-        let start = min(skip, total)
-        let end = limit.map { min(total, start + min($0, total)) } ?? total
-        return StoragePage(
-            items: Array(items[start..<end]), totalCount: query.includeTotalCount ? total : nil,
-            hasMore: end < total, plan: .evaluator)
-    }
-
-    static func validate(_ query: StorageQuery, _ table: StorageTable) throws {
-        var check = TableQuery(filter: query.filter, orderBy: query.orderBy)
-        check.skip = query.skip
-        check.top = query.limit
-        do {
-            try QueryEvaluator(schema: table.schema).validate(check)
-        } catch {
-            throw StorageError(.invalidQuery, error.description, underlying: error)
-        }
-        guard query.skip >= 0, (query.limit ?? 0) >= 0 else {
-            throw StorageError(.invalidQuery, "skip and limit must not be negative")
-        }
+        let rows = try await rows(connection, select, logger).map(decode)
+        return query.evaluatedPage(of: rows, table: table, residual: residual, sorted: order != nil)
     }
 }

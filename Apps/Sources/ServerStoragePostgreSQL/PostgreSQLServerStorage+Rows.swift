@@ -9,7 +9,7 @@ extension PostgreSQLServerStorage {
     // MARK: - Tables
 
     public func prepare(_ tables: [StorageTable]) async throws {
-        for table in tables { try Self.validateName(table.name) }
+        for table in tables { try StorageTable.validateName(table.name) }
         for table in tables { _ = try await tableNumber(table.name, creating: true) }
     }
 
@@ -210,7 +210,7 @@ extension PostgreSQLServerStorage {
     public func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws
         -> StoredItem
     {
-        try Self.validateName(table.name)
+        try StorageTable.validateName(table.name)
         try Self.validateID(id)
         if let owner { try OwnerScope.validateSubject(owner) }
         let text = try Self.itemText(content, table.name)
@@ -334,20 +334,8 @@ extension PostgreSQLServerStorage {
 
     // MARK: - Validation
 
-    static func validateName(_ name: String) throws {
-        do {
-            try StoreValidation.validateTableName(name)
-        } catch {
-            throw StorageError(.invalidTableName, error.message)
-        }
-    }
-
     static func validateID(_ id: String) throws {
-        do {
-            try ItemID.validate(id)
-        } catch {
-            throw StorageError(.invalidName, error.description)
-        }
+        try StoredItem.validateID(id)
         guard !id.utf8.contains(0) else {
             throw StorageError(.invalidName, "the id contains U+0000, which PostgreSQL text cannot hold")
         }

@@ -31,7 +31,7 @@ extension SQLiteServerStorage {
     }
 
     public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
-        try Self.validate(query, table)
+        try query.validate(for: table)
         guard let number = try await number(of: table.name) else {
             throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
         }
@@ -107,39 +107,7 @@ extension SQLiteServerStorage {
         var sql: SQLFragment =
             "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: sqlName)) WHERE \(plan.condition)"
         if let order = plan.order { sql = "\(sql) ORDER BY \(order)" }
-        var items = try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map(decode)
-        let evaluator = QueryEvaluator(schema: table.schema)
-        if let residual = plan.residual {
-            items = items.filter { evaluator.matches(residual, $0.queryable) }
-        }
-        if plan.order == nil {
-            var byID: [String: StoredItem] = [:]
-            for item in items { byID[item.id] = item }
-            var queryables = items.map(\.queryable)
-            evaluator.sort(&queryables, by: query.orderBy)
-            items = queryables.compactMap { $0.id.flatMap { byID[$0] } }
-        }
-        let skip = max(0, query.skip)
-        let limit = query.limit.map { max(0, $0) }
-        let total = items.count
-        let start = min(skip, total)
-        let end = limit.map { min(total, start + min($0, total)) } ?? total
-        return StoragePage(
-            items: Array(items[start..<end]), totalCount: query.includeTotalCount ? total : nil,
-            hasMore: end < total, plan: .evaluator)
-    }
-
-    static func validate(_ query: StorageQuery, _ table: StorageTable) throws {
-        var check = TableQuery(filter: query.filter, orderBy: query.orderBy)
-        check.skip = query.skip
-        check.top = query.limit
-        do {
-            try QueryEvaluator(schema: table.schema).validate(check)
-        } catch {
-            throw StorageError(.invalidQuery, error.description, underlying: error)
-        }
-        guard query.skip >= 0, (query.limit ?? 0) >= 0 else {
-            throw StorageError(.invalidQuery, "skip and limit must not be negative")
-        }
+        let rows = try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map(decode)
+        return query.evaluatedPage(of: rows, table: table, residual: plan.residual, sorted: plan.order != nil)
     }
 }

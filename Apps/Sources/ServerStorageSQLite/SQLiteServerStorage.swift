@@ -163,7 +163,7 @@ public final class SQLiteServerStorage: ServerStorage {
     // MARK: - Tables
 
     public func prepare(_ tables: [StorageTable]) async throws {
-        for table in tables { try Self.validateName(table.name) }
+        for table in tables { try StorageTable.validateName(table.name) }
         try await write("preparing tables") { db in
             for table in tables { _ = try Self.tableRecord(db, table.name, creating: true) }
         }
@@ -329,8 +329,8 @@ public final class SQLiteServerStorage: ServerStorage {
     public func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws
         -> StoredItem
     {
-        try Self.validateName(table.name)
-        try Self.validateID(id)
+        try StorageTable.validateName(table.name)
+        try StoredItem.validateID(id)
         if let owner { try OwnerScope.validateSubject(owner) }
         let text = try Self.itemText(content, table.name)
         let stored = try await write("inserting into '\(table.name)'") { db in
@@ -474,14 +474,6 @@ public final class SQLiteServerStorage: ServerStorage {
         return StorageError(code, "\(action) \(place) failed (SQLite: \(native))", underlying: error)
     }
 
-    static func validateName(_ name: String) throws {
-        do {
-            try StoreValidation.validateTableName(name)
-        } catch {
-            throw StorageError(.invalidTableName, error.message)
-        }
-    }
-
     /// The item's JSON text. What JSON text cannot hold exactly (a NaN or an infinity, nesting deeper
     /// than the parser reads back) is refused rather than written as `null`.
     static func itemText(_ content: JSONObject, _ table: String) throws -> String {
@@ -493,13 +485,5 @@ public final class SQLiteServerStorage: ServerStorage {
             throw StorageError(.fieldKind, "the item for '\(table)' holds \(what)")
         }
         return String(decoding: buffer.array, as: UTF8.self)
-    }
-
-    static func validateID(_ id: String) throws {
-        do {
-            try ItemID.validate(id)
-        } catch {
-            throw StorageError(.invalidName, error.description)
-        }
     }
 }

@@ -403,7 +403,7 @@ struct ProgressLineTests {
         #expect(
             Progress.line(rows: 0, rowTotal: 10_000, operations: 3, total: 3, seconds: 0.25)
                 == "0 of 10,000 rows (0 rows/s)", "counted, nothing pulled yet: no estimate")
-        #expect(Progress.grouped(1_234_567) == "1,234,567" && Progress.grouped(999) == "999")
+        #expect(Rendering.grouped(1_234_567) == "1,234,567" && Rendering.grouped(999) == "999")
     }
 }
 

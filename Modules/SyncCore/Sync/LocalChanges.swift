@@ -18,18 +18,7 @@
 enum LocalChanges {
     /// Inserts `item` (an id is generated when it has none) and queues the insert.
     static func insert(_ item: JSONObject, table: String, in tx: any StoreTransaction) throws -> JSONObject {
-        var item = ItemFields.body(item)
-        let id: String
-        switch item["id"] {
-        case nil, .null?:
-            id = ItemID.generate()
-            item["id"] = .string(id)
-        case .string(let value)?:
-            id = value
-        case let other?:
-            throw SyncError(.invalidItem, "table '\(table)': the item's id must be a string, not \(other)")
-        }
-        try validate(id, table: table)
+        let (item, id) = try newItem(item, table: table)
         if try tx.item(table, id: id) != nil {
             throw SyncError(.itemExists, "table '\(table)': an item with id '\(id)' already exists")
         }
@@ -59,6 +48,24 @@ enum LocalChanges {
         }
     }
 
+    /// The item an insert stores (without server-owned properties, with an id: generated when it has
+    /// none) and its id.
+    static func newItem(_ original: JSONObject, table: String) throws -> (item: JSONObject, id: String) {
+        var item = ItemFields.body(original)
+        let id: String
+        switch item["id"] {
+        case nil, .null?:
+            id = ItemID.generate()
+            item["id"] = .string(id)
+        case .string(let value)?:
+            id = value
+        case let other?:
+            throw SyncError(.invalidItem, "table '\(table)': the item's id must be a string, not \(other)")
+        }
+        try validate(id, table: table)
+        return (item, id)
+    }
+
     /// Inserts `items` as one ``insert(_:table:in:)`` each would, in order; when none of them has a
     /// queued operation (the case of an import), in one upsert and one append of operations.
     static func insertMany(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws
@@ -69,18 +76,7 @@ enum LocalChanges {
         var ids = Set<String>()
         var plain = true
         for original in items {
-            var item = ItemFields.body(original)
-            let id: String
-            switch item["id"] {
-            case nil, .null?:
-                id = ItemID.generate()
-                item["id"] = .string(id)
-            case .string(let value)?:
-                id = value
-            case let other?:
-                throw SyncError(.invalidItem, "table '\(table)': the item's id must be a string, not \(other)")
-            }
-            try validate(id, table: table)
+            let (item, id) = try newItem(original, table: table)
             guard ids.insert(id).inserted, try tx.item(table, id: id) == nil else {
                 throw SyncError(.itemExists, "table '\(table)': an item with id '\(id)' already exists")
             }

@@ -36,7 +36,7 @@ public struct ImportCommand: DeviceCommand, Sendable {
             output.print(JSONValue.object(["imported": .int(Int64(imported)), "table": .string(table)]).serialized())
         } else {
             output.print(
-                "imported \(Progress.grouped(imported)) item\(imported == 1 ? "" : "s") into '\(table)' in "
+                "imported \(Rendering.grouped(imported)) item\(imported == 1 ? "" : "s") into '\(table)' in "
                     + String(format: "%.1f s", seconds) + "; queued for the next push")
         }
     }
@@ -44,7 +44,8 @@ public struct ImportCommand: DeviceCommand, Sendable {
     /// `12,000 of 100,000 items (50,000 items/s, about 2 s left)`.
     static func progressLine(_ count: Int, of total: Int, seconds: Double) -> String {
         let rate = Double(count) / max(0.001, seconds)
-        return "\(Progress.grouped(count)) of \(Progress.grouped(total)) items (\(Progress.grouped(Int(rate))) items/s"
+        return
+            "\(Rendering.grouped(count)) of \(Rendering.grouped(total)) items (\(Rendering.grouped(Int(rate))) items/s"
             + Progress.timeLeft(total - count, rate) + ")"
     }
 

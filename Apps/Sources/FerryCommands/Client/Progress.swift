@@ -45,16 +45,18 @@ final class Progress: Sendable {
         if rows > 0 || rowTotal != nil {
             let rate = Double(rows) / elapsed
             guard let rowTotal, rowTotal >= rows else {
-                return "\(grouped(rows)) rows (\(grouped(Int(rate))) rows/s)"
+                return "\(Rendering.grouped(rows)) rows (\(Rendering.grouped(Int(rate))) rows/s)"
             }
-            return "\(grouped(rows)) of \(grouped(rowTotal)) rows (\(grouped(Int(rate))) rows/s"
+            return
+                "\(Rendering.grouped(rows)) of \(Rendering.grouped(rowTotal)) rows (\(Rendering.grouped(Int(rate))) rows/s"
                 + timeLeft(rowTotal - rows, rate) + ")"
         }
         let rate = Double(operations) / elapsed
         guard let total, total >= operations else {
-            return "\(grouped(operations)) operations (\(grouped(Int(rate)))/s)"
+            return "\(Rendering.grouped(operations)) operations (\(Rendering.grouped(Int(rate)))/s)"
         }
-        return "\(grouped(operations)) of \(grouped(total)) operations (\(grouped(Int(rate)))/s"
+        return
+            "\(Rendering.grouped(operations)) of \(Rendering.grouped(total)) operations (\(Rendering.grouped(Int(rate)))/s"
             + timeLeft(total - operations, rate) + ")"
     }
 
@@ -63,16 +65,6 @@ final class Progress: Sendable {
         guard rate > 0 else { return "" }
         let left = Int((Double(remaining) / rate).rounded(.up))
         return left >= 60 ? ", about \(left / 60) min \(left % 60) s left" : ", about \(left) s left"
-    }
-
-    static func grouped(_ number: Int) -> String {
-        let digits = String(number.magnitude)
-        var result = ""
-        for (index, digit) in digits.enumerated() {
-            if index > 0 && (digits.count - index) % 3 == 0 { result += "," }
-            result.append(digit)
-        }
-        return number < 0 ? "-" + result : result
     }
 
     func finish() {
