@@ -131,4 +131,25 @@ extension ServeCommandTests {
         #expect(text.contains("postgres://ferry@127.0.0.1:1/ferry"), "\(text)")
         #expect(!text.contains("hunter2"))
     }
+
+    @Test func aDatabaseItCannotReadIsOneLineAndExitStatus64() throws {
+        let executable = try #require(Self.executable, "the ferry executable is not built")
+        for (argument, expected) in [
+            ("mysql://u@h/db", "unknown database 'mysql://u@h/db'"),
+            ("postgres://ferry:pw@h/db?sslmode=bogus", "unknown sslmode 'bogus'"),
+        ] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = ["serve", "--port", "0", "--db", argument]
+            let errors = Pipe()
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = errors
+            try process.run()
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 64, "\(argument): \(text)")
+            #expect(text.hasPrefix("error: invalid server configuration: \(expected)"), "\(text)")
+            #expect(text.split(separator: "\n").count == 1 && !text.contains("pw@"), "\(text)")
+        }
+    }
 }

@@ -96,10 +96,11 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), maximumConnections: maxConnections)
         let environment = ProcessInfo.processInfo.environment[ServerDatabase.environmentVariable]
-        let database = try ServerDatabase(
-            parsing: db ?? environment.flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite")
         let server: ReferenceServer
+        let database: ServerDatabase
         do {
+            database = try ServerDatabase(
+                parsing: db ?? environment.flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite")
             let storage = try await database.open(logger: logger)
             server = try await ReferenceServer.start(
                 configuration, storage: storage, ownsStorage: true, handlesSignals: true)
