@@ -45,7 +45,7 @@ final class InsertBatches: Sendable {
     /// Queues an insert; the first insert of an idle table starts draining its queue.
     func insert(
         _ target: Target, id: String, text: String, owner: String?, content: JSONObject,
-        run: @escaping @Sendable (Target, [Pending]) async -> Void
+        run: @escaping @Sendable (Target, [Pending]) async -> StorageError?
     ) async throws -> StoredItem {
         try await withCheckedThrowingContinuation { continuation in
             let pending = Pending(id: id, text: text, owner: owner, content: content, continuation: continuation)
@@ -60,8 +60,10 @@ final class InsertBatches: Sendable {
     }
 
     /// Runs batches until the table's queue is empty. A batch never holds one id twice: a repeat
-    /// waits for the next batch, so each insert's outcome is its own.
-    private func drain(_ target: Target, _ run: @Sendable (Target, [Pending]) async -> Void) async {
+    /// waits for the next batch, so each insert's outcome is its own. When a batch fails because the
+    /// database is busy or unreachable, the inserts waiting behind it fail the same way at once
+    /// (503, retry later) instead of each waiting its own turn for a connection.
+    private func drain(_ target: Target, _ run: @Sendable (Target, [Pending]) async -> StorageError?) async {
         while true {
             let batch: [Pending] = queues.withLock { queues in
                 guard var queue = queues[target.name], !queue.pending.isEmpty else {
@@ -83,14 +85,21 @@ final class InsertBatches: Sendable {
                 return batch
             }
             if batch.isEmpty { return }
-            await run(target, batch)
+            if let failure = await run(target, batch), failure.code == .busy || failure.code == .unavailable {
+                let waiting = queues.withLock { queues in
+                    defer { queues[target.name]?.pending = [] }
+                    return queues[target.name]?.pending ?? []
+                }
+                for pending in waiting { pending.continuation.resume(throwing: failure) }
+            }
         }
     }
 }
 
 extension PostgreSQLServerStorage {
-    /// Inserts a batch in one statement and resumes each insert with its own outcome.
-    func runInsertBatch(_ target: InsertBatches.Target, _ batch: [InsertBatches.Pending]) async {
+    /// Inserts a batch in one statement and resumes each insert with its own outcome; returns the
+    /// failure of the statement itself, if it failed.
+    func runInsertBatch(_ target: InsertBatches.Target, _ batch: [InsertBatches.Pending]) async -> StorageError? {
         let count = Int64(batch.count)
         var binds = PostgresBindings(capacity: 7)
         binds.append(batch.map(\.id))
@@ -160,8 +169,10 @@ extension PostgreSQLServerStorage {
                     pending.continuation.resume(throwing: error)
                 }
             }
+            return nil
         } catch {
             for pending in batch { pending.continuation.resume(throwing: error) }
+            return error as? StorageError
         }
     }
 }
