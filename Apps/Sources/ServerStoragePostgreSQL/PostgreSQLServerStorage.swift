@@ -222,7 +222,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
         }
     }
 
-    static func connectionTLS(_ mode: PostgreSQLURL.TLSMode) -> PostgresConnection.Configuration.TLS {
+    /// The TLS of a connection outside the pool. A TLS context that cannot be built is an error,
+    /// never a silent downgrade to no TLS.
+    static func connectionTLS(_ mode: PostgreSQLURL.TLSMode) throws -> PostgresConnection.Configuration.TLS {
         var unverified = TLSConfiguration.makeClientConfiguration()
         unverified.certificateVerification = .none
         do {
@@ -233,7 +235,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
             case .verifyFull: return .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
             }
         } catch {
-            return .disable
+            throw StorageError(
+                .unavailable, "cannot set up TLS (sslmode=\(mode.rawValue)): \(oneLine("\(error)"))", underlying: error)
         }
     }
 
@@ -246,7 +249,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
         if let statementTimeout { configuration.statementTimeout = statementTimeout }
         var connection = PostgresConnection.Configuration(
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
-            tls: Self.connectionTLS(url.tlsMode))
+            tls: try Self.connectionTLS(url.tlsMode))
         connection.options.connectTimeout = .init(configuration.connectTimeout)
         connection.options.additionalStartupParameters = Self.startupParameters(
             configuration, applicationName: Self.applicationName(applicationName, configuration))
