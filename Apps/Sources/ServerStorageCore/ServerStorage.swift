@@ -84,6 +84,20 @@ public protocol ServerStorage: Sendable {
     /// (``StorageChanges/bufferLimit``), never the newest.
     func changes() -> AsyncStream<StorageChange>
 
+    /// The outcome recorded for `key` within `scope`, or `nil` when none is (never recorded, or
+    /// forgotten).
+    func recordedOutcome(scope: String, key: String) async throws -> RecordedOutcome?
+
+    /// Records an outcome. The first outcome of a scope and key wins: recording another one for
+    /// them keeps the first and returns it; otherwise returns `outcome`. Fails with
+    /// ``StorageError/Code/invalidName`` for a key ``RecordedOutcome/validateKey(_:)`` refuses.
+    @discardableResult
+    func recordOutcome(_ outcome: RecordedOutcome) async throws -> RecordedOutcome
+
+    /// Forgets the outcomes recorded before `milliseconds` (since 1970) and returns how many.
+    @discardableResult
+    func forgetOutcomes(recordedBefore milliseconds: Int64) async throws -> Int
+
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
 }

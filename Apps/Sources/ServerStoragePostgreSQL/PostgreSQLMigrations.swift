@@ -35,7 +35,25 @@ enum PostgreSQLMigrations {
                 )
                 """,
             ]
-        )
+        ),
+        (
+            2, "outcomes",
+            [
+                """
+                CREATE TABLE ferry_outcomes (
+                    scope text COLLATE "C" NOT NULL,
+                    key text COLLATE "C" NOT NULL,
+                    fingerprint text NOT NULL,
+                    status bigint NOT NULL,
+                    headers text NOT NULL,
+                    body text,
+                    recorded_at bigint NOT NULL,
+                    PRIMARY KEY (scope, key)
+                )
+                """,
+                "CREATE INDEX ferry_outcomes_recorded ON ferry_outcomes (recorded_at)",
+            ]
+        ),
     ]
 
     /// The newest version this build knows.

@@ -157,6 +157,22 @@ public final class SQLiteServerStorage: ServerStorage {
                     ) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("ferry-server-2-outcomes") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE ferry_outcomes (
+                        scope TEXT NOT NULL,
+                        key TEXT NOT NULL,
+                        fingerprint TEXT NOT NULL,
+                        status INTEGER NOT NULL,
+                        headers TEXT NOT NULL,
+                        body TEXT,
+                        recorded_at INTEGER NOT NULL,
+                        PRIMARY KEY (scope, key)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX ferry_outcomes_recorded ON ferry_outcomes (recorded_at);
+                    """)
+        }
         return migrator
     }
 
@@ -410,6 +426,54 @@ public final class SQLiteServerStorage: ServerStorage {
 
     private func announce(_ table: String, _ version: Int64, _ updatedAt: Timestamp) {
         announcements.publish(StorageChange(table: table, version: version, updatedAt: updatedAt))
+    }
+
+    // MARK: - Recorded outcomes
+
+    public func recordedOutcome(scope: String, key: String) async throws -> RecordedOutcome? {
+        try await read("reading a recorded outcome") { db in try Self.fetchOutcome(db, scope: scope, key: key) }
+    }
+
+    @discardableResult
+    public func recordOutcome(_ outcome: RecordedOutcome) async throws -> RecordedOutcome {
+        try RecordedOutcome.validateKey(outcome.key)
+        return try await write("recording an outcome") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO ferry_outcomes (scope, key, fingerprint, status, headers, body, recorded_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING
+                    """,
+                arguments: [
+                    outcome.scope, outcome.key, outcome.fingerprint, outcome.status, outcome.headersText, outcome.body,
+                    outcome.recordedAt,
+                ])
+            if db.changesCount > 0 { return outcome }
+            return try Self.fetchOutcome(db, scope: outcome.scope, key: outcome.key) ?? outcome
+        }
+    }
+
+    @discardableResult
+    public func forgetOutcomes(recordedBefore milliseconds: Int64) async throws -> Int {
+        try await write("forgetting recorded outcomes") { db in
+            try db.execute(sql: "DELETE FROM ferry_outcomes WHERE recorded_at < ?", arguments: [milliseconds])
+            return db.changesCount
+        }
+    }
+
+    static func fetchOutcome(_ db: Database, scope: String, key: String) throws -> RecordedOutcome? {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT fingerprint, status, headers, body, recorded_at FROM ferry_outcomes
+                    WHERE scope = ? AND key = ?
+                    """,
+                arguments: [scope, key])
+        else { return nil }
+        return RecordedOutcome(
+            scope: scope, key: key, fingerprint: row["fingerprint"], status: row["status"],
+            headers: RecordedOutcome.headers(fromText: row["headers"]), body: row["body"],
+            recordedAt: row["recorded_at"])
     }
 
     static func existingRecord(_ db: Database, _ name: String, id: String) throws -> TableRecord {

@@ -32,8 +32,9 @@ struct PostgreSQLServerStorageTests {
                 for _ in 0..<4 { group.addTask { try await TestPostgreSQL.open(schema: schema, connections: 2) } }
                 return try await group.reduce(into: []) { $0.append($1) }
             }
-            let versions = try await TestPostgreSQL.execute("SELECT version::text FROM \(schema).ferry_migrations")
-            #expect(versions == ["1"])
+            let versions = try await TestPostgreSQL.execute(
+                "SELECT version::text FROM \(schema).ferry_migrations ORDER BY version")
+            #expect(versions == ["1", "2"], "each migration once, in order")
             for storage in storages { try await storage.close() }
         }
     }

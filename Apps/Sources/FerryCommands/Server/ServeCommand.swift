@@ -67,6 +67,15 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Option(help: ArgumentHelp("The most connections open at once.", valueName: "count"))
     var maxConnections: Int = ConnectionLimits().maximumConnections
 
+    @Option(help: ArgumentHelp("The most requests in one batch (POST /tables/$batch).", valueName: "count"))
+    var maxBatchRequests: Int = RequestLimits().maximumBatchRequests
+
+    @Flag(
+        help:
+            "Offer only the table protocol, as the servers of the family do: no batch requests, no idempotency keys (to try clients' fallback)."
+    )
+    var protocolOnly = false
+
     @Option(help: "The log level: trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
@@ -88,6 +97,9 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         configuration.allowsTokensWithoutExpiry = authAllowNoExpiry
         configuration.publicURL = publicURL
         configuration.limits.maximumBodySize = maxBodySize
+        configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, maxBodySize)
+        configuration.limits.maximumBatchRequests = maxBatchRequests
+        configuration.offersPushExtensions = !protocolOnly
         for (name, seconds) in [("--idle-timeout", idleTimeout), ("--request-timeout", requestTimeout)]
         where !(seconds.isFinite && seconds >= 0.01 && seconds <= 86_400) {
             throw ValidationError("\(name) must be between 0.01 and 86400 seconds")

@@ -40,6 +40,11 @@ public struct ServerConfiguration: Sendable {
     public var limits: RequestLimits
     /// Connection limits and timeouts.
     public var connections: ConnectionLimits
+    /// Whether the server offers its push extensions: batch requests (`POST /tables/$batch`) and
+    /// idempotency keys, advertised at `GET /tables/$capabilities` (default `true`). When `false`
+    /// it answers those as the servers of the protocol family do (404, keys ignored): for testing
+    /// clients' fallback.
+    public var offersPushExtensions: Bool = true
     /// Where the server logs requests (info) and failures.
     public var logger: Logger
 
@@ -117,16 +122,38 @@ public struct RequestLimits: Sendable, Hashable {
     public var maximumQueryLength: Int
     /// The deepest nesting of a `$filter` (400 above it).
     public var maximumFilterDepth: Int
+    /// The most requests in one batch (`POST /tables/$batch`; 413 above it).
+    public var maximumBatchRequests: Int
+    /// The largest batch body, in bytes (413 above it); each request in it is still bounded by
+    /// ``maximumBodySize``.
+    public var maximumBatchBodySize: Int
+    /// How long the outcome of a write sent with an `Idempotency-Key` is kept: a retry within it
+    /// gets the recorded answer; a retry after it is applied as a new request.
+    public var idempotencyRetention: Duration
 
-    public init(maximumBodySize: Int = 1 << 20, maximumQueryLength: Int = 16_384, maximumFilterDepth: Int = 100) {
+    public init(
+        maximumBodySize: Int = 1 << 20, maximumQueryLength: Int = 16_384, maximumFilterDepth: Int = 100,
+        maximumBatchRequests: Int = 1_000, maximumBatchBodySize: Int = 16 << 20,
+        idempotencyRetention: Duration = .seconds(24 * 3600)
+    ) {
         self.maximumBodySize = maximumBodySize
         self.maximumQueryLength = maximumQueryLength
         self.maximumFilterDepth = maximumFilterDepth
+        self.maximumBatchRequests = maximumBatchRequests
+        self.maximumBatchBodySize = maximumBatchBodySize
+        self.idempotencyRetention = idempotencyRetention
     }
 
     func validate() throws(ConfigurationError) {
         guard maximumBodySize >= 1024 else { throw ConfigurationError("maximumBodySize must be at least 1024 bytes") }
         guard maximumQueryLength >= 256 else { throw ConfigurationError("maximumQueryLength must be at least 256") }
         guard maximumFilterDepth >= 4 else { throw ConfigurationError("maximumFilterDepth must be at least 4") }
+        guard maximumBatchRequests >= 1 else { throw ConfigurationError("maximumBatchRequests must be at least 1") }
+        guard maximumBatchBodySize >= maximumBodySize else {
+            throw ConfigurationError("maximumBatchBodySize must be at least maximumBodySize")
+        }
+        guard idempotencyRetention >= .seconds(60) else {
+            throw ConfigurationError("idempotencyRetention must be at least 60 seconds")
+        }
     }
 }

@@ -24,11 +24,11 @@ struct TableResponder: HTTPResponder {
         var answer: TableResponse
         var body: [UInt8]?
         do {
-            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limits.maximumBodySize {
-                throw ProtocolError(
-                    413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limits.maximumBodySize)")
+            let limit = TableService.isBatchPath(path) ? limits.maximumBatchBodySize : limits.maximumBodySize
+            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+                throw ProtocolError(413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limit)")
             }
-            let buffer = try await request.body.collect(upTo: limits.maximumBodySize)
+            let buffer = try await request.body.collect(upTo: limit)
             if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
             // After the body is read: answering before it and closing would reset the connection
             // with the body unread, and the client could lose the answer.
@@ -40,8 +40,9 @@ struct TableResponder: HTTPResponder {
         } catch let error as ProtocolError {
             answer = TableService.errorResponse(error)
         } catch is NIOTooManyBytesError {
+            let limit = TableService.isBatchPath(path) ? limits.maximumBatchBodySize : limits.maximumBodySize
             answer = TableService.errorResponse(
-                ProtocolError(413, "bodyTooLarge", "the body is larger than \(limits.maximumBodySize) bytes"))
+                ProtocolError(413, "bodyTooLarge", "the body is larger than \(limit) bytes"))
         } catch {
             answer = TableService.errorResponse(ProtocolError(400, "badRequest", "the request body could not be read"))
         }

@@ -65,6 +65,9 @@ struct RequestHeaders: Sendable {
         return fields.first { $0.name == key }?.value
     }
 
+    /// Every header, names in lower case, in the order received.
+    var all: [(name: String, value: String)] { fields }
+
     /// Every value of `name`, comma-joined lists kept as sent.
     func values(_ name: String) -> [String] {
         let key = name.lowercased()

@@ -12,6 +12,7 @@ final class TableService: Sendable {
     let verifier: TokenVerifier?
     let declared: [String: TableSettings]
     let logger: Logger
+    let ledger: IdempotencyLedger
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
@@ -28,25 +29,31 @@ final class TableService: Sendable {
         }
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
         logger = configuration.logger
+        ledger = IdempotencyLedger(
+            storage: storage, retention: configuration.limits.idempotencyRetention, logger: configuration.logger)
     }
 
     // MARK: - Entry point
 
     func handle(_ request: TableRequest) async -> TableResponse {
-        var response: TableResponse
-        do {
-            response = try await route(request)
-        } catch let error as ProtocolError {
-            response = Self.errorResponse(error)
-        } catch let error as StorageError {
-            response = Self.errorResponse(storageFailure(error))
-        } catch {
-            logger.error("request failed", metadata: ["ferry.error": "\(error)"])
-            response = Self.errorResponse(ProtocolError(500, "internal", "the server failed to answer this request"))
-        }
+        var response = await answering { try await route(request) }
         response.headers.append(("x-zumo-server-version", Self.serverVersion))
         response.headers.append(("Cache-Control", "no-cache"))
         return response
+    }
+
+    /// The response `body` gives, or the error response for what it throws.
+    func answering(_ body: () async throws -> TableResponse) async -> TableResponse {
+        do {
+            return try await body()
+        } catch let error as ProtocolError {
+            return Self.errorResponse(error)
+        } catch let error as StorageError {
+            return Self.errorResponse(storageFailure(error))
+        } catch {
+            logger.error("request failed", metadata: ["ferry.error": "\(error)"])
+            return Self.errorResponse(ProtocolError(500, "internal", "the server failed to answer this request"))
+        }
     }
 
     static func errorResponse(_ error: ProtocolError) -> TableResponse {
@@ -110,6 +117,16 @@ final class TableService: Sendable {
         if segments == ["tables"], request.method == "GET" {
             return try await tableList(request)
         }
+        if segments == ["tables", Self.batchSegment] || segments == ["tables", Self.capabilitiesSegment] {
+            guard configuration.offersPushExtensions else {
+                throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
+            }
+            guard segments[1] == Self.capabilitiesSegment else { return try await batch(request) }
+            guard request.method == "GET" else {
+                throw ProtocolError(405, "methodNotAllowed", "the capabilities are read with GET")
+            }
+            return capabilities()
+        }
         guard segments.count == 2 || segments.count == 3, segments[0] == "tables" else {
             throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
         }
@@ -145,10 +162,25 @@ final class TableService: Sendable {
         switch operation {
         case .query: return try await query(context)
         case .read: return try await read(context, id: id!)
+        default: break
+        }
+        guard configuration.offersPushExtensions, let key = request.headers[IdempotencyLedger.header] else {
+            return try await write(operation, context, id: id)
+        }
+        // After authentication and the table's rules: a replay never bypasses them.
+        return try await ledger.answer(key: key, scope: identity?.subject ?? "", request: request) {
+            [context] in
+            await answering { try await write(operation, context, id: id) }
+        }
+    }
+
+    func write(_ operation: TableOperation, _ context: RequestContext, id: String?) async throws -> TableResponse {
+        switch operation {
         case .insert: return try await insert(context)
         case .update: return try await update(context, urlID: id)
         case .delete: return try await delete(context, id: id!)
         case .undelete: return try await undelete(context, id: id!)
+        case .query, .read: throw ProtocolError(405, "methodNotAllowed", "not a write")
         }
     }
 

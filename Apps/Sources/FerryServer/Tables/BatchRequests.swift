@@ -1,0 +1,189 @@
+import Foundation
+import SyncCore
+
+/// `POST /tables/$batch`, an extension of Ferry's server that legacy clients never send: many table
+/// requests in one HTTP request, in the JSON batch format of OData 4.01.
+///
+/// ```json
+/// {"requests": [
+///   {"id": "1", "method": "POST", "url": "todo", "headers": {"Idempotency-Key": "…"}, "body": {"id": "a"}},
+///   {"id": "2", "method": "DELETE", "url": "todo/b", "headers": {"If-Match": "\"7\""}}
+/// ]}
+/// ```
+///
+/// answers `200` with `{"responses": [{"id": "1", "status": 201, "headers": {…}, "body": {…}}, …]}`,
+/// one response per request in the same order. Each request is handled exactly as it would be alone
+/// (routing, version negotiation, authentication, preconditions, conflicts, per-user rows,
+/// idempotency keys) with the batch's own headers (the protocol version and the token) under its
+/// own; requests apply in order and one failing does not stop the next (OData's
+/// `continue-on-error`). A request's `url` is relative to `/tables/` (`todo`, `todo/a`) or an
+/// absolute path (`/tables/todo/a`). Not supported, and refused with 400: `atomicityGroup`,
+/// `dependsOn`, and a batch inside a batch.
+extension TableService {
+    static let batchSegment = "$batch"
+    static let capabilitiesSegment = "$capabilities"
+
+    /// Whether `path` is the batch endpoint (its body has the larger batch limit).
+    static func isBatchPath(_ path: String) -> Bool {
+        path.hasSuffix("/" + batchSegment) && path.split(separator: "/") == ["tables", "$batch"]
+    }
+
+    func batch(_ request: TableRequest) async throws -> TableResponse {
+        guard request.method == "POST" else {
+            throw ProtocolError(405, "methodNotAllowed", "a batch is sent with POST")
+        }
+        let requests = try Self.batchRequests(request.body)
+        let limits = configuration.limits
+        guard requests.count <= limits.maximumBatchRequests else {
+            throw ProtocolError(
+                413, "batchTooLarge",
+                "the batch holds \(requests.count) requests; the limit is \(limits.maximumBatchRequests)")
+        }
+        var seen: Set<String> = []
+        var inner: [(id: JSONValue, request: TableRequest)] = []
+        for (index, entry) in requests.enumerated() {
+            let parsed = try parseBatchEntry(entry, index: index, outer: request)
+            if case .string(let id) = parsed.id, !seen.insert(id).inserted {
+                throw ProtocolError.badRequest("requests[\(index)]: the id '\(id)' is used twice", code: "invalidBatch")
+            }
+            inner.append(parsed)
+        }
+        var responses: [JSONValue] = []
+        responses.reserveCapacity(inner.count)
+        for (id, innerRequest) in inner {
+            let response: TableResponse
+            if let size = innerRequest.body?.count, size > limits.maximumBodySize {
+                response = Self.errorResponse(
+                    ProtocolError(
+                        413, "bodyTooLarge", "the body is \(size) bytes; the limit is \(limits.maximumBodySize)"))
+            } else {
+                response = await handle(innerRequest)
+            }
+            responses.append(Self.batchResponse(id: id, response))
+        }
+        return .json(200, ["responses": .array(responses)])
+    }
+
+    static func batchRequests(_ body: [UInt8]?) throws -> [JSONValue] {
+        guard let body, !body.isEmpty else {
+            throw ProtocolError.badRequest("a batch needs a body: {\"requests\": [...]}", code: "invalidBatch")
+        }
+        let value: JSONValue
+        do {
+            value = try JSONValue(parsingUTF8: body)
+        } catch {
+            throw ProtocolError.badRequest("the batch is not valid JSON: \(error)", code: "invalidBatch")
+        }
+        guard case .object(let object) = value, case .array(let requests)? = object["requests"] else {
+            throw ProtocolError.badRequest("a batch is {\"requests\": [...]}", code: "invalidBatch")
+        }
+        return requests
+    }
+
+    func parseBatchEntry(_ entry: JSONValue, index: Int, outer: TableRequest) throws -> (
+        id: JSONValue, request: TableRequest
+    ) {
+        func invalid(_ message: String) -> ProtocolError {
+            .badRequest("requests[\(index)]: \(message)", code: "invalidBatch")
+        }
+        guard case .object(let fields) = entry else { throw invalid("a request is a JSON object") }
+        for unsupported in ["atomicityGroup", "dependsOn"] where fields[unsupported] != nil {
+            throw invalid("\(unsupported) is not supported: requests apply in order, each on its own")
+        }
+        let id = fields["id"] ?? .string(String(index + 1))
+        guard case .string = id else { throw invalid("the id is a string") }
+        guard case .string(let method)? = fields["method"], !method.isEmpty else {
+            throw invalid("the method is a string such as \"POST\"")
+        }
+        guard case .string(let url)? = fields["url"], !url.isEmpty else {
+            throw invalid("the url is a string such as \"todo\" or \"todo/<id>\"")
+        }
+        var path = url
+        var rawQuery = ""
+        if let mark = path.firstIndex(of: "?") {
+            rawQuery = String(path[path.index(after: mark)...])
+            path = String(path[..<mark])
+        }
+        if let scheme = path.range(of: "://") {
+            // An absolute URL: its path.
+            let rest = path[scheme.upperBound...]
+            path = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
+        }
+        if !path.hasPrefix("/") { path = "/tables/" + path }
+        if Self.isBatchPath(path) || path.hasSuffix("/" + Self.capabilitiesSegment) {
+            throw invalid("a batch cannot hold \(url)")
+        }
+        // The batch's headers (protocol version, token, …) under the request's own; a request carries
+        // no token of its own.
+        var headers: [(name: String, value: String)] = []
+        var own: Set<String> = []
+        if let value = fields["headers"] {
+            guard case .object(let given) = value else { throw invalid("the headers are an object of strings") }
+            for (name, value) in given.sorted(by: { $0.key < $1.key }) {
+                guard case .string(let text) = value else { throw invalid("the header \(name) is not a string") }
+                let lowered = name.lowercased()
+                if lowered == "authorization" || lowered == "x-zumo-auth" || lowered == "content-length" { continue }
+                headers.append((name, text))
+                own.insert(lowered)
+            }
+        }
+        for field in outer.headers.all {
+            let lowered = field.name.lowercased()
+            if own.contains(lowered) || lowered == "content-length" || lowered == "content-type"
+                || lowered == IdempotencyLedger.header
+            {
+                continue
+            }
+            headers.append(field)
+        }
+        var body: [UInt8]?
+        switch fields["body"] {
+        case nil, .null?: body = nil
+        case .string(let text)?:
+            body = Array(text.utf8)
+        case let value?:
+            body = value.serializedUTF8()
+        }
+        if body != nil && !own.contains("content-type") { headers.append(("Content-Type", "application/json")) }
+        return (
+            id,
+            TableRequest(
+                method: method.uppercased(), path: path, rawQuery: rawQuery, headers: RequestHeaders(headers),
+                body: body, origin: outer.origin)
+        )
+    }
+
+    static func batchResponse(id: JSONValue, _ response: TableResponse) -> JSONValue {
+        var headers: JSONObject = [:]
+        for header in response.headers where header.name.lowercased() != "content-length" {
+            headers[header.name.lowercased()] = .string(header.value)
+        }
+        var entry: JSONObject = ["id": id, "status": .int(Int64(response.status)), "headers": .object(headers)]
+        if let body = response.body, !body.isEmpty {
+            entry["body"] = (try? JSONValue(parsingUTF8: body)) ?? .string(String(decoding: body, as: UTF8.self))
+        }
+        return .object(entry)
+    }
+
+    /// `GET /tables/$capabilities`, an extension of Ferry's server: what this server offers beyond the
+    /// protocol, so that a client can use it when offered and fall back otherwise (servers of the
+    /// protocol family answer 404). Open to anyone: it says nothing about data.
+    func capabilities() -> TableResponse {
+        let limits = configuration.limits
+        return .json(
+            200,
+            [
+                "server": .string(Self.serverVersion),
+                "protocols": ["2.0.0", "3.0.0"],
+                "batch": [
+                    "url": .string(Self.batchSegment), "format": "odata-json-batch",
+                    "maxRequests": .int(Int64(limits.maximumBatchRequests)),
+                    "maxBytes": .int(Int64(limits.maximumBatchBodySize)),
+                ],
+                "idempotency": [
+                    "header": "Idempotency-Key",
+                    "retentionSeconds": .int(limits.idempotencyRetention.components.seconds),
+                ],
+            ])
+    }
+}
