@@ -214,9 +214,9 @@ struct HTTPClient: Sendable {
     /// Sends a request and returns the answer, whatever its status. Retries `GET`s as the policy
     /// says; asks the token provider again once after a 401.
     func send(
-        _ method: String, _ url: URL, body: JSONValue? = nil, headers: [String: String] = [:]
+        _ method: String, _ url: URL, body: JSONValue? = nil, headers: [String: String] = [:], retries: Bool = true
     ) async throws(RemoteError) -> HTTPResponse {
-        let isSafe = method == "GET"
+        let isSafe = method == "GET" && retries
         var attempt = 1
         var refreshedToken = false
         var token = try await currentToken(forceRefresh: false)

@@ -92,6 +92,7 @@ public struct HTTPRemote: RemoteService {
     public typealias TokenProvider = @Sendable (_ forceRefresh: Bool) async throws -> String?
 
     let client: HTTPClient
+    let capabilityCache = CapabilityCache()
 
     /// A remote for `configuration`, authenticated by `tokenProvider` when given, logging retries
     /// and token refreshes to `logger` (by default the caller's task-local `Logger.current`).

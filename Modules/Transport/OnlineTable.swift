@@ -52,6 +52,46 @@ public struct OnlineTable: RemoteTable {
         try await item(id: id, includeDeleted: false)
     }
 
+    // MARK: Keyed writes
+
+    /// The method, URL and headers of one write: what ``insert(_:)``, ``update(_:ifVersion:)`` and
+    /// ``delete(id:ifVersion:)`` send, with the write's `Idempotency-Key`.
+    func request(for write: RemoteWrite) throws(RemoteError) -> (method: String, url: URL, headers: [String: String]) {
+        var headers = write.kind == .insert ? [:] : Self.ifMatch(write.ifVersion)
+        if let key = write.idempotencyKey { headers["Idempotency-Key"] = key }
+        switch write.kind {
+        case .insert:
+            return ("POST", try client.url(table: name), headers)
+        case .update:
+            let method = client.configuration.protocolVersion == .v2 ? "PATCH" : "PUT"
+            return (method, try client.url(table: name, id: write.itemID), headers)
+        case .delete:
+            return ("DELETE", try client.url(table: name, id: write.itemID), headers)
+        }
+    }
+
+    /// What the answer to `write` means: the stored item, `nil` for a delete, or the error.
+    func outcome(of write: RemoteWrite, _ response: HTTPResponse) throws(RemoteError) -> JSONObject? {
+        switch write.kind {
+        case .insert:
+            return try expectItem(response, "inserting into '\(name)'")
+        case .update:
+            return try expectItem(response, "updating '\(write.itemID)' in '\(name)'")
+        case .delete:
+            guard (200..<300).contains(response.status) else {
+                throw failure(response, "deleting '\(write.itemID)' from '\(name)'")
+            }
+            return nil
+        }
+    }
+
+    func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {
+        let (method, url, headers) = try request(for: write)
+        let body: JSONValue? = write.kind == .delete ? nil : .object(write.body)
+        let response = try await client.send(method, url, body: body, headers: headers)
+        return try outcome(of: write, response)
+    }
+
     // MARK: Online extras
 
     /// The item with `id`; with `includeDeleted`, a soft-deleted item too.
@@ -139,7 +179,7 @@ public struct OnlineTable: RemoteTable {
         return ["If-Match": "\"" + version + "\""]
     }
 
-    private func expectItem(_ response: HTTPResponse, _ action: String) throws(RemoteError) -> JSONObject {
+    func expectItem(_ response: HTTPResponse, _ action: String) throws(RemoteError) -> JSONObject {
         guard (200..<300).contains(response.status) else { throw failure(response, action) }
         guard let item = try response.item() else {
             throw RemoteError(
@@ -148,7 +188,7 @@ public struct OnlineTable: RemoteTable {
         return item
     }
 
-    private func failure(_ response: HTTPResponse, _ action: String) -> RemoteError {
+    func failure(_ response: HTTPResponse, _ action: String) -> RemoteError {
         let serverItem: JSONObject? =
             if [409, 412].contains(response.status), let item = try? response.item(), item.id != nil { item } else {
                 nil

@@ -4,7 +4,9 @@
 // - initial pull of N rows into a SQLiteStore (rows/s, RSS growth), beside a baseline that
 //   downloads the same keyset pages through the Transport without a store; prints the ratio;
 // - optionally the same pull of a bigger table, for memory (RSS growth must follow the page size);
-// - a push of M queued inserts (operations/s).
+// - a push of M queued inserts (operations/s): batched and keyed against Ferry's server, and one
+//   request per operation against the same server started with --protocol-only (what every server
+//   of the protocol family offers), beside the initial pull's rate of the same run.
 import Foundation
 import GRDB
 import StoreSQLite
@@ -31,14 +33,26 @@ enum SyncBenchmarkMain {
             "Ferry sync benchmark: rows of about 200 bytes, pages of \(options.page), server = ferry serve (SQLite file)"
         )
 
-        try await pullBenchmark(rows: options.rows, options: options, directory: directory, baseline: true)
+        let pullRate = try await pullBenchmark(
+            rows: options.rows, options: options, directory: directory, baseline: true)
         if let big = options.memoryRows {
             try await pullBenchmark(rows: big, options: options, directory: directory, baseline: false)
         }
-        if options.push > 0 { try await pushBenchmark(options: options, directory: directory) }
+        if options.push > 0 {
+            print("\npush of \(options.push) queued inserts to ferry serve")
+            let batched = try await pushBenchmark(options: options, directory: directory, protocolOnly: false)
+            print("  batched, idempotency keys         \(pad(Int(batched))) operations/s")
+            let single = try await pushBenchmark(options: options, directory: directory, protocolOnly: true)
+            print("  one request each (--protocol-only) \(pad(Int(single))) operations/s")
+            print("  initial pull of this run          \(pad(Int(pullRate))) rows/s")
+            print(
+                "  batched / one each \(format(batched / single))x; batched push / pull \(format(batched / pullRate))x"
+            )
+        }
     }
 
-    static func pullBenchmark(rows: Int, options: Options, directory: URL, baseline: Bool) async throws {
+    @discardableResult
+    static func pullBenchmark(rows: Int, options: Options, directory: URL, baseline: Bool) async throws -> Double {
         let database = directory.appendingPathComponent("server-\(rows).sqlite").path
         print("\nseeding \(rows) rows…")
         try await Seeder.seed(database: database, rows: rows, directory: directory)
@@ -106,20 +120,23 @@ enum SyncBenchmarkMain {
             print("  client cost                   \(format(seconds / baselineSeconds))x the baseline's time")
         }
         print("  RSS: \(mb(before)) MB before, peak \(mb(peak)) MB during the pull, growth \(mb(peak - before)) MB")
+        return rate
     }
 
-    static func pushBenchmark(options: Options, directory: URL) async throws {
-        let database = directory.appendingPathComponent("server-push.sqlite").path
+    /// Pushes `options.push` queued inserts to a fresh server; answers operations/s.
+    static func pushBenchmark(options: Options, directory: URL, protocolOnly: Bool) async throws -> Double {
+        let name = protocolOnly ? "protocol-only" : "batched"
+        let database = directory.appendingPathComponent("server-push-\(name).sqlite").path
         try await Seeder.seed(database: database, rows: 0, directory: directory)
-        let server = try ServerProcess.start(database: database, directory: directory, page: options.page)
+        let server = try ServerProcess.start(
+            database: database, directory: directory, page: options.page,
+            extraArguments: protocolOnly ? ["--protocol-only"] : [])
         defer { server.stop() }
         let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url, retry: .init(maximumAttempts: 1)))
-        let store = try SQLiteStore(path: directory.appendingPathComponent("client-push.sqlite").path)
+        let store = try SQLiteStore(path: directory.appendingPathComponent("client-push-\(name).sqlite").path)
         let context = SyncContext(store: store, remote: remote)
-        let table = context.table("bench")
-        for index in 0..<options.push {
-            try await table.insert(Workload.item(index))
-        }
+        let items = (0..<options.push).map(Workload.item)
+        try await context.write { writes in try writes.insert(contentsOf: items, into: "bench") }
         let seconds = try await Clock.measure {
             let result = try await context.push()
             guard result.pushed == options.push else {
@@ -127,9 +144,12 @@ enum SyncBenchmarkMain {
             }
         }
         try await store.close()
-        print(
-            "\npush of \(options.push) queued inserts: \(pad(Int(Double(options.push) / seconds))) operations/s  (\(format(seconds)) s)"
-        )
+        let onServer = try await remote.onlineTable("bench").query(
+            TableQuery(top: 1, includeTotalCount: true))
+        guard onServer.totalCount == options.push else {
+            throw BenchmarkError("the server holds \(onServer.totalCount ?? -1) of \(options.push) items")
+        }
+        return Double(options.push) / seconds
     }
 
     static func pad(_ value: Int) -> String {
@@ -229,7 +249,9 @@ final class ServerProcess: @unchecked Sendable {
         self.url = url
     }
 
-    static func start(database: String, directory: URL, page: Int) throws -> ServerProcess {
+    static func start(database: String, directory: URL, page: Int, extraArguments: [String] = []) throws
+        -> ServerProcess
+    {
         let tables = directory.appendingPathComponent("tables.json")
         try Data(#"{"defaults": {"softDelete": true, "pageSize": \#(page), "maxTop": 1000}}"#.utf8).write(to: tables)
         let ferry = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
@@ -239,9 +261,10 @@ final class ServerProcess: @unchecked Sendable {
         }
         let process = Process()
         process.executableURL = ferry
-        process.arguments = [
-            "serve", "--port", "0", "--db", "sqlite:" + database, "--tables", tables.path, "--log-level", "error",
-        ]
+        process.arguments =
+            [
+                "serve", "--port", "0", "--db", "sqlite:" + database, "--tables", tables.path, "--log-level", "error",
+            ] + extraArguments
         let output = Pipe()
         process.standardOutput = output
         try process.run()

@@ -52,10 +52,13 @@ struct TestServer: Sendable {
     let server: ReferenceServer
     let databasePath: String
 
-    static func start(in scratch: Scratch, port: Int = 0, pageSize: Int = 100) async throws -> TestServer {
+    static func start(
+        in scratch: Scratch, port: Int = 0, pageSize: Int = 100, pushExtensions: Bool = true
+    ) async throws -> TestServer {
         var logger = Logger(label: "ferry.e2e")
         logger.logLevel = .critical
         var configuration = ServerConfiguration(host: "127.0.0.1", port: port, logger: logger)
+        configuration.offersPushExtensions = pushExtensions
         configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
         let path = scratch.url.appendingPathComponent("server.sqlite").path
         let server = try await ReferenceServer.start(

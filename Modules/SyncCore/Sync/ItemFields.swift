@@ -24,9 +24,10 @@ enum ItemFields {
         return result
     }
 
-    /// Whether the server's item holds exactly the fields the client sent: every sent field has the
-    /// same value (integers and floating-point numbers compare by value), and every other field of
-    /// the server's item is a system property or `null`.
+    /// Whether the server's item holds what the client sent: every sent field has the same value
+    /// (integers and floating-point numbers compare by value; a missing field is `null`). Fields the
+    /// client did not send may have any value: a 2.0 update is a `PATCH`, which the server merges
+    /// into the item, so the item the client's write produced can hold more fields than it sent.
     static func sameContent(_ server: JSONObject, _ sent: JSONObject) -> Bool {
         for (field, value) in sent where !isServerOwned(field) {
             guard let other = server[field] else {
@@ -34,9 +35,6 @@ enum ItemFields {
                 return false
             }
             if !sameValue(other, value) { return false }
-        }
-        for (field, value) in server where !isServerOwned(field) && sent[field] == nil {
-            if value != .null { return false }
         }
         return true
     }

@@ -38,11 +38,16 @@ extension SyncContext {
         return try await holding([Self.pushGate]) { try await pushHoldingGate() }
     }
 
+    /// The most operations read from the queue, prepared and completed together.
+    static let pushBatchLimit = 200
+
     func pushHoldingGate() async throws -> PushResult {
         var result = PushResult()
         do {
             let total = try await read("push") { try $0.operationCount(table: nil) }
             hub.emit(.pushStarted(operations: total))
+            pushPlan = PushPlan(capabilities: total == 0 ? .none : await remote.writeCapabilities())
+            if pushPlan.capabilities.honoursIdempotencyKeys { pushPlan.keyPrefix = try await idempotencyKeyPrefix() }
             // Operations appended while the push runs are pushed too (they come later in the queue).
             var cursor: Int64?
             while true {
@@ -50,19 +55,30 @@ extension SyncContext {
                     throw SyncError(.cancelled, "push cancelled after \(result.pushed) operations")
                 }
                 let after = cursor
-                let next = try await read("push") { try $0.operations(after: after, table: nil, limit: 1).first }
-                guard let next else { break }
-                cursor = next.id
-                switch try await pushOperation(id: next.id, round: 0) {
-                case .pushed(let operation):
-                    result.pushed += 1
-                    hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
-                case .failed(let record):
-                    result.failed.append(record)
-                    hub.emit(.operationFailed(record))
-                case .gone:
-                    break
+                let next = try await read("push") {
+                    try $0.operations(after: after, table: nil, limit: Self.pushBatchLimit)
                 }
+                guard let last = next.last else { break }
+                cursor = last.id
+                var group: [QueuedOperation] = []
+                var items: Set<ItemKey> = []
+                for operation in next {
+                    // An earlier attempt whose outcome is unknown, or a second operation of an item
+                    // whose first one is in this group (it needs the first one's answer): alone.
+                    let key = ItemKey(table: operation.table, itemID: operation.itemID)
+                    if operation.state == .inFlight || items.contains(key) {
+                        try await pushGroup(group, into: &result)
+                        group = []
+                        items = []
+                        if operation.state == .inFlight {
+                            record(try await pushOperation(id: operation.id, round: 0), into: &result)
+                            continue
+                        }
+                    }
+                    group.append(operation)
+                    items.insert(key)
+                }
+                try await pushGroup(group, into: &result)
             }
         } catch {
             let error = SyncError.wrapping(error, "push stopped after \(result.pushed) operations")
@@ -72,6 +88,198 @@ extension SyncContext {
         hub.emit(.pushFinished(result, stoppedBy: nil))
         return result
     }
+
+    private struct ItemKey: Hashable {
+        var table: String
+        var itemID: String
+    }
+
+    /// What this push may use of the backend.
+    struct PushPlan: Sendable {
+        var capabilities: RemoteWriteCapabilities
+        /// `ferry-<device>-`: the keys of this store's attempts, when the backend honours keys.
+        var keyPrefix: String?
+
+        func key(_ operation: QueuedOperation) -> String? {
+            keyPrefix.map { "\($0)\(operation.id)-\(operation.attempts)" }
+        }
+    }
+
+    private func record(_ outcome: PushOutcome, into result: inout PushResult) {
+        switch outcome {
+        case .pushed(let operation):
+            result.pushed += 1
+            hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
+        case .failed(let record):
+            result.failed.append(record)
+            hub.emit(.operationFailed(record))
+        case .gone:
+            break
+        }
+    }
+
+    /// Pushes operations of distinct items that no earlier attempt sent: prepared in one store
+    /// transaction, sent in batches when the backend offers them (else one request each, on one
+    /// connection), and the accepted ones completed in one store transaction.
+    private func pushGroup(
+        _ operations: [QueuedOperation], into result: inout PushResult
+    ) async throws {
+        guard !operations.isEmpty else { return }
+        let ids = operations.map(\.id)
+        let prepared = try await write("push") { tx in
+            try ids.map { try PushSteps.prepare(operationID: $0, in: tx) }
+        }
+        var attempts: [PushSteps.Attempt] = []
+        for step in prepared {
+            switch step {
+            case .gone: break
+            case .verify(let operation, _):
+                // Cannot happen (in-flight operations are pushed alone); handled like one anyway.
+                record(try await pushOperation(id: operation.id, round: 0), into: &result)
+            case .send(let attempt): attempts.append(attempt)
+            }
+        }
+        var start = 0
+        while start < attempts.count {
+            let chunk = pushPlan.capabilities.batches ? Self.batchChunk(attempts[start...], pushPlan.capabilities) : 1
+            let slice = Array(attempts[start..<(start + max(1, chunk))])
+            start += slice.count
+            let outcomes = try await send(slice, remaining: Array(attempts[start...]))
+            // The accepted ones in one transaction, then every outcome in queue order.
+            let accepted = zip(slice, outcomes).compactMap { attempt, outcome -> (Int64, JSONObject?)? in
+                if case .success(let server) = outcome { return (attempt.operation.id, server) }
+                return nil
+            }
+            if !accepted.isEmpty {
+                try await write("push") { tx in
+                    for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
+                }
+            }
+            for (attempt, outcome) in zip(slice, outcomes) {
+                switch outcome {
+                case .success: record(.pushed(attempt.operation), into: &result)
+                case .failure(let error): record(try await handle(error, of: attempt, round: 0), into: &result)
+                }
+            }
+        }
+    }
+
+    /// How many of `attempts` fit in one batch.
+    static func batchChunk(_ attempts: ArraySlice<PushSteps.Attempt>, _ capabilities: RemoteWriteCapabilities) -> Int {
+        var count = 0
+        var bytes = 0
+        for attempt in attempts {
+            bytes += JSONValue.object(attempt.body).serializedUTF8().count + 256
+            if count >= capabilities.maximumBatchSize || (count > 0 && bytes > capabilities.maximumBatchBytes / 2) {
+                break
+            }
+            count += 1
+        }
+        return count
+    }
+
+    /// Sends prepared attempts (a batch, or one by one) and answers one outcome each. A failure that
+    /// stops the push settles the store first: what was accepted is completed, what was never sent
+    /// is pending again (`remaining` too), and an attempt whose outcome is unknown stays in flight.
+    private func send(
+        _ attempts: [PushSteps.Attempt], remaining: [PushSteps.Attempt]
+    ) async throws -> [Result<JSONObject?, RemoteError>] {
+        let writes = attempts.map { attempt in
+            RemoteWrite(
+                table: attempt.operation.table, kind: attempt.operation.kind, itemID: attempt.operation.itemID,
+                body: attempt.body, ifVersion: attempt.precondition, idempotencyKey: pushPlan.key(attempt.operation))
+        }
+        if writes.count > 1 {
+            do throws(RemoteError) {
+                let results = try await remote.sendBatch(writes)
+                if results.count == writes.count { return results }
+                throw RemoteError(
+                    .invalidResponse, "the batch answered \(results.count) results for \(writes.count) writes")
+            } catch {
+                try await stopIfFatal(error, attempts: attempts, sent: [], remaining: remaining, unknown: true)
+                // The batch itself was refused or garbled: send its writes one by one, with the same
+                // keys (a write the server did apply is recognised), and no more batches this push.
+                pushPlan.capabilities.maximumBatchSize = 0
+            }
+        }
+        var results: [Result<JSONObject?, RemoteError>] = []
+        for (index, write) in writes.enumerated() {
+            if Task.isCancelled {
+                let error = RemoteError(.cancelled, "push cancelled", wasNotSent: true)
+                try await stopIfFatal(
+                    error, attempts: Array(attempts[index...]), sent: Array(zip(attempts, results)),
+                    remaining: remaining, unknown: false)
+            }
+            let result: Result<JSONObject?, RemoteError>
+            do throws(RemoteError) {
+                result = .success(try await remote.send(write))
+            } catch {
+                result = .failure(error)
+            }
+            if case .failure(let error) = result {
+                try await stopIfFatal(
+                    error, attempts: Array(attempts[index...]), sent: Array(zip(attempts, results)),
+                    remaining: remaining, unknown: false)
+            }
+            results.append(result)
+        }
+        return results
+    }
+
+    /// Returns when `error` concerns only its own write; otherwise settles the store and throws.
+    ///
+    /// `attempts` starts with the one that failed (or, for a batch, holds every write of it), `sent`
+    /// are those answered before it, `remaining` those never sent. `unknown` says that every one of
+    /// `attempts` may have reached the server (a batch).
+    private func stopIfFatal(
+        _ error: RemoteError, attempts: [PushSteps.Attempt],
+        sent: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)],
+        remaining: [PushSteps.Attempt], unknown: Bool
+    ) async throws {
+        guard error.code == .network || error.code == .cancelled || error.code == .unauthorized else { return }
+        let place =
+            "push of \(attempts.first.map { "\($0.operation.kind) \($0.operation.table)/\($0.operation.itemID)" } ?? "")"
+        let failedOneMayHaveArrived = error.code != .unauthorized && !error.wasNotSent
+        var notSent = remaining.map(\.operation.id)
+        if unknown {
+            if !failedOneMayHaveArrived { notSent += attempts.map(\.operation.id) }
+        } else {
+            notSent += attempts.dropFirst().map(\.operation.id)
+            if !failedOneMayHaveArrived, let first = attempts.first { notSent.append(first.operation.id) }
+        }
+        let accepted = sent.compactMap { attempt, outcome -> (Int64, JSONObject?)? in
+            if case .success(let server) = outcome { return (attempt.operation.id, server) }
+            return nil
+        }
+        try await write("push") { [notSent] tx in
+            for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
+            for id in notSent { try PushSteps.markNotApplied(operationID: id, in: tx) }
+        }
+        for (attempt, outcome) in sent {
+            if case .success = outcome {
+                hub.emit(
+                    .operationPushed(
+                        table: attempt.operation.table, itemID: attempt.operation.itemID, kind: attempt.operation.kind))
+            }
+        }
+        throw SyncError.wrapping(error, place)
+    }
+
+    /// `ferry-<device>-`: this store's device id, made once and kept in the store.
+    func idempotencyKeyPrefix() async throws -> String {
+        if let deviceIdentifier { return "ferry-\(deviceIdentifier)-" }
+        let made = try await write("push") { tx in
+            if let kept = try tx.deltaToken(table: Self.engineSlot, queryID: "deviceID") { return kept }
+            let id = ItemID.generate()
+            try tx.setDeltaToken(table: Self.engineSlot, queryID: "deviceID", value: id)
+            return id
+        }
+        deviceIdentifier = made
+        return "ferry-\(made)-"
+    }
+
+    /// Where the engine keeps its own values in a store's delta-token slots (no table has this name).
+    static let engineSlot = "$ferry"
 
     enum PushOutcome: Sendable {
         case pushed(QueuedOperation)
@@ -83,7 +291,10 @@ extension SyncContext {
     /// Pushes one operation: checks a previous attempt whose outcome is unknown, sends it, and
     /// records the outcome.
     func pushOperation(id: Int64, round: Int) async throws -> PushOutcome {
-        let prepared = try await write("push") { try PushSteps.prepare(operationID: id, in: $0) }
+        let replaying = pushPlan.keyPrefix != nil
+        let prepared = try await write("push") {
+            try PushSteps.prepare(operationID: id, replayingKeyed: replaying, in: $0)
+        }
         switch prepared {
         case .gone:
             return .gone
@@ -147,18 +358,26 @@ extension SyncContext {
 
     /// Sends one attempt and handles the answer.
     private func send(_ attempt: PushSteps.Attempt, round: Int) async throws -> PushOutcome {
+        let write = RemoteWrite(
+            table: attempt.operation.table, kind: attempt.operation.kind, itemID: attempt.operation.itemID,
+            body: attempt.body, ifVersion: attempt.precondition, idempotencyKey: pushPlan.key(attempt.operation))
+        let server: JSONObject?
+        do throws(RemoteError) {
+            server = try await remote.send(write)
+        } catch {
+            return try await handle(error, of: attempt, round: round)
+        }
+        return try await complete(attempt.operation, serverItem: server)
+    }
+
+    /// Handles a refused or failed attempt: conflicts go to the handler, other refusals are recorded,
+    /// and a failure that stops the push (network, cancellation, 401) is thrown.
+    private func handle(_ error: RemoteError, of attempt: PushSteps.Attempt, round: Int) async throws -> PushOutcome {
         let operation = attempt.operation
         let remote = remote.table(operation.table)
         let place = "push of \(operation.kind) \(operation.table)/\(operation.itemID)"
-        let error: RemoteError
-        switch await Self.call(remote, attempt) {
-        case .success(let server):
-            return try await complete(operation, serverItem: server)
-        case .failure(let failure):
-            error = failure
-        }
         switch error.code {
-        case .network where error.wasNotSent:
+        case .network where error.wasNotSent && !attempt.isReplay:
             // No connection was made: the operation is pending again (later edits collapse into it)
             // and the next push sends it without asking the server first.
             try await write("push") { tx in try PushSteps.markNotApplied(operationID: operation.id, in: tx) }
@@ -200,25 +419,6 @@ extension SyncContext {
                 serverItem: serverItem, status: error.status ?? 409, message: error.message, round: round)
         default:
             return try await failure(operation, error)
-        }
-    }
-
-    /// One remote call, its failure as a value.
-    private static func call(_ remote: any RemoteTable, _ attempt: PushSteps.Attempt) async -> Result<
-        JSONObject?, RemoteError
-    > {
-        do throws(RemoteError) {
-            switch attempt.operation.kind {
-            case .insert:
-                return .success(try await remote.insert(attempt.body))
-            case .update:
-                return .success(try await remote.update(attempt.body, ifVersion: attempt.precondition))
-            case .delete:
-                try await remote.delete(id: attempt.operation.itemID, ifVersion: attempt.precondition)
-                return .success(nil)
-            }
-        } catch {
-            return .failure(error)
         }
     }
 
@@ -297,6 +497,8 @@ enum PushSteps {
         var body: JSONObject
         /// The version the server must still have (update, delete).
         var precondition: String?
+        /// Whether this resends an earlier attempt (same key) whose outcome is unknown.
+        var isReplay = false
     }
 
     enum Prepared: Sendable {
@@ -307,7 +509,12 @@ enum PushSteps {
     }
 
     /// Reads an operation and its item, and marks it in flight with the body it is about to send.
-    static func prepare(operationID: Int64, in tx: any StoreTransaction) throws -> Prepared {
+    ///
+    /// With `replayingKeyed` (the backend honours idempotency keys), an attempt whose outcome is
+    /// unknown is sent again as it was, with its key, instead of being checked against the server.
+    static func prepare(operationID: Int64, replayingKeyed: Bool = false, in tx: any StoreTransaction) throws
+        -> Prepared
+    {
         guard var operation = try tx.operation(id: operationID) else { return .gone }
         var body: JSONObject = ["id": .string(operation.itemID)]
         var precondition: String?
@@ -325,7 +532,13 @@ enum PushSteps {
                 return .gone
             }
             body = ItemFields.body(local)
-            if operation.state == .inFlight { return .verify(operation, body: body) }
+            if operation.state == .inFlight {
+                if replayingKeyed, let sent = operation.item {
+                    let precondition = operation.kind == .update ? local.version : nil
+                    return .send(Attempt(operation: operation, body: sent, precondition: precondition, isReplay: true))
+                }
+                return .verify(operation, body: body)
+            }
             if operation.kind == .update { precondition = local.version }
             operation.item = body
         case .delete:

@@ -85,6 +85,21 @@ public struct RemotePage: Sendable, Hashable {
 public protocol RemoteService: Sendable {
     /// The remote table called `name`. Called often: keep it cheap.
     func table(_ name: String) -> any RemoteTable
+
+    /// What the backend offers for pushing; by default nothing beyond the protocol
+    /// (``RemoteWriteCapabilities/none``). Asked once per push: cache the answer.
+    func writeCapabilities() async -> RemoteWriteCapabilities
+
+    /// Sends one write, with its ``RemoteWrite/idempotencyKey`` when the backend honours keys. By
+    /// default: ``RemoteTable/insert(_:)``, ``RemoteTable/update(_:ifVersion:)`` or
+    /// ``RemoteTable/delete(id:ifVersion:)`` of ``table(_:)``. Throws as those do.
+    func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject?
+
+    /// Sends writes in one request when ``writeCapabilities()`` offers batches, and answers one
+    /// result per write, in order: each exactly what ``send(_:)`` would give alone. Throws when the
+    /// batch as a whole failed (network, cancellation, 401, or a batch the server refused); the
+    /// engine then sends the writes one by one with the same keys.
+    func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>]
 }
 
 /// A ``RemoteService`` made from a closure.

@@ -30,6 +30,10 @@ public actor SyncContext {
     nonisolated let hub: EventHub
 
     private var gates: [String: Gate] = [:]
+    /// What the running push may use of the backend (set when a push starts).
+    var pushPlan = PushPlan(capabilities: .none)
+    /// This store's device id, for idempotency keys, once read.
+    var deviceIdentifier: String?
 
     /// Creates a context over a store and a backend.
     ///

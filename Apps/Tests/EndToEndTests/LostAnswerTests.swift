@@ -1,0 +1,89 @@
+import FerryServer
+import Foundation
+import GRDB
+import ServerTestSupport
+import StoreConformance
+import StoreSQLite
+import SyncCore
+import Testing
+import Transport
+
+@Suite("Pushes whose requests and answers are lost")
+struct LostAnswerTests {
+    /// Random local writes pushed through a proxy that loses a third of the requests or their
+    /// answers (before the server, after it applied them, or halfway through the answer), many
+    /// rounds: afterwards the server holds exactly the device's items, every pushed operation was
+    /// applied exactly once (the table's write sequence counts them), no conflict was reported, and
+    /// the queue is empty. With batches and keys, and against a server without them.
+    @Test(arguments: [true, false], ProtocolVersion.both)
+    func nothingIsLostDuplicatedOrFalselyConflicted(pushExtensions: Bool, version: ProtocolVersion) async throws {
+        let scratch = try await Scratch(.sqlite)
+        defer { scratch.remove() }
+        let server = try await TestServer.start(in: scratch, pushExtensions: pushExtensions)
+        let proxy = try AnswerDroppingProxy(
+            target: server.server.port, lossRate: 0.3, seed: pushExtensions ? 11 : 12)
+        defer { proxy.stop() }
+        let remote = TestServer.remote(URL(string: "http://127.0.0.1:\(proxy.port)")!, version)
+        let device = SyncContext(
+            store: try SQLiteStore(path: scratch.url.appendingPathComponent("device.sqlite").path), remote: remote)
+        let events = device.events(bufferingNewest: 1_000_000)
+        let counter = Task {
+            var pushed = 0
+            for await event in events {
+                if case .operationPushed = event { pushed += 1 }
+                if case .pushStarted(operations: 0) = event { break }  // the last push, with nothing to do
+            }
+            return pushed
+        }
+        var random = SeededRandom(seed: pushExtensions ? 5 : 6)
+        var live: [String] = []
+        var failedPushes = 0
+        let table = device.table("things")
+        for round in 0..<8 {
+            for step in 0..<40 {
+                switch live.isEmpty ? 0 : Int.random(in: 0..<10, using: &random) {
+                case 0...5:
+                    let item = try await table.insert(["n": .int(Int64(step)), "round": .int(Int64(round))])
+                    live.append(item.id!)
+                case 0...7:
+                    let id = live.randomElement(using: &random)!
+                    try await table.update(["id": .string(id), "n": .int(Int64(step)), "edited": true])
+                default:
+                    let index = Int.random(in: 0..<live.count, using: &random)
+                    try await table.delete(id: live.remove(at: index))
+                }
+            }
+            var attempts = 0
+            while try await device.queuedOperationCount() > 0 {
+                attempts += 1
+                #expect(attempts < 200, "the push does not finish")
+                if attempts >= 200 { break }
+                do {
+                    let result = try await device.push()
+                    #expect(result.failed.isEmpty, "\(result.failed.map(\.message))")
+                } catch let error as SyncError where error.code == .network || error.code == .cancelled {
+                    failedPushes += 1
+                }
+            }
+        }
+        proxy.stopLosing()
+        #expect(try await device.operationErrors().isEmpty, "no conflict, no failure")
+        // Ends the counter: a push with nothing to do.
+        _ = try await device.push()
+        let pushed = await counter.value
+        let fates = proxy.fates
+        #expect(fates.contains(.loseAnswer) && fates.contains(.cutBeforeServer) && fates.contains(.cutAnswerMidway))
+        #expect(failedPushes > 5, "the proxy lost too little to test anything (\(failedPushes) failed pushes)")
+        let onServer = try await server.items("things", version)
+        let local = try await table.query(TableQuery().top(100_000)).items
+        #expect(Set(onServer.keys) == Set(live))
+        #expect(
+            Dictionary(uniqueKeysWithValues: local.map { ($0.id!, appFields($0)) }) == onServer.mapValues(appFields))
+        // Each pushed operation took exactly one stamp of the table's write sequence.
+        let applied = try await DatabaseQueue(path: server.databasePath).read { db in
+            try Int.fetchOne(db, sql: "SELECT last_version FROM ferry_tables WHERE name = 'things'") ?? -1
+        }
+        #expect(applied == pushed, "the server applied \(applied) writes for \(pushed) pushed operations")
+        try await server.stop()
+    }
+}

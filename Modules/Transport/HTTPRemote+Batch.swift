@@ -1,0 +1,108 @@
+import Foundation
+public import SyncCore
+import Synchronization
+
+extension HTTPRemote {
+    /// What the server offers for pushing, asked once (`GET <server>/tables/$capabilities`, an
+    /// extension of Ferry's server) and remembered. A server that does not answer it (every server of
+    /// the protocol family) offers nothing beyond the protocol; a network failure is not remembered,
+    /// so the next push asks again.
+    public func writeCapabilities() async -> RemoteWriteCapabilities {
+        if let known = capabilityCache.value.withLock({ $0 }) { return known }
+        guard let url = try? client.tablesURL().appendingPathComponent("$capabilities") else { return .none }
+        let response: HTTPResponse
+        do {
+            response = try await client.send("GET", url, retries: false)
+        } catch {
+            return .none
+        }
+        let offered: RemoteWriteCapabilities
+        switch response.status {
+        case 200:
+            offered = Self.capabilities(from: response)
+        case 400..<500 where response.status != 401 && response.status != 408 && response.status != 429:
+            offered = .none
+        default:
+            return .none  // not an answer about capabilities (a 5xx, a 401): ask again next time
+        }
+        capabilityCache.value.withLock { $0 = offered }
+        return offered
+    }
+
+    static func capabilities(from response: HTTPResponse) -> RemoteWriteCapabilities {
+        guard case .object(let document)? = try? response.json() else { return .none }
+        var capabilities = RemoteWriteCapabilities()
+        if case .object(let batch)? = document["batch"], batch["url"]?.stringValue == "$batch",
+            batch["format"]?.stringValue == "odata-json-batch", let size = batch["maxRequests"]?.intValue
+        {
+            capabilities.maximumBatchSize = Int(clamping: size)
+            if let bytes = batch["maxBytes"]?.intValue { capabilities.maximumBatchBytes = Int(clamping: max(1, bytes)) }
+        }
+        if case .object(let keys)? = document["idempotency"],
+            keys["header"]?.stringValue?.lowercased() == "idempotency-key"
+        {
+            capabilities.honoursIdempotencyKeys = true
+        }
+        return capabilities
+    }
+
+    /// Sends one write, with its idempotency key.
+    public func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {
+        try await onlineTable(write.table).send(write)
+    }
+
+    /// Sends writes as one OData JSON batch (`POST <server>/tables/$batch`) and answers one result
+    /// per write, in order, each what ``send(_:)`` would give alone.
+    public func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>] {
+        guard !writes.isEmpty else { return [] }
+        var requests: [JSONValue] = []
+        requests.reserveCapacity(writes.count)
+        let tables = try client.tablesURL()
+        let prefix = tables.path.hasSuffix("/") ? tables.path : tables.path + "/"
+        for (index, write) in writes.enumerated() {
+            let (method, url, headers) = try onlineTable(write.table).request(for: write)
+            var path = url.path(percentEncoded: true)
+            if path.hasPrefix(prefix) { path.removeFirst(prefix.count) }
+            var entry: JSONObject = [
+                "id": .string(String(index)), "method": .string(method), "url": .string(path),
+                "headers": .object(headers.mapValues { .string($0) }),
+            ]
+            if write.kind != .delete { entry["body"] = .object(write.body) }
+            requests.append(.object(entry))
+        }
+        let response = try await client.send(
+            "POST", tables.appendingPathComponent("$batch"), body: ["requests": .array(requests)])
+        guard response.status == 200 else {
+            throw RemoteError(status: response.status, "sending a batch of \(writes.count): \(response.errorMessage)")
+        }
+        guard case .object(let document)? = try? response.json(), case .array(let answers)? = document["responses"]
+        else {
+            throw RemoteError(.invalidResponse, status: 200, "the batch's answer is not {\"responses\": [...]}")
+        }
+        var byID: [String: JSONObject] = [:]
+        for case .object(let answer) in answers {
+            if let id = answer["id"]?.stringValue { byID[id] = answer }
+        }
+        return try writes.enumerated().map { index, write throws(RemoteError) in
+            guard let answer = byID[String(index)], let status = answer["status"]?.intValue else {
+                throw RemoteError(.invalidResponse, status: 200, "the batch's answer has no response \(index)")
+            }
+            var headers: [String: String] = [:]
+            if case .object(let given)? = answer["headers"] {
+                for (name, value) in given { if let text = value.stringValue { headers[name] = text } }
+            }
+            let body = answer["body"].map { Data($0.serializedUTF8()) } ?? Data()
+            let single = HTTPResponse(status: Int(status), headers: headers, body: body)
+            do throws(RemoteError) {
+                return .success(try onlineTable(write.table).outcome(of: write, single))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+}
+
+/// The capabilities a remote learnt, shared by its copies.
+final class CapabilityCache: Sendable {
+    let value = Mutex<RemoteWriteCapabilities?>(nil)
+}
