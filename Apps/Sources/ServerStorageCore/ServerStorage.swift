@@ -98,6 +98,19 @@ public protocol ServerStorage: Sendable {
     @discardableResult
     func forgetOutcomes(recordedBefore milliseconds: Int64) async throws -> Int
 
+    /// Runs the writes of `body` (the requests of one batch, one after the other) so that they
+    /// cost one durable commit instead of one each, where the backend can: each write still
+    /// succeeds or fails on its own, reads in `body` see its earlier writes, and announcements go out
+    /// once the writes are durable. If the writes cannot be made durable together, none is kept and
+    /// the error is thrown. By default `body` simply runs.
+    func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T
+
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
+}
+
+extension ServerStorage {
+    public func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        try await body()
+    }
 }

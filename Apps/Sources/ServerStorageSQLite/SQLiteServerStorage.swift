@@ -89,6 +89,8 @@ public final class SQLiteServerStorage: ServerStorage {
     private let closed = Mutex(false)
     /// The change stream: this process's writes (other processes sharing the file are not heard).
     let announcements = StorageChanges()
+    /// Held by every write, and by a batch for its whole transaction.
+    let writeGate = WriteGate()
 
     /// Opens (or creates) the database.
     ///
@@ -98,6 +100,9 @@ public final class SQLiteServerStorage: ServerStorage {
         self.configuration = configuration
         var grdb = GRDB.Configuration()
         grdb.busyMode = .timeout(configuration.busyTimeout)
+        // A batch keeps its transaction open across its writes (``performBatch(_:)``), with every
+        // other write held back by `writeGate` meanwhile.
+        grdb.allowsUnsafeTransactions = true
         grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
         grdb.label = "ferry.storage"
         grdb.prepareDatabase { db in try SQLiteQueryFunctions.register(db) }
@@ -425,7 +430,12 @@ public final class SQLiteServerStorage: ServerStorage {
     }
 
     private func announce(_ table: String, _ version: Int64, _ updatedAt: Timestamp) {
-        announcements.publish(StorageChange(table: table, version: version, updatedAt: updatedAt))
+        let change = StorageChange(table: table, version: version, updatedAt: updatedAt)
+        if let batch = currentBatch {
+            batch.changes.withLock { $0.append(change) }  // announced once committed
+        } else {
+            announcements.publish(change)
+        }
     }
 
     // MARK: - Recorded outcomes
@@ -508,6 +518,8 @@ public final class SQLiteServerStorage: ServerStorage {
     func read<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try ensureOpen()
         do {
+            // In a batch, reads see the batch's own writes: they run on its connection.
+            if currentBatch != nil { return try await database.writeWithoutTransaction(body) }
             return try await database.read(body)
         } catch {
             throw Self.mapped(error, action, location)
@@ -517,10 +529,62 @@ public final class SQLiteServerStorage: ServerStorage {
     func write<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try ensureOpen()
         do {
+            if currentBatch != nil {
+                // One savepoint of the batch's transaction: a failing write leaves nothing behind.
+                return try await database.writeWithoutTransaction { db in
+                    var result: T?
+                    try db.inSavepoint {
+                        result = try body(db)
+                        return .commit
+                    }
+                    return result!
+                }
+            }
+            await writeGate.lock()
+            defer { writeGate.unlock() }
             return try await database.write(body)
         } catch {
             throw Self.mapped(error, action, location)
         }
+    }
+
+    // MARK: - Batches
+
+    /// The batch the current task runs in, on this storage.
+    private var currentBatch: BatchTransaction? {
+        guard let batch = BatchTransaction.current, batch.storage == ObjectIdentifier(self) else { return nil }
+        return batch
+    }
+
+    /// Runs `body`'s writes in one transaction, each in its own savepoint (a write that fails
+    /// leaves nothing behind and the next goes on), and commits once at the end: a batch of many
+    /// writes costs one durable commit instead of one each. Reads in `body` see its writes; other
+    /// writers wait until the batch commits; announcements go out after the commit. When the commit
+    /// fails nothing of the batch is kept and the error is thrown.
+    public func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        if currentBatch != nil { return try await body() }
+        try ensureOpen()
+        await writeGate.lock()
+        defer { writeGate.unlock() }
+        let batch = BatchTransaction(storage: ObjectIdentifier(self))
+        do {
+            try await database.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+        } catch {
+            throw Self.mapped(error, "starting a batch", location)
+        }
+        let result: T
+        do {
+            result = try await BatchTransaction.$current.withValue(batch) { try await body() }
+            try await database.writeWithoutTransaction { db in try db.commit() }
+        } catch {
+            _ = try? await database.writeWithoutTransaction { db in
+                if db.isInsideTransaction { try db.rollback() }
+            }
+            numbers.withLock { $0.removeAll() }  // tables the batch created are gone again
+            throw Self.mapped(error, "committing a batch", location)
+        }
+        for change in batch.changes.withLock({ $0 }) { announcements.publish(change) }
+        return result
     }
 
     static func mapped(_ error: any Error, _ action: String, _ place: String) -> any Error {
@@ -549,5 +613,53 @@ public final class SQLiteServerStorage: ServerStorage {
             throw StorageError(.fieldKind, "the item for '\(table)' holds \(what)")
         }
         return String(decoding: buffer.array, as: UTF8.self)
+    }
+}
+
+/// The open transaction of a batch (``SQLiteServerStorage/performBatch(_:)``), found through the
+/// task that runs it.
+final class BatchTransaction: Sendable {
+    @TaskLocal static var current: BatchTransaction?
+
+    /// The storage whose transaction it is.
+    let storage: ObjectIdentifier
+    /// Announcements held back until the commit.
+    let changes = Mutex<[StorageChange]>([])
+
+    init(storage: ObjectIdentifier) { self.storage = storage }
+}
+
+/// An asynchronous lock, first come first served.
+final class WriteGate: Sendable {
+    private struct State {
+        var held = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    func lock() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let acquired = state.withLock { state -> Bool in
+                if !state.held {
+                    state.held = true
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if acquired { continuation.resume() }
+        }
+    }
+
+    func unlock() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty {
+                state.held = false
+                return nil
+            }
+            return state.waiting.removeFirst()  // stays held: handed to the next
+        }
+        next?.resume()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ServerStorageCore
 import SyncCore
 
 /// `POST /tables/$batch`, an extension of Ferry's server that legacy clients never send: many table
@@ -48,18 +49,27 @@ extension TableService {
             }
             inner.append(parsed)
         }
-        var responses: [JSONValue] = []
-        responses.reserveCapacity(inner.count)
-        for (id, innerRequest) in inner {
-            let response: TableResponse
-            if let size = innerRequest.body?.count, size > limits.maximumBodySize {
-                response = Self.errorResponse(
-                    ProtocolError(
-                        413, "bodyTooLarge", "the body is \(size) bytes; the limit is \(limits.maximumBodySize)"))
-            } else {
-                response = await handle(innerRequest)
+        let parsed = inner
+        // One durable commit for the whole batch where the storage can (SQLite): each request still
+        // succeeds or fails on its own.
+        let responses = try await storage.performBatch { [self] in
+            await IdempotencyLedger.$inBatch.withValue(true) {
+                var responses: [JSONValue] = []
+                responses.reserveCapacity(parsed.count)
+                for (id, innerRequest) in parsed {
+                    let response: TableResponse
+                    if let size = innerRequest.body?.count, size > limits.maximumBodySize {
+                        response = Self.errorResponse(
+                            ProtocolError(
+                                413, "bodyTooLarge", "the body is \(size) bytes; the limit is \(limits.maximumBodySize)"
+                            ))
+                    } else {
+                        response = await handle(innerRequest)
+                    }
+                    responses.append(Self.batchResponse(id: id, response))
+                }
+                return responses
             }
-            responses.append(Self.batchResponse(id: id, response))
         }
         return .json(200, ["responses": .array(responses)])
     }

@@ -24,6 +24,10 @@ final class IdempotencyLedger: Sendable {
     private let lastSweep = Mutex<ContinuousClock.Instant?>(nil)
     /// Keys being applied in this process: a second request with the same key waits for the first.
     private let busy = KeyedGate()
+    /// Whether the current task handles the requests of a batch. A batch holds the storage's writes
+    /// until it commits, so it must not wait for a key held by a request that waits for the storage;
+    /// the batch's writes already run alone.
+    @TaskLocal static var inBatch = false
 
     init(storage: any ServerStorage, retention: Duration, logger: Logger) {
         self.storage = storage
@@ -42,9 +46,9 @@ final class IdempotencyLedger: Sendable {
                 "the Idempotency-Key header: \(error.message)", code: "invalidIdempotencyKey")
         }
         let fingerprint = Self.fingerprint(request)
-        let gateKey = scope + "\u{0}" + key
-        await busy.enter(gateKey)
-        defer { busy.leave(gateKey) }
+        let gateKey = Self.inBatch ? nil : scope + "\u{0}" + key
+        if let gateKey { await busy.enter(gateKey) }
+        defer { if let gateKey { busy.leave(gateKey) } }
         if let recorded = try await storage.recordedOutcome(scope: scope, key: key) {
             return try Self.replay(recorded, fingerprint: fingerprint)
         }
