@@ -95,6 +95,10 @@ enum StoreBenchmark {
             try await store.close()
         }
 
+        if options.runs("writes") {
+            try await writes(rows: rows, options: options, directory: directory)
+        }
+
         if options.runs("lmdb") {
             // StoreLMDB against plain mdb_put of the same rows, page by page, durable commits.
             let lmdbPages = pages.map { page in page.map { (id: $0.id, json: $0.json, item: $0.item) } }
@@ -193,6 +197,42 @@ enum StoreBenchmark {
         }
     }
 
+    /// Local writes through the engine (each item with its queued operation): single inserts, each
+    /// its own transaction, and one bulk import, beside the raw C API writing the same rows.
+    static func writes(rows: [Row], options: Options, directory: URL) async throws {
+        let store = try SQLiteStore(path: directory.appendingPathComponent("writes.sqlite").path)
+        let context = SyncContext(store: store) { _ in OfflineTable() }
+        let local = rows.prefix(min(10_000, rows.count)).map { Self.appFields($0.item) }
+        let table = context.table("local")
+        let singles = try await Clock.measure {
+            for item in local { _ = try await table.insert(item) }
+        }
+        let rawSingles = try RawSQLite.apply(
+            path: directory.appendingPathComponent("raw-singles.sqlite").path,
+            pages: rows.prefix(local.count).map { [$0] })
+        report(
+            "local inserts, each its own transaction (the item and its queued operation)", unit: "items/s",
+            count: local.count, ferry: singles, baseline: rawSingles, baselineName: "raw SQLite C API")
+
+        let items = rows.map { Self.appFields($0.item) }
+        let imported = try await Clock.measure {
+            try await context.write { writes in _ = try writes.insert(contentsOf: items, into: "imported") }
+        }
+        guard try await context.queuedOperationCount(table: "imported") == items.count else {
+            throw BenchmarkError("the import did not queue \(items.count) inserts")
+        }
+        let rawImport = try RawSQLite.apply(
+            path: directory.appendingPathComponent("raw-import.sqlite").path, pages: [rows])
+        report(
+            "bulk import of \(items.count) items in one transaction (items and queued inserts)", unit: "items/s",
+            count: items.count, ferry: imported, baseline: rawImport, baselineName: "raw SQLite C API")
+        try await store.close()
+    }
+
+    static func appFields(_ item: JSONObject) -> JSONObject {
+        item.filter { !["updatedAt", "createdAt", "version", "deleted"].contains($0.key) }
+    }
+
     static func report(
         _ title: String, unit: String, count: Int, ferry: Double, baseline: Double, baselineName: String,
         storeName: String = "StoreSQLite", runRatios: [Double] = []
@@ -236,7 +276,7 @@ struct Options {
     var showsHelp = false
 
     static let usage = """
-        usage: StoreBenchmark [--only apply|lmdb|query] [--items N] [--page N] [--repeat N] [--reads N]
+        usage: StoreBenchmark [--only apply|writes|lmdb|query] [--items N] [--page N] [--repeat N] [--reads N]
                               [--query-rows N] [--queries N] [--no-sync] [--help]
         (see Tools/README.md)
         """
@@ -262,8 +302,8 @@ struct Options {
             case "--queries": queries = try Self.number(flag, value)
             case "--repeat": repeats = try Self.number(flag, value)
             case "--only":
-                guard ["apply", "lmdb", "query"].contains(value) else {
-                    throw BenchmarkError("--only takes apply, lmdb or query, not '\(value)'")
+                guard ["apply", "writes", "lmdb", "query"].contains(value) else {
+                    throw BenchmarkError("--only takes apply, writes, lmdb or query, not '\(value)'")
                 }
                 only = value
             default: throw BenchmarkError("unknown option \(flag) (see Tools/README.md)")
@@ -426,4 +466,16 @@ enum RawSQLite {
             }
         }
     }
+}
+
+/// A remote that is never reached: the benchmark measures local writes only.
+struct OfflineTable: RemoteTable {
+    func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { throw Self.offline }
+    func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject {
+        throw Self.offline
+    }
+    func delete(id: String, ifVersion version: String?) async throws(RemoteError) { throw Self.offline }
+    func item(id: String) async throws(RemoteError) -> JSONObject? { throw Self.offline }
+    func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage { throw Self.offline }
+    static let offline = RemoteError(.network, "offline", wasNotSent: true)
 }

@@ -519,7 +519,7 @@ public final class SQLiteServerStorage: ServerStorage {
         try ensureOpen()
         do {
             // In a batch, reads see the batch's own writes: they run on its connection.
-            if currentBatch != nil { return try await database.writeWithoutTransaction(body) }
+            if currentBatch != nil { return try onBatchConnection(body) }
             return try await database.read(body)
         } catch {
             throw Self.mapped(error, action, location)
@@ -531,7 +531,7 @@ public final class SQLiteServerStorage: ServerStorage {
         do {
             if currentBatch != nil {
                 // One savepoint of the batch's transaction: a failing write leaves nothing behind.
-                return try await database.writeWithoutTransaction { db in
+                return try onBatchConnection { db in
                     var result: T?
                     try db.inSavepoint {
                         result = try body(db)
@@ -549,6 +549,13 @@ public final class SQLiteServerStorage: ServerStorage {
     }
 
     // MARK: - Batches
+
+    /// Runs `body` on the writer connection, which the current batch holds alone, and waits for it
+    /// on the calling thread: a statement or two, without a hop through the task scheduler for each
+    /// write of a batch of thousands.
+    private func onBatchConnection<T>(_ body: (Database) throws -> T) throws -> T {
+        try database.writeWithoutTransaction(body)
+    }
 
     /// The batch the current task runs in, on this storage.
     private var currentBatch: BatchTransaction? {

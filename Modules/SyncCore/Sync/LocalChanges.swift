@@ -74,13 +74,18 @@ enum LocalChanges {
         var prepared: [JSONObject] = []
         prepared.reserveCapacity(items.count)
         var ids = Set<String>()
+        ids.reserveCapacity(items.count)
         var plain = true
+        // An import into a table with no items and no queued operations (a first import) meets
+        // nothing stored: only the ids of `items` themselves can collide.
+        let fresh = try tx.count(table) == 0 && tx.operationCount(table: table) == 0
         for original in items {
             let (item, id) = try newItem(original, table: table)
-            guard ids.insert(id).inserted, try tx.item(table, id: id) == nil else {
+            let stored = fresh ? nil : try tx.item(table, id: id)
+            guard ids.insert(id).inserted, stored == nil else {
                 throw SyncError(.itemExists, "table '\(table)': an item with id '\(id)' already exists")
             }
-            if plain, let last = try tx.operations(table: table, itemID: id).last, last.state != .inFlight {
+            if plain, !fresh, let last = try tx.operations(table: table, itemID: id).last, last.state != .inFlight {
                 plain = false
             }
             prepared.append(item)
