@@ -39,7 +39,7 @@ struct LostAnswerTests {
         var live: [String] = []
         var failedPushes = 0
         let table = device.table("things")
-        for round in 0..<8 {
+        for round in 0..<6 {
             for step in 0..<40 {
                 switch live.isEmpty ? 0 : Int.random(in: 0..<10, using: &random) {
                 case 0...5:

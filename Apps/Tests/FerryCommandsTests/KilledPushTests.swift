@@ -9,7 +9,7 @@ import Transport
 /// device's queue is empty. With batches and keys, and against a server without them.
 @Suite("ferry push killed mid-push")
 struct KilledPushTests {
-    static let items = 10_000
+    static let items = 6_000
 
     /// `ferry serve` on an in-memory database, as a child process (an in-process server would share
     /// the test process's threads with the blocking process calls below).
@@ -54,7 +54,7 @@ struct KilledPushTests {
         #expect(imported.status == 0, "\(imported.errors)")
         var random = SystemRandomNumberGenerator()
         var killed = 0
-        for _ in 0..<6 {
+        for _ in 0..<4 {
             let process = Process()
             process.executableURL = ferry
             process.arguments = ["push", "--store", store, "--server", serverURL]

@@ -89,7 +89,10 @@ struct BatchTests {
 
     @Test(arguments: ServerBackend.allCases)
     func aBatchGivesExactlyWhatEachRequestGivesAlone(_ backend: ServerBackend) async throws {
-        for (seed, version) in [(UInt64(1), "3.0.0"), (2, "2.0.0"), (3, "3.0.0"), (4, "2.0.0")] {
+        let runs: [(UInt64, String)] =
+            backend == .sqlite
+            ? [(1, "3.0.0"), (2, "2.0.0"), (3, "3.0.0"), (4, "2.0.0")] : [(1, "3.0.0"), (2, "2.0.0")]
+        for (seed, version) in runs {
             let single = try await LiveServer.start(tables: Self.tables, backend: backend)
             let batched = try await LiveServer.start(tables: Self.tables, backend: backend)
             let steps = Self.steps(seed: seed, count: 120, version: version)
