@@ -10,6 +10,25 @@ extension StoreConformanceSuite {
 
     static var transactions: [StoreConformanceCheck] {
         [
+            .init("operations appended together read back exactly as appended, ids in order") { fixture async throws in
+                let odd: JSONObject = [
+                    "id": "é/\"q\"", "text": "line\nbreak \u{0} nul 🎬",
+                    "nested": ["b": [1, 2.5, true, .null], "a": "x"],
+                ]
+                var drafts = [draft("todo", "plain"), draft("todo", "é/\"q\"", .update)]
+                drafts[0].item = nil
+                drafts[1].item = odd
+                drafts[1].baseItem = odd.merging(["version": "v1"]) { $1 }
+                drafts.append(
+                    OperationDraft(
+                        table: "other", itemID: "d", kind: .delete, item: ["id": "d"],
+                        createdAt: Timestamp(millisecondsSince1970: 1_700_000_000_123)))
+                let appended = try await fixture.store.write { [drafts] tx in try tx.appendOperations(drafts) }
+                #expect(appended.map(\.id) == appended.map(\.id).sorted() && Set(appended.map(\.id)).count == 3)
+                let read = try await fixture.store.read { try $0.operations(after: nil, table: nil, limit: nil) }
+                #expect(read == appended)
+                #expect(read.map { QueuedOperation(id: $0.id, draft: drafts[read.firstIndex(of: $0)!]) } == read)
+            },
             .init("a failed transaction leaves nothing behind: items, operations, errors, tokens") {
                 fixture async throws in
                 let store = fixture.store

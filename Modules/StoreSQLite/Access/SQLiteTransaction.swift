@@ -117,17 +117,14 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
                 try Int64.fetchOne(
                     db.cachedStatement(sql: "SELECT value FROM ferry_meta WHERE key = 'lastOperationId'")) ?? 0
             let highest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT MAX(id) FROM ferry_operations")) ?? 0
-            let insert = try db.cachedStatement(
-                sql: "INSERT INTO ferry_operations (id, tableName, itemId, json) VALUES (?, ?, ?, ?)")
+            var writer = try OperationWriter(db)
             var next = max(last, highest)
             var operations: [QueuedOperation] = []
             operations.reserveCapacity(drafts.count)
             for draft in drafts {
                 next += 1
                 let operation = QueuedOperation(id: next, draft: draft)
-                try insert.execute(arguments: [
-                    operation.id, operation.table, operation.itemID, JSONValue.object(operation.json).serialized(),
-                ])
+                try writer.write(operation)
                 operations.append(operation)
             }
             try db.cachedStatement(sql: "UPDATE ferry_meta SET value = ? WHERE key = 'lastOperationId'").execute(

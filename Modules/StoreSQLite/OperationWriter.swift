@@ -1,0 +1,97 @@
+import GRDB
+import GRDBSQLite
+@_spi(StoreSupport) import SyncCore
+
+/// Appends queued operations with one cached statement, writing each operation's JSON (the members
+/// of `QueuedOperation.json`) straight into a reused buffer and binding it with the C API: a bulk
+/// import queues one operation per item, and building a dictionary, serializing it and going
+/// through GRDB's arguments for each cost more than the insert itself.
+struct OperationWriter: ~Copyable {
+    private let connection: OpaquePointer
+    private let statement: OpaquePointer
+    private let cached: Statement
+    private var buffer = JSONTextBuffer(capacity: 512)
+    /// The text of the last `createdAt` written (an import's operations share one).
+    private var lastCreatedAt: (Timestamp, String)?
+
+    static let sql = "INSERT INTO ferry_operations (id, tableName, itemId, json) VALUES (?, ?, ?, ?)"
+
+    init(_ db: Database) throws {
+        guard let connection = db.sqliteConnection else {
+            throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the connection is closed")
+        }
+        cached = try db.cachedStatement(sql: Self.sql)
+        self.connection = connection
+        statement = cached.sqliteStatement
+    }
+
+    deinit {
+        // The statement stays GRDB's (cached for the next writer): only reset it.
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+    }
+
+    mutating func write(_ operation: QueuedOperation) throws {
+        let createdAt: String
+        if let (time, text) = lastCreatedAt, time == operation.createdAt {
+            createdAt = text
+        } else {
+            createdAt = operation.createdAt.iso8601
+            lastCreatedAt = (operation.createdAt, createdAt)
+        }
+        buffer.removeAll()
+        buffer.append("{\"attempts\":")
+        buffer.appendInteger(Int64(operation.attempts))
+        if let baseItem = operation.baseItem {
+            buffer.append(",\"baseItem\":")
+            _ = buffer.appendJSON(.object(baseItem), sortingKeys: true, depth: 2)
+        }
+        buffer.append(",\"createdAt\":")
+        buffer.appendJSONString(createdAt)
+        buffer.append(",\"id\":")
+        buffer.appendInteger(operation.id)
+        if let item = operation.item {
+            buffer.append(",\"item\":")
+            _ = buffer.appendJSON(.object(item), sortingKeys: true, depth: 2)
+        }
+        buffer.append(",\"itemId\":")
+        buffer.appendJSONString(operation.itemID)
+        buffer.append(",\"kind\":")
+        buffer.appendJSONString(operation.kind.rawValue)
+        buffer.append(",\"state\":")
+        buffer.appendJSONString(operation.state.rawValue)
+        buffer.append(",\"table\":")
+        buffer.appendJSONString(operation.table)
+        buffer.append(UInt8(ascii: "}"))
+
+        sqlite3_reset(statement)
+        sqlite3_bind_int64(statement, 1, operation.id)
+        bind(2, text: operation.table)
+        bind(3, text: operation.itemID)
+        let code = buffer.withBytes { bytes in
+            // SQLITE_STATIC: the buffer does not change before the step below.
+            sqlite3_bind_text(statement, 4, bytes.baseAddress, Int32(bytes.count), nil)
+            return sqlite3_step(statement)
+        }
+        guard code == SQLITE_DONE else {
+            let message = String(cString: sqlite3_errmsg(connection))
+            sqlite3_reset(statement)
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: Self.sql)
+        }
+    }
+
+    private func bind(_ index: Int32, text: String) {
+        var text = text
+        text.withUTF8 { bytes in
+            // A non-nil pointer even for "": a nil one would bind NULL.
+            let pointer = bytes.baseAddress ?? UnsafePointer<UInt8>(bitPattern: 1)!
+            _ = sqlite3_bind_text(
+                statement, index, UnsafeRawPointer(pointer).assumingMemoryBound(to: CChar.self), Int32(bytes.count),
+                operationTransient)
+        }
+    }
+}
+
+/// SQLite's `SQLITE_TRANSIENT`: SQLite copies the bytes before the call returns.
+private let operationTransient = unsafeBitCast(
+    OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
