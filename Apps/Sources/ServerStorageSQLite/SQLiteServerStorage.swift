@@ -219,7 +219,8 @@ public final class SQLiteServerStorage: ServerStorage {
 
     static func tableRecord(_ db: Database, _ name: String, creating: Bool) throws -> TableRecord? {
         if let row = try Row.fetchOne(
-            db, sql: "SELECT number, last_updated_at, last_version FROM ferry_tables WHERE name = ?", arguments: [name])
+            db.cachedStatement(sql: "SELECT number, last_updated_at, last_version FROM ferry_tables WHERE name = ?"),
+            arguments: [name])
         {
             return TableRecord(number: row[0], lastUpdatedAt: row[1], lastVersion: row[2])
         }
@@ -256,9 +257,8 @@ public final class SQLiteServerStorage: ServerStorage {
         let version = record.lastVersion + 1
         record.lastUpdatedAt = updatedAt
         record.lastVersion = version
-        try db.execute(
-            sql: "UPDATE ferry_tables SET last_updated_at = ?, last_version = ? WHERE name = ?",
-            arguments: [updatedAt, version, name])
+        try db.cachedStatement(sql: "UPDATE ferry_tables SET last_updated_at = ?, last_version = ? WHERE name = ?")
+            .execute(arguments: [updatedAt, version, name])
         return (updatedAt, version)
     }
 
@@ -271,7 +271,8 @@ public final class SQLiteServerStorage: ServerStorage {
         if undeclared.isEmpty { return }
         var known: [String: String] = [:]
         for row in try Row.fetchAll(
-            db, sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?", arguments: [table.name])
+            db.cachedStatement(sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?"),
+            arguments: [table.name])
         {
             known[row[0]] = row[1]
         }
@@ -335,7 +336,9 @@ public final class SQLiteServerStorage: ServerStorage {
         let condition = SQLFragment.joined(
             ["id = \(bind: id)"] + [try ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
         let sql = "SELECT \(columns) FROM \(record.sqlName) WHERE \(condition.sqliteText)"
-        guard let row = try Row.fetchOne(db, sql: sql, arguments: condition.statementArguments) else { return nil }
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: condition.statementArguments) else {
+            return nil
+        }
         return try decode(row)
     }
 
@@ -364,9 +367,8 @@ public final class SQLiteServerStorage: ServerStorage {
             }
             try Self.checkFieldKinds(db, table, content)
             let stamp = try self.nextStamp(db, table.name, &record)
-            try db.execute(
-                sql: "INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)",
-                arguments: [id, text, stamp.updatedAt, stamp.updatedAt, stamp.version, owner])
+            try db.cachedStatement(sql: "INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)")
+                .execute(arguments: [id, text, stamp.updatedAt, stamp.updatedAt, stamp.version, owner])
             return StoredItem(
                 id: id, content: content, createdAt: Timestamp(millisecondsSince1970: stamp.updatedAt),
                 updatedAt: Timestamp(millisecondsSince1970: stamp.updatedAt), version: stamp.version, deleted: false,
@@ -392,9 +394,9 @@ public final class SQLiteServerStorage: ServerStorage {
             }
             try Self.checkFieldKinds(db, table, content)
             let stamp = try self.nextStamp(db, table.name, &record)
-            try db.execute(
-                sql: "UPDATE \(record.sqlName) SET item = ?, updated_at = ?, version = ?, deleted = ? WHERE id = ?",
-                arguments: [text, stamp.updatedAt, stamp.version, deleted ? 1 : 0, id])
+            try db.cachedStatement(
+                sql: "UPDATE \(record.sqlName) SET item = ?, updated_at = ?, version = ?, deleted = ? WHERE id = ?"
+            ).execute(arguments: [text, stamp.updatedAt, stamp.version, deleted ? 1 : 0, id])
             current.content = content
             current.updatedAt = Timestamp(millisecondsSince1970: stamp.updatedAt)
             current.version = stamp.version
@@ -448,11 +450,12 @@ public final class SQLiteServerStorage: ServerStorage {
     public func recordOutcome(_ outcome: RecordedOutcome) async throws -> RecordedOutcome {
         try RecordedOutcome.validateKey(outcome.key)
         return try await write("recording an outcome") { db in
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO ferry_outcomes (scope, key, fingerprint, status, headers, body, recorded_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     outcome.scope, outcome.key, outcome.fingerprint, outcome.status, outcome.headersText, outcome.body,
                     outcome.recordedAt,
@@ -473,11 +476,11 @@ public final class SQLiteServerStorage: ServerStorage {
     static func fetchOutcome(_ db: Database, scope: String, key: String) throws -> RecordedOutcome? {
         guard
             let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT fingerprint, status, headers, body, recorded_at FROM ferry_outcomes
-                    WHERE scope = ? AND key = ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT fingerprint, status, headers, body, recorded_at FROM ferry_outcomes
+                        WHERE scope = ? AND key = ?
+                        """),
                 arguments: [scope, key])
         else { return nil }
         return RecordedOutcome(

@@ -50,28 +50,22 @@ struct KilledPushTests {
         let lines = directory.appendingPathComponent("items.jsonl").path
         try (0..<Self.items).map { #"{"id":"k\#($0)","n":\#($0),"text":"item \#($0)"}"# }.joined(separator: "\n")
             .write(toFile: lines, atomically: true, encoding: .utf8)
-        let imported = try FerryBinaryTests.run(["import", "things", lines, "--store", store])
+        let imported = try await Self.run(["import", "things", lines, "--store", store])
         #expect(imported.status == 0, "\(imported.errors)")
         var random = SystemRandomNumberGenerator()
         var killed = 0
+        var finishedEarly: [String] = []
         for _ in 0..<4 {
-            let process = Process()
-            process.executableURL = ferry
-            process.arguments = ["push", "--store", store, "--server", serverURL]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            try await Task.sleep(for: .milliseconds(Int.random(in: 200...900, using: &random)))
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                killed += 1
+            let delay = Int.random(in: 200...900, using: &random)
+            switch try await Self.pushKilled(after: delay, ferry: ferry, store: store, server: serverURL) {
+            case nil: killed += 1
+            case let early?: finishedEarly.append(early)
             }
-            process.waitUntilExit()
         }
-        #expect(killed > 0, "no push was killed: the pushes were too quick for the test")
-        let finished = try FerryBinaryTests.run(["push", "--store", store, "--server", serverURL])
+        #expect(killed > 0, "no push was killed: \(finishedEarly)")
+        let finished = try await Self.run(["push", "--store", store, "--server", serverURL])
         #expect(finished.status == 0, "\(finished.errors)")
-        let status = try FerryBinaryTests.run(["status", "--store", store])
+        let status = try await Self.run(["status", "--store", store])
         #expect(status.output.contains("nothing waiting to be pushed"), "\(status.output)")
         #expect(!status.output.contains("conflict"), "\(status.output)")
 
@@ -82,6 +76,47 @@ struct KilledPushTests {
         // Every insert took one stamp of the table's write sequence: the newest is the count.
         let newest = onServer.compactMap { $0.version.flatMap(Self.sequenceNumber) }.max()
         #expect(newest == Int64(Self.items), "the server applied \(newest ?? -1) writes for \(Self.items) inserts")
+    }
+
+    /// `ferry` with `arguments`, waited for on a thread of its own: blocking one of the few threads
+    /// that run the tests' tasks (two on this machine) for seconds would stall the servers other
+    /// suites run in-process.
+    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(with: Result { try FerryBinaryTests.run(arguments) })
+            }
+        }
+    }
+
+    /// Starts `ferry push` and kills it with SIGKILL after `milliseconds`, timed on a thread of its
+    /// own (the tests' tasks may wait for a thread far longer on a loaded machine). Answers `nil`
+    /// when it was killed, or how it ended before.
+    static func pushKilled(after milliseconds: Int, ferry: URL, store: String, server: String) async throws -> String? {
+        let process = Process()
+        process.executableURL = ferry
+        process.arguments = ["push", "--store", store, "--server", server]
+        process.standardOutput = FileHandle.nullDevice
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                usleep(useconds_t(milliseconds * 1000))
+                var killed = false
+                if process.isRunning {
+                    kill(process.processIdentifier, SIGKILL)
+                    killed = true
+                }
+                process.waitUntilExit()
+                if killed && process.terminationReason == .uncaughtSignal {
+                    continuation.resume(returning: nil)
+                } else {
+                    let said = String(decoding: errors.fileHandleForReading.availableData, as: UTF8.self)
+                    continuation.resume(returning: "exit \(process.terminationStatus): \(said.prefix(300))")
+                }
+            }
+        }
     }
 
     /// The write-sequence number in a reference-server version (base64 of a big-endian Int64).

@@ -39,7 +39,7 @@ extension SyncContext {
     }
 
     /// The most operations read from the queue, prepared and completed together.
-    static let pushBatchLimit = 200
+    static let pushBatchLimit = 500
 
     func pushHoldingGate() async throws -> PushResult {
         var result = PushResult()
