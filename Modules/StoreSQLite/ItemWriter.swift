@@ -54,7 +54,7 @@ struct ItemWriter: ~Copyable {
         buffer.append(UInt8(ascii: "}"))
 
         sqlite3_reset(statement)
-        bind(1, text: id)
+        bindText(statement, 1, id)
         switch item["updatedAt"] {
         case nil, .null?:
             sqlite3_bind_null(statement, 2)
@@ -73,7 +73,7 @@ struct ItemWriter: ~Copyable {
         }
         sqlite3_bind_int64(statement, 4, item.isDeleted ? 1 : 0)
         if let version = item.version, !version.utf8.contains(0) {
-            bind(5, text: version)
+            bindText(statement, 5, version)
         } else {
             sqlite3_bind_null(statement, 5)
         }
@@ -95,16 +95,17 @@ struct ItemWriter: ~Copyable {
         // Every parameter is bound again before the next step, and the statement is finalized with
         // the writer, so the buffer pointer left bound is never read.
     }
+}
 
-    private func bind(_ index: Int32, text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            // A non-nil pointer even for "": a nil one would bind NULL.
-            let pointer = bytes.baseAddress ?? UnsafePointer<UInt8>(bitPattern: 1)!
-            _ = sqlite3_bind_text(
-                statement, index, UnsafeRawPointer(pointer).assumingMemoryBound(to: CChar.self), Int32(bytes.count),
-                sqliteTransient)
-        }
+/// Binds `text` to parameter `index` of `statement`; SQLite copies the bytes.
+func bindText(_ statement: OpaquePointer, _ index: Int32, _ text: String) {
+    var text = text
+    text.withUTF8 { bytes in
+        // A non-nil pointer even for "": a nil one would bind NULL.
+        let pointer = bytes.baseAddress ?? UnsafePointer<UInt8>(bitPattern: 1)!
+        _ = sqlite3_bind_text(
+            statement, index, UnsafeRawPointer(pointer).assumingMemoryBound(to: CChar.self), Int32(bytes.count),
+            sqliteTransient)
     }
 }
 

@@ -66,8 +66,8 @@ struct OperationWriter: ~Copyable {
 
         sqlite3_reset(statement)
         sqlite3_bind_int64(statement, 1, operation.id)
-        bind(2, text: operation.table)
-        bind(3, text: operation.itemID)
+        bindText(statement, 2, operation.table)
+        bindText(statement, 3, operation.itemID)
         let code = buffer.withBytes { bytes in
             // SQLITE_STATIC: the buffer does not change before the step below.
             sqlite3_bind_text(statement, 4, bytes.baseAddress, Int32(bytes.count), nil)
@@ -79,19 +79,4 @@ struct OperationWriter: ~Copyable {
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: Self.sql)
         }
     }
-
-    private func bind(_ index: Int32, text: String) {
-        var text = text
-        text.withUTF8 { bytes in
-            // A non-nil pointer even for "": a nil one would bind NULL.
-            let pointer = bytes.baseAddress ?? UnsafePointer<UInt8>(bitPattern: 1)!
-            _ = sqlite3_bind_text(
-                statement, index, UnsafeRawPointer(pointer).assumingMemoryBound(to: CChar.self), Int32(bytes.count),
-                operationTransient)
-        }
-    }
 }
-
-/// SQLite's `SQLITE_TRANSIENT`: SQLite copies the bytes before the call returns.
-private let operationTransient = unsafeBitCast(
-    OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)

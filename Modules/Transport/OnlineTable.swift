@@ -26,25 +26,20 @@ public struct OnlineTable: RemoteTable {
 
     /// Inserts `item` (`POST /tables/<name>`) and returns the server's item.
     public func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject {
-        let response = try await client.send("POST", try client.url(table: name), body: .object(item))
-        return try expectItem(response, "inserting into '\(name)'")
+        try await sendForItem(RemoteWrite(table: name, kind: .insert, itemID: item.id ?? "", body: item))
     }
 
     /// Updates the item (3.0: `PUT` of the whole item; 2.0: `PATCH`), only if the server's version
     /// is `version` when one is given (`If-Match`).
     public func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject {
         guard let id = item.id else { throw RemoteError(.badRequest, "an item to update needs an 'id'") }
-        let method = client.configuration.protocolVersion == .v2 ? "PATCH" : "PUT"
-        let response = try await client.send(
-            method, try client.url(table: name, id: id), body: .object(item), headers: Self.ifMatch(version))
-        return try expectItem(response, "updating '\(id)' in '\(name)'")
+        return try await sendForItem(
+            RemoteWrite(table: name, kind: .update, itemID: id, body: item, ifVersion: version))
     }
 
     /// Deletes the item, only if the server's version is `version` when one is given.
     public func delete(id: String, ifVersion version: String?) async throws(RemoteError) {
-        let response = try await client.send(
-            "DELETE", try client.url(table: name, id: id), headers: Self.ifMatch(version))
-        guard (200..<300).contains(response.status) else { throw failure(response, "deleting '\(id)' from '\(name)'") }
+        _ = try await send(RemoteWrite(table: name, kind: .delete, itemID: id, body: [:], ifVersion: version))
     }
 
     /// The server's live item, or `nil` when it does not exist or is soft-deleted.
@@ -83,6 +78,14 @@ public struct OnlineTable: RemoteTable {
             }
             return nil
         }
+    }
+
+    /// ``send(_:)`` of an insert or update: the item the server stored.
+    private func sendForItem(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject {
+        guard let item = try await send(write) else {
+            throw RemoteError(.invalidResponse, "the server's answer holds no item")
+        }
+        return item
     }
 
     func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {

@@ -105,6 +105,21 @@ final class Connectivity: RemoteService {
 
     func table(_ name: String) -> any RemoteTable { GatedTable(name: name, connectivity: self) }
 
+    // The push extensions pass through too: a wrapper that left them to the defaults would push one
+    // request per operation, without keys, whatever the server offers.
+    func writeCapabilities() async -> RemoteWriteCapabilities {
+        guard let inner = try? check() else { return .none }
+        return await inner.writeCapabilities()
+    }
+
+    func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {
+        try await check().send(write)
+    }
+
+    func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>] {
+        try await check().sendBatch(writes)
+    }
+
     func check() throws(RemoteError) -> any RemoteService {
         // Nothing leaves the device: the engine puts an operation it tried back to pending.
         guard online.withLock({ $0 }) else {

@@ -90,7 +90,7 @@ public final class SQLiteServerStorage: ServerStorage {
     /// The change stream: this process's writes (other processes sharing the file are not heard).
     let announcements = StorageChanges()
     /// Held by every write, and by a batch for its whole transaction.
-    let writeGate = WriteGate()
+    let writeGate = KeyedGate()
 
     /// Opens (or creates) the database.
     ///
@@ -543,8 +543,8 @@ public final class SQLiteServerStorage: ServerStorage {
                     return result!
                 }
             }
-            await writeGate.lock()
-            defer { writeGate.unlock() }
+            await writeGate.enter("")
+            defer { writeGate.leave("") }
             return try await database.write(body)
         } catch {
             throw Self.mapped(error, action, location)
@@ -574,8 +574,8 @@ public final class SQLiteServerStorage: ServerStorage {
     public func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         if currentBatch != nil { return try await body() }
         try ensureOpen()
-        await writeGate.lock()
-        defer { writeGate.unlock() }
+        await writeGate.enter("")
+        defer { writeGate.leave("") }
         let batch = BatchTransaction(storage: ObjectIdentifier(self))
         do {
             try await database.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
@@ -637,39 +637,4 @@ final class BatchTransaction: Sendable {
     let changes = Mutex<[StorageChange]>([])
 
     init(storage: ObjectIdentifier) { self.storage = storage }
-}
-
-/// An asynchronous lock, first come first served.
-final class WriteGate: Sendable {
-    private struct State {
-        var held = false
-        var waiting: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    func lock() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let acquired = state.withLock { state -> Bool in
-                if !state.held {
-                    state.held = true
-                    return true
-                }
-                state.waiting.append(continuation)
-                return false
-            }
-            if acquired { continuation.resume() }
-        }
-    }
-
-    func unlock() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.waiting.isEmpty {
-                state.held = false
-                return nil
-            }
-            return state.waiting.removeFirst()  // stays held: handed to the next
-        }
-        next?.resume()
-    }
 }

@@ -13,15 +13,17 @@ struct KilledPushTests {
 
     /// `ferry serve` on an in-memory database, as a child process (an in-process server would share
     /// the test process's threads with the blocking process calls below).
-    static func serve(_ ferry: URL, pushExtensions: Bool) async throws -> (Process, String) {
+    /// Its request log (one line per request) goes to `log`.
+    static func serve(_ ferry: URL, pushExtensions: Bool, log: URL) async throws -> (Process, String) {
         let process = Process()
         process.executableURL = ferry
         process.arguments =
-            ["serve", "--port", "0", "--db", "memory", "--log-level", "error"]
+            ["serve", "--port", "0", "--db", "memory", "--log-level", "info"]
             + (pushExtensions ? [] : ["--protocol-only"])
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: log)
         try process.run()
         let line = try await ServeCommandTests.firstLine(of: output.fileHandleForReading, from: process)
         guard let url = line.split(separator: " ").first(where: { $0.hasPrefix("http://") }) else {
@@ -41,7 +43,8 @@ struct KilledPushTests {
             Issue.record("the ferry executable was not built beside the tests")
             return
         }
-        let (serverProcess, serverURL) = try await Self.serve(ferry, pushExtensions: pushExtensions)
+        let (serverProcess, serverURL) = try await Self.serve(
+            ferry, pushExtensions: pushExtensions, log: directory.appendingPathComponent("serve.log"))
         defer {
             serverProcess.terminate()
             serverProcess.waitUntilExit()
@@ -68,6 +71,9 @@ struct KilledPushTests {
         let status = try await Self.run(["status", "--store", store])
         #expect(status.output.contains("nothing waiting to be pushed"), "\(status.output)")
         #expect(!status.output.contains("conflict"), "\(status.output)")
+        // The CLI used what the server offers: batches from Ferry's server, single requests otherwise.
+        let log = try String(contentsOf: directory.appendingPathComponent("serve.log"), encoding: .utf8)
+        #expect(log.contains("POST /tables/$batch 200") == pushExtensions, "\(log.suffix(400))")
 
         let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: serverURL)!))
         let onServer = try await remote.onlineTable("things").all(TableQuery(), limit: 10 * Self.items)

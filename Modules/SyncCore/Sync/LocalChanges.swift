@@ -78,7 +78,9 @@ enum LocalChanges {
         var plain = true
         // An import into a table with no items and no queued operations (a first import) meets
         // nothing stored: only the ids of `items` themselves can collide.
-        let fresh = try tx.count(table) == 0 && tx.operationCount(table: table) == 0
+        let fresh =
+            try tx.query(table, TableQuery(top: 1)).items.isEmpty
+            && tx.operations(after: nil, table: table, limit: 1).isEmpty
         for original in items {
             let (item, id) = try newItem(original, table: table)
             let stored = fresh ? nil : try tx.item(table, id: id)

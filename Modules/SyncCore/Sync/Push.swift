@@ -141,15 +141,16 @@ extension SyncContext {
         }
         var start = 0
         while start < attempts.count {
-            let chunk = pushPlan.capabilities.batches ? Self.batchChunk(attempts[start...], pushPlan.capabilities) : 1
+            // A batch as big as the backend takes, or, without batches, the whole group one request
+            // after the other.
+            let chunk =
+                pushPlan.capabilities.batches
+                ? Self.batchChunk(attempts[start...], pushPlan.capabilities) : attempts.count - start
             let slice = Array(attempts[start..<(start + max(1, chunk))])
             start += slice.count
             let outcomes = try await send(slice, remaining: Array(attempts[start...]))
             // The accepted ones in one transaction, then every outcome in queue order.
-            let accepted = zip(slice, outcomes).compactMap { attempt, outcome -> (Int64, JSONObject?)? in
-                if case .success(let server) = outcome { return (attempt.operation.id, server) }
-                return nil
-            }
+            let accepted = Self.accepted(Array(zip(slice, outcomes)))
             if !accepted.isEmpty {
                 try await write("push") { tx in
                     for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
@@ -184,12 +185,8 @@ extension SyncContext {
     private func send(
         _ attempts: [PushSteps.Attempt], remaining: [PushSteps.Attempt]
     ) async throws -> [Result<JSONObject?, RemoteError>] {
-        let writes = attempts.map { attempt in
-            RemoteWrite(
-                table: attempt.operation.table, kind: attempt.operation.kind, itemID: attempt.operation.itemID,
-                body: attempt.body, ifVersion: attempt.precondition, idempotencyKey: pushPlan.key(attempt.operation))
-        }
-        if writes.count > 1 {
+        let writes = attempts.map(remoteWrite)
+        if writes.count > 1, pushPlan.capabilities.batches {
             do throws(RemoteError) {
                 let results = try await remote.sendBatch(writes)
                 if results.count == writes.count { return results }
@@ -247,10 +244,7 @@ extension SyncContext {
             notSent += attempts.dropFirst().map(\.operation.id)
             if !failedOneMayHaveArrived, let first = attempts.first { notSent.append(first.operation.id) }
         }
-        let accepted = sent.compactMap { attempt, outcome -> (Int64, JSONObject?)? in
-            if case .success(let server) = outcome { return (attempt.operation.id, server) }
-            return nil
-        }
+        let accepted = Self.accepted(sent)
         try await write("push") { [notSent] tx in
             for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
             for id in notSent { try PushSteps.markNotApplied(operationID: id, in: tx) }
@@ -263,6 +257,22 @@ extension SyncContext {
             }
         }
         throw SyncError.wrapping(error, place)
+    }
+
+    /// The operation ids and server items of the accepted attempts.
+    static func accepted(_ outcomes: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)]) -> [(Int64, JSONObject?)]
+    {
+        outcomes.compactMap { attempt, outcome in
+            if case .success(let server) = outcome { return (attempt.operation.id, server) }
+            return nil
+        }
+    }
+
+    /// What is sent for `attempt`, with its key when the backend honours keys.
+    func remoteWrite(_ attempt: PushSteps.Attempt) -> RemoteWrite {
+        RemoteWrite(
+            table: attempt.operation.table, kind: attempt.operation.kind, itemID: attempt.operation.itemID,
+            body: attempt.body, ifVersion: attempt.precondition, idempotencyKey: pushPlan.key(attempt.operation))
     }
 
     /// `ferry-<device>-`: this store's device id, made once and kept in the store.
@@ -358,12 +368,9 @@ extension SyncContext {
 
     /// Sends one attempt and handles the answer.
     private func send(_ attempt: PushSteps.Attempt, round: Int) async throws -> PushOutcome {
-        let write = RemoteWrite(
-            table: attempt.operation.table, kind: attempt.operation.kind, itemID: attempt.operation.itemID,
-            body: attempt.body, ifVersion: attempt.precondition, idempotencyKey: pushPlan.key(attempt.operation))
         let server: JSONObject?
         do throws(RemoteError) {
-            server = try await remote.send(write)
+            server = try await remote.send(remoteWrite(attempt))
         } catch {
             return try await handle(error, of: attempt, round: round)
         }

@@ -82,18 +82,9 @@ extension RemoteService {
         }
     }
 
-    /// Sends the writes one by one: a backend without batches. Stops at the first error whose
-    /// outcome is unknown or that concerns every write (network, cancellation, 401) by throwing it.
+    /// No batches: throws without sending anything (the engine asks only when
+    /// ``writeCapabilities()`` offers batches, and otherwise sends one write at a time).
     public func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>] {
-        var results: [Result<JSONObject?, RemoteError>] = []
-        for write in writes {
-            do throws(RemoteError) {
-                results.append(.success(try await send(write)))
-            } catch {
-                if error.code == .network || error.code == .cancelled || error.code == .unauthorized { throw error }
-                results.append(.failure(error))
-            }
-        }
-        return results
+        throw RemoteError(.badRequest, "this backend takes no batches; send the \(writes.count) writes one by one")
     }
 }
