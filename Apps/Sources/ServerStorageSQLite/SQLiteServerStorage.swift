@@ -86,6 +86,8 @@ public final class SQLiteServerStorage: ServerStorage {
     let configuration: Configuration
     /// Table numbers already looked up (a table's number never changes).
     private let numbers = Mutex<[String: Int64]>([:])
+    /// The recorded kinds of undeclared fields read so far, by table (a field's kind never changes).
+    private let knownFieldKinds = Mutex<[String: [String: String]]>([:])
     private let closed = Mutex(false)
     /// The change stream: this process's writes (other processes sharing the file are not heard).
     let announcements = StorageChanges()
@@ -105,7 +107,12 @@ public final class SQLiteServerStorage: ServerStorage {
         grdb.allowsUnsafeTransactions = true
         grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
         grdb.label = "ferry.storage"
-        grdb.prepareDatabase { db in try SQLiteQueryFunctions.register(db) }
+        grdb.prepareDatabase { db in
+            try SQLiteQueryFunctions.register(db)
+            // The savepoint of each write of a batch journals the pages it changes; in a file those
+            // journals cost a dozen writes per request.
+            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+        }
         switch location {
         case .file(let path):
             self.location = "sqlite:\(path)"
@@ -263,12 +270,17 @@ public final class SQLiteServerStorage: ServerStorage {
     }
 
     /// Fixes the JSON kind of new undeclared fields and rejects values of another kind.
-    static func checkFieldKinds(_ db: Database, _ table: StorageTable, _ content: JSONObject) throws {
+    ///
+    /// A field's kind never changes once recorded, so the kinds read from the catalog are kept in
+    /// memory and a write whose fields are all known reads nothing.
+    func checkFieldKinds(_ db: Database, _ table: StorageTable, _ content: JSONObject) throws {
         let undeclared = content.compactMap { name, value -> (String, FieldKind)? in
             guard table.schema.fields[name] == nil, let kind = FieldKind(of: value) else { return nil }
             return (name, kind)
         }
         if undeclared.isEmpty { return }
+        let remembered = knownFieldKinds.withLock { $0[table.name] }
+        if let remembered, undeclared.allSatisfy({ remembered[$0.0] == $0.1.rawValue }) { return }
         var known: [String: String] = [:]
         for row in try Row.fetchAll(
             db.cachedStatement(sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?"),
@@ -276,6 +288,8 @@ public final class SQLiteServerStorage: ServerStorage {
         {
             known[row[0]] = row[1]
         }
+        // What was read is recorded (or, in a batch, forgotten again if the batch rolls back).
+        knownFieldKinds.withLock { $0[table.name] = known }
         for (name, kind) in undeclared.sorted(by: { $0.0 < $1.0 }) {
             if let existing = known[name] {
                 guard existing == kind.rawValue else {
@@ -284,11 +298,11 @@ public final class SQLiteServerStorage: ServerStorage {
                         "field '\(name)' of table '\(table.name)' holds \(existing) values; a \(kind.rawValue) cannot be stored in it"
                     )
                 }
-            } else {
-                try db.execute(
-                    sql: "INSERT INTO ferry_fields (table_name, field, kind) VALUES (?, ?, ?)",
-                    arguments: [table.name, name, kind.rawValue])
             }
+        }
+        for (name, kind) in undeclared.sorted(by: { $0.0 < $1.0 }) where known[name] == nil {
+            try db.cachedStatement(sql: "INSERT INTO ferry_fields (table_name, field, kind) VALUES (?, ?, ?)")
+                .execute(arguments: [table.name, name, kind.rawValue])
         }
     }
 
@@ -333,13 +347,18 @@ public final class SQLiteServerStorage: ServerStorage {
     }
 
     static func fetch(_ db: Database, _ record: TableRecord, id: String, owner: OwnerScope) throws -> StoredItem? {
-        let condition = SQLFragment.joined(
-            ["id = \(bind: id)"] + [try ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
-        let sql = "SELECT \(columns) FROM \(record.sqlName) WHERE \(condition.sqliteText)"
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: condition.statementArguments) else {
-            return nil
+        let row: Row?
+        switch owner {
+        case .all:
+            row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(columns) FROM \(record.sqlName) WHERE id = ?"), arguments: [id])
+        case .owner(let subject):
+            try OwnerScope.validateSubject(subject)
+            row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(columns) FROM \(record.sqlName) WHERE id = ? AND owner = ?"),
+                arguments: [id, subject])
         }
-        return try decode(row)
+        return try row.map(decode)
     }
 
     public func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {
@@ -365,7 +384,7 @@ public final class SQLiteServerStorage: ServerStorage {
                 throw StorageError(
                     .conflict, "an item with id '\(id)' already exists in '\(table.name)'", current: existing)
             }
-            try Self.checkFieldKinds(db, table, content)
+            try self.checkFieldKinds(db, table, content)
             let stamp = try self.nextStamp(db, table.name, &record)
             try db.cachedStatement(sql: "INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)")
                 .execute(arguments: [id, text, stamp.updatedAt, stamp.updatedAt, stamp.version, owner])
@@ -392,7 +411,7 @@ public final class SQLiteServerStorage: ServerStorage {
                 throw StorageError(
                     .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
             }
-            try Self.checkFieldKinds(db, table, content)
+            try self.checkFieldKinds(db, table, content)
             let stamp = try self.nextStamp(db, table.name, &record)
             try db.cachedStatement(
                 sql: "UPDATE \(record.sqlName) SET item = ?, updated_at = ?, version = ?, deleted = ? WHERE id = ?"
@@ -535,12 +554,17 @@ public final class SQLiteServerStorage: ServerStorage {
             if currentBatch != nil {
                 // One savepoint of the batch's transaction: a failing write leaves nothing behind.
                 return try onBatchConnection { db in
-                    var result: T?
-                    try db.inSavepoint {
+                    try db.cachedStatement(sql: "SAVEPOINT ferry_write").execute()
+                    let result: T
+                    do {
                         result = try body(db)
-                        return .commit
+                    } catch {
+                        try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT ferry_write").execute()
+                        try? db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
+                        throw error
                     }
-                    return result!
+                    try db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
+                    return result
                 }
             }
             await writeGate.enter("")
@@ -569,8 +593,9 @@ public final class SQLiteServerStorage: ServerStorage {
     /// Runs `body`'s writes in one transaction, each in its own savepoint (a write that fails
     /// leaves nothing behind and the next goes on), and commits once at the end: a batch of many
     /// writes costs one durable commit instead of one each. Reads in `body` see its writes; other
-    /// writers wait until the batch commits; announcements go out after the commit. When the commit
-    /// fails nothing of the batch is kept and the error is thrown.
+    /// writers wait until the batch commits; announcements go out after the commit. When `body`
+    /// throws or the commit fails, nothing of the batch is kept and the error is thrown (`body`'s as
+    /// it is).
     public func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         if currentBatch != nil { return try await body() }
         try ensureOpen()
@@ -585,16 +610,27 @@ public final class SQLiteServerStorage: ServerStorage {
         let result: T
         do {
             result = try await BatchTransaction.$current.withValue(batch) { try await body() }
+        } catch {
+            await rollBack()
+            throw error
+        }
+        do {
             try await database.writeWithoutTransaction { db in try db.commit() }
         } catch {
-            _ = try? await database.writeWithoutTransaction { db in
-                if db.isInsideTransaction { try db.rollback() }
-            }
-            numbers.withLock { $0.removeAll() }  // tables the batch created are gone again
+            await rollBack()
             throw Self.mapped(error, "committing a batch", location)
         }
         for change in batch.changes.withLock({ $0 }) { announcements.publish(change) }
         return result
+    }
+
+    /// Rolls the batch's transaction back and forgets what it taught the storage.
+    private func rollBack() async {
+        _ = try? await database.writeWithoutTransaction { db in
+            if db.isInsideTransaction { try db.rollback() }
+        }
+        numbers.withLock { $0.removeAll() }  // tables the batch created are gone again
+        knownFieldKinds.withLock { $0.removeAll() }  // and so are the fields it recorded
     }
 
     static func mapped(_ error: any Error, _ action: String, _ place: String) -> any Error {

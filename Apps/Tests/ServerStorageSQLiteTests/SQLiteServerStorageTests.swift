@@ -4,6 +4,7 @@ import ServerStorageCore
 import ServerStorageSQLite
 import StoreConformance
 import SyncCore
+import Synchronization
 import Testing
 
 @Suite("SQLiteServerStorage specifics")
@@ -39,6 +40,36 @@ struct SQLiteServerStorageTests {
         _ = try await storage.insert(
             into: table, id: "1", content: ["a": 1, "b": "x", "c": .null, "declared": 5, "d": [1]], owner: nil)
         #expect(try await storage.fieldKinds(of: "t") == ["a": .number, "b": .string, "d": .array])
+        try await storage.close()
+    }
+
+    @Test func aBatchThatFailsKeepsNotEvenTheKindsOfItsFields() async throws {
+        let storage = try SQLiteServerStorage(location: .memory)
+        let table = StorageTable(name: "t")
+        struct Abandoned: Error {}
+        let refusedInBatch = Mutex<StorageError.Code?>(nil)
+        await #expect(throws: Abandoned.self) {
+            try await storage.performBatch {
+                _ = try await storage.insert(into: table, id: "r1", content: ["tag": "text"], owner: nil)
+                // The second write knows the field's kind from the first one.
+                do {
+                    _ = try await storage.insert(into: table, id: "r2", content: ["tag": 1], owner: nil)
+                } catch let error as StorageError {
+                    refusedInBatch.withLock { $0 = error.code }
+                }
+                throw Abandoned()
+            }
+        }
+        #expect(refusedInBatch.withLock { $0 } == .fieldKind)
+        #expect(try await storage.item(in: table, id: "r1", owner: .all) == nil)
+        #expect(try await storage.fieldKinds(of: "t")["tag"] == nil)
+        // The kind met in the abandoned batch went with it, in memory too: the next write of the
+        // field records its kind again, and holds every later write to it.
+        _ = try await storage.insert(into: table, id: "r3", content: ["tag": "again"], owner: nil)
+        #expect(try await storage.fieldKinds(of: "t")["tag"] == .string)
+        await #expect(throws: StorageError.self) {
+            try await storage.insert(into: table, id: "r4", content: ["tag": 7], owner: nil)
+        }
         try await storage.close()
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 import ServerStorageCore
-import SyncCore
+@_spi(StoreSupport) import SyncCore
 
 /// `POST /tables/$batch`, an extension of Ferry's server that legacy clients never send: many table
 /// requests in one HTTP request, in the JSON batch format of OData 4.01.
@@ -54,7 +54,7 @@ extension TableService {
         // succeeds or fails on its own.
         let responses = try await storage.performBatch { [self] in
             await IdempotencyLedger.$inBatch.withValue(true) {
-                var responses: [JSONValue] = []
+                var responses: [(id: JSONValue, response: TableResponse)] = []
                 responses.reserveCapacity(parsed.count)
                 for (id, innerRequest) in parsed {
                     let response: TableResponse
@@ -66,12 +66,14 @@ extension TableService {
                     } else {
                         response = await handle(innerRequest)
                     }
-                    responses.append(Self.batchResponse(id: id, response))
+                    responses.append((id, response))
                 }
                 return responses
             }
         }
-        return .json(200, ["responses": .array(responses)])
+        return TableResponse(
+            status: 200, headers: [("Content-Type", "application/json; charset=utf-8")],
+            body: Self.batchResponseBody(responses))
     }
 
     static func batchRequests(_ body: [UInt8]?) throws -> [JSONValue] {
@@ -114,7 +116,7 @@ extension TableService {
             rawQuery = String(path[path.index(after: mark)...])
             path = String(path[..<mark])
         }
-        if let scheme = path.range(of: "://") {
+        if let scheme = path.firstRange(of: "://") {
             // An absolute URL: its path.
             let rest = path[scheme.upperBound...]
             path = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
@@ -147,32 +149,57 @@ extension TableService {
             headers.append(field)
         }
         var body: [UInt8]?
+        var parsedBody: JSONValue?
         switch fields["body"] {
         case nil, .null?: body = nil
         case .string(let text)?:
             body = Array(text.utf8)
         case let value?:
             body = value.serializedUTF8()
+            parsedBody = value
         }
         if body != nil && !own.contains("content-type") { headers.append(("Content-Type", "application/json")) }
         return (
             id,
             TableRequest(
                 method: method.uppercased(), path: path, rawQuery: rawQuery, headers: RequestHeaders(headers),
-                body: body, origin: outer.origin)
+                body: body, origin: outer.origin, parsedBody: parsedBody)
         )
     }
 
-    static func batchResponse(id: JSONValue, _ response: TableResponse) -> JSONValue {
-        var headers: JSONObject = [:]
-        for header in response.headers where header.name.lowercased() != "content-length" {
-            headers[header.name.lowercased()] = .string(header.value)
+    /// `{"responses": [{"id": …, "status": …, "headers": {…}, "body": …}, …]}`. A JSON body goes in
+    /// as the handler wrote it (it is JSON text already); any other body as a string.
+    static func batchResponseBody(_ responses: [(id: JSONValue, response: TableResponse)]) -> [UInt8] {
+        var buffer = JSONTextBuffer(capacity: 64 + responses.reduce(0) { $0 + 160 + ($1.response.body?.count ?? 0) })
+        buffer.append("{\"responses\":[")
+        for (index, (id, response)) in responses.enumerated() {
+            if index > 0 { buffer.append(UInt8(ascii: ",")) }
+            var headers: JSONObject = [:]
+            var isJSON = false
+            for header in response.headers {
+                let name = header.name.lowercased()
+                if name == "content-length" { continue }
+                if name == "content-type" { isJSON = header.value.lowercased().contains("json") }
+                headers[name] = .string(header.value)
+            }
+            buffer.append("{\"id\":")
+            _ = buffer.appendJSON(id)
+            buffer.append(",\"status\":")
+            buffer.appendInteger(Int64(response.status))
+            buffer.append(",\"headers\":")
+            _ = buffer.appendJSON(.object(headers))
+            if let body = response.body, !body.isEmpty {
+                buffer.append(",\"body\":")
+                if isJSON {
+                    body.withUnsafeBytes { buffer.append($0) }
+                } else {
+                    buffer.appendJSONString(String(decoding: body, as: UTF8.self))
+                }
+            }
+            buffer.append(UInt8(ascii: "}"))
         }
-        var entry: JSONObject = ["id": id, "status": .int(Int64(response.status)), "headers": .object(headers)]
-        if let body = response.body, !body.isEmpty {
-            entry["body"] = (try? JSONValue(parsingUTF8: body)) ?? .string(String(decoding: body, as: UTF8.self))
-        }
-        return .object(entry)
+        buffer.append("]}")
+        return buffer.array
     }
 
     /// `GET /tables/$capabilities`, an extension of Ferry's server: what this server offers beyond the

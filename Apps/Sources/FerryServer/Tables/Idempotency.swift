@@ -97,8 +97,14 @@ final class IdempotencyLedger: Sendable {
     /// The method, the path and a digest of the body.
     static func fingerprint(_ request: TableRequest) -> String {
         let digest = SHA256.hash(data: request.body ?? [])
-        let hex = digest.prefix(16).map { String(format: "%02x", $0) }.joined()
-        return "\(request.method) \(request.path) \(hex)"
+        let digits = Array("0123456789abcdef".utf8)
+        var hex: [UInt8] = []
+        hex.reserveCapacity(32)
+        for byte in digest.prefix(16) {
+            hex.append(digits[Int(byte >> 4)])
+            hex.append(digits[Int(byte & 0x0f)])
+        }
+        return "\(request.method) \(request.path) \(String(decoding: hex, as: UTF8.self))"
     }
 
     /// Forgets expired outcomes, at most once a minute per process.

@@ -12,6 +12,8 @@ struct TableRequest: Sendable {
     var body: [UInt8]?
     /// `scheme://host[:port]` of the request, for absolute links.
     var origin: String
+    /// `body` already parsed, when it came inside a batch (the batch's JSON held it).
+    var parsedBody: JSONValue? = nil
 
     /// The percent-decoded path segments (`/tables/todo/1` gives `["tables", "todo", "1"]`), or
     /// `nil` when a segment is not valid percent-encoded UTF-8.

@@ -7,6 +7,7 @@ import SyncCore
 extension TableService {
     static func mediaType(_ request: TableRequest) -> String? {
         guard let header = request.headers["content-type"] else { return nil }
+        if header == "application/json" { return header }  // nearly every request
         let type = header.split(separator: ";", maxSplits: 1).first.map {
             $0.trimmingCharacters(in: .whitespaces).lowercased()
         }
@@ -41,7 +42,9 @@ extension TableService {
                 throw ProtocolError(
                     415, "unsupportedMediaType", "the body must be JSON (Content-Type application/json), not \(type)")
             }
-            if let charset = Self.charset(request), charset != "utf-8", charset != "utf8" {
+            if let header = request.headers["content-type"], header.contains(";"), let charset = Self.charset(request),
+                charset != "utf-8", charset != "utf8"
+            {
                 throw ProtocolError(
                     415, "unsupportedMediaType", "the body must be UTF-8 JSON, not charset '\(charset.prefix(40))'")
             }
@@ -50,10 +53,14 @@ extension TableService {
             throw ProtocolError.badRequest("the request has no body", code: "invalidBody")
         }
         let value: JSONValue
-        do {
-            value = try JSONValue(parsingUTF8: bytes)
-        } catch {
-            throw ProtocolError.badRequest(error.description, code: "invalidJSON")
+        if let parsed = request.parsedBody {
+            value = parsed
+        } else {
+            do {
+                value = try JSONValue(parsingUTF8: bytes)
+            } catch {
+                throw ProtocolError.badRequest(error.description, code: "invalidJSON")
+            }
         }
         try rejectUnstorable(value)
         return value
