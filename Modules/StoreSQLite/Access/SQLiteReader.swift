@@ -9,6 +9,9 @@ class SQLiteReader: StoreReader {
     let place: String
     /// Set when the transaction ends; the handle then refuses every call.
     var isFinished = false
+    /// Catalog entries read in this transaction (a push reads the same table's entry for every
+    /// operation); a transaction that changes an entry forgets it.
+    var entries: [String: TableEntry] = [:]
 
     init(db: Database, place: String) {
         self.db = db
@@ -33,6 +36,7 @@ class SQLiteReader: StoreReader {
     // MARK: Catalog
 
     func entry(_ table: String) throws -> TableEntry? {
+        if let known = entries[table] { return known }
         let statement = try db.cachedStatement(sql: "SELECT key, definition FROM ferry_tables WHERE name = ?")
         guard let row = try Row.fetchOne(statement, arguments: [table]) else { return nil }
         var definition: SyncCore.TableDefinition?
@@ -40,7 +44,9 @@ class SQLiteReader: StoreReader {
             definition = try SyncCore.TableDefinition(
                 json: try decodeObject(text, what: "the definition of table '\(table)'"))
         }
-        return TableEntry(key: try row.decode(Int64.self, forColumn: "key"), definition: definition)
+        let entry = TableEntry(key: try row.decode(Int64.self, forColumn: "key"), definition: definition)
+        entries[table] = entry
+        return entry
     }
 
     func decodeObject(_ text: String, what: @autoclosure () -> String) throws(StoreError) -> JSONObject {
@@ -189,10 +195,11 @@ class SQLiteReader: StoreReader {
 
     func operationErrors(table: String?) throws -> [OperationErrorRecord] {
         try run("reading the operation errors of") {
-            var sql: SQLFragment = "SELECT json FROM ferry_errors"
-            if let table { sql = "\(sql) WHERE tableName = \(bind: table)" }
-            sql = "\(sql) ORDER BY seq"
-            return try String.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments)
+            let statement =
+                table == nil
+                ? try db.cachedStatement(sql: "SELECT json FROM ferry_errors ORDER BY seq")
+                : try db.cachedStatement(sql: "SELECT json FROM ferry_errors WHERE tableName = ? ORDER BY seq")
+            return try String.fetchAll(statement, arguments: table.map { [$0] } ?? [])
                 .map { try OperationErrorRecord(json: try decodeObject($0, what: "an operation error")) }
                 .filter { table == nil || $0.table == table }
         }

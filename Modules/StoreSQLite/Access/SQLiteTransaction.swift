@@ -13,6 +13,7 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
             arguments: [table, ItemTable.layout])
         let key = db.lastInsertedRowID
         try ItemTable.create(db, key: key)
+        entries[table] = TableEntry(key: key, definition: nil)
         return TableEntry(key: key, definition: nil)
     }
 
@@ -22,6 +23,7 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
             try db.execute(
                 sql: "UPDATE ferry_tables SET definition = ? WHERE key = ?",
                 arguments: [JSONValue.object(definition.json).serialized(), entry.key])
+            entries[definition.name] = nil
             try ItemTable.syncIndexes(db, key: entry.key, definition: definition)
         }
     }
