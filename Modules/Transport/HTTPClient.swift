@@ -146,6 +146,9 @@ struct HTTPClient: Sendable {
     let configuration: HTTPRemote.Configuration
     let tokenProvider: HTTPRemote.TokenProvider?
     let session: URLSession
+    /// Ferry's own connections for `http://` servers (Linux), or `nil` to send everything through
+    /// `session`.
+    let sockets: SocketConnections?
     let logger: Logger
 
     var protocolHeader: String {
@@ -297,6 +300,9 @@ struct HTTPClient: Sendable {
     /// One round trip, cancellable, with every failure mapped to `RemoteError`.
     private func exchange(_ request: URLRequest) async throws(RemoteError) -> HTTPResponse {
         if Task.isCancelled { throw RemoteError(.cancelled, "the request was cancelled before it was sent") }
+        if let sockets, let url = request.url, sockets.handles(url) {
+            return try await exchange(request, through: sockets)
+        }
         let box = TaskBox()
         let result: Result<(Data, URLResponse), any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -329,15 +335,35 @@ struct HTTPClient: Sendable {
             logger.trace("\(method) \(path) → \(http.statusCode)")
             return HTTPResponse(status: http.statusCode, headers: headers, body: data)
         case .failure(let error):
-            if Task.isCancelled || (error as? URLError)?.code == .cancelled {
-                throw RemoteError(
-                    .cancelled, "\(method) \(path) was cancelled; the server may or may not have applied it")
-            }
-            let reason = (error as? URLError).map(Self.describe) ?? "\(error)"
-            throw RemoteError(
-                .network, "\(method) \(path) failed: \(reason)",
-                underlying: error, wasNotSent: (error as? URLError).map(Self.wasNotSent) ?? false)
+            throw failure(error, method: method, path: path)
         }
+    }
+
+    /// One round trip over Ferry's own connections.
+    private func exchange(_ request: URLRequest, through sockets: SocketConnections) async throws(RemoteError)
+        -> HTTPResponse
+    {
+        let method = request.httpMethod ?? "GET"
+        let path = request.url?.path ?? "?"
+        do {
+            let answer = try await sockets.exchange(request)
+            logger.trace("\(method) \(path) → \(answer.status)")
+            return HTTPResponse(status: answer.status, headers: answer.headers, body: answer.body)
+        } catch {
+            throw failure(error, method: method, path: path)
+        }
+    }
+
+    /// A failed round trip as a `RemoteError`.
+    private func failure(_ error: any Error, method: String, path: String) -> RemoteError {
+        if Task.isCancelled || (error as? URLError)?.code == .cancelled {
+            return RemoteError(
+                .cancelled, "\(method) \(path) was cancelled; the server may or may not have applied it")
+        }
+        let reason = (error as? URLError).map(Self.describe) ?? "\(error)"
+        return RemoteError(
+            .network, "\(method) \(path) failed: \(reason)",
+            underlying: error, wasNotSent: (error as? URLError).map(Self.wasNotSent) ?? false)
     }
 
     /// Whether the error means no connection was made, so the request cannot have reached the

@@ -96,12 +96,19 @@ public struct HTTPRemote: RemoteService {
 
     /// A remote for `configuration`, authenticated by `tokenProvider` when given, logging retries
     /// and token refreshes to `logger` (by default the caller's task-local `Logger.current`).
+    ///
+    /// Requests go through `session` when one is given. Without one, they go through an ephemeral
+    /// `URLSession`, except on Linux for `http://` servers without a proxy: there Ferry sends them
+    /// over connections of its own, because FoundationNetworking's `URLSession` keeps a CPU core
+    /// busy while it waits for an answer (docs/transport.md).
     public init(
-        _ configuration: Configuration, tokenProvider: TokenProvider? = nil,
-        session: URLSession = URLSession(configuration: .ephemeral), logger: Logger = Logger.current
+        _ configuration: Configuration, tokenProvider: TokenProvider? = nil, session: URLSession? = nil,
+        logger: Logger = Logger.current
     ) {
         client = HTTPClient(
-            configuration: configuration, tokenProvider: tokenProvider, session: session, logger: logger)
+            configuration: configuration, tokenProvider: tokenProvider,
+            session: session ?? URLSession(configuration: .ephemeral), sockets: session == nil ? .platformDefault : nil,
+            logger: logger)
     }
 
     /// The configuration this remote was made with.
