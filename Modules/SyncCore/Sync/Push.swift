@@ -48,38 +48,7 @@ extension SyncContext {
             hub.emit(.pushStarted(operations: total))
             pushPlan = PushPlan(capabilities: total == 0 ? .none : await remote.writeCapabilities())
             if pushPlan.capabilities.honoursIdempotencyKeys { pushPlan.keyPrefix = try await idempotencyKeyPrefix() }
-            // Operations appended while the push runs are pushed too (they come later in the queue).
-            var cursor: Int64?
-            while true {
-                if Task.isCancelled {
-                    throw SyncError(.cancelled, "push cancelled after \(result.pushed) operations")
-                }
-                let after = cursor
-                let next = try await read("push") {
-                    try $0.operations(after: after, table: nil, limit: Self.pushBatchLimit)
-                }
-                guard let last = next.last else { break }
-                cursor = last.id
-                var group: [QueuedOperation] = []
-                var items: Set<ItemKey> = []
-                for operation in next {
-                    // An earlier attempt whose outcome is unknown, or a second operation of an item
-                    // whose first one is in this group (it needs the first one's answer): alone.
-                    let key = ItemKey(table: operation.table, itemID: operation.itemID)
-                    if operation.state == .inFlight || items.contains(key) {
-                        try await pushGroup(group, into: &result)
-                        group = []
-                        items = []
-                        if operation.state == .inFlight {
-                            record(try await pushOperation(id: operation.id, round: 0), into: &result)
-                            continue
-                        }
-                    }
-                    group.append(operation)
-                    items.insert(key)
-                }
-                try await pushGroup(group, into: &result)
-            }
+            try await pushQueue(into: &result)
         } catch {
             let error = SyncError.wrapping(error, "push stopped after \(result.pushed) operations")
             hub.emit(.pushFinished(result, stoppedBy: error.description))
@@ -87,6 +56,78 @@ extension SyncContext {
         }
         hub.emit(.pushFinished(result, stoppedBy: nil))
         return result
+    }
+
+    /// Pushes the queue in order, in groups of operations of distinct items.
+    ///
+    /// With batches, the push is a pipeline: while one batch is on its way, the answer of the one
+    /// before is completed in the store and the next group is prepared, so that the store's work
+    /// and the server's overlap. A group never holds an item of the batch in flight (an item's
+    /// operations go out one after the other), and an attempt whose outcome is unknown from an
+    /// earlier push is sent alone, with nothing in flight.
+    private func pushQueue(into result: inout PushResult) async throws {
+        var feed = PushFeed()
+        /// Prepared attempts, marked in flight, whose requests go out next.
+        var sending: [PushSteps.Attempt] = []
+        /// A batch answered but not yet completed in the store.
+        var answered: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)] = []
+        while true {
+            if Task.isCancelled {
+                try await settle(answered, into: &result)
+                if !sending.isEmpty {
+                    let ids = sending.map(\.operation.id)
+                    try await write("push") { tx in
+                        for id in ids { try PushSteps.markNotApplied(operationID: id, in: tx) }
+                    }
+                }
+                throw SyncError(.cancelled, "push cancelled after \(result.pushed) operations")
+            }
+            if sending.isEmpty {
+                // Nothing in flight.
+                try await settle(answered, into: &result)
+                answered = []
+                guard let head = try await peek(&feed) else { return }
+                if head.state == .inFlight {
+                    feed.dropFirst()
+                    record(try await pushOperation(id: head.id, round: 0), into: &result)
+                    continue
+                }
+                sending = try await prepare(try await takeGroup(&feed, excluding: []), into: &result)
+                continue
+            }
+            let count =
+                pushPlan.capabilities.batches ? max(1, Self.batchChunk(sending[...], pushPlan.capabilities)) : 0
+            guard count > 1 else {
+                // One request after the other (no batches, or an attempt too big to share one).
+                let slice = count == 1 ? [sending[0]] : sending
+                let rest = Array(sending.dropFirst(slice.count))
+                try await settle(answered, into: &result)
+                answered = []
+                let outcomes = try await send(slice, remaining: rest, batchAnswer: nil)
+                try await settle(Array(zip(slice, outcomes)), into: &result)
+                sending = rest
+                continue
+            }
+            let batch = Array(sending.prefix(count))
+            var next = Array(sending.dropFirst(count))
+            let writes = batch.map(remoteWrite)
+            async let answer = Self.sendBatch(writes, to: remote)
+            // While the batch is on its way: complete the one before, and prepare what comes next.
+            try await settle(answered, into: &result)
+            answered = []
+            if next.isEmpty {
+                let inFlight = Set(batch.map { ItemKey(table: $0.operation.table, itemID: $0.operation.itemID) })
+                next = try await prepare(try await takeGroup(&feed, excluding: inFlight), into: &result)
+            }
+            let response = await answer
+            if case .success(let results) = response {
+                answered = Array(zip(batch, results))
+            } else {
+                let outcomes = try await send(batch, remaining: next, batchAnswer: response)
+                try await settle(Array(zip(batch, outcomes)), into: &result)
+            }
+            sending = next
+        }
     }
 
     private struct ItemKey: Hashable {
@@ -118,13 +159,49 @@ extension SyncContext {
         }
     }
 
-    /// Pushes operations of distinct items that no earlier attempt sent: prepared in one store
-    /// transaction, sent in batches when the backend offers them (else one request each, on one
-    /// connection), and the accepted ones completed in one store transaction.
-    private func pushGroup(
+    /// The queue as a push reads it: operations read ahead, in queue order, not yet pushed.
+    /// Operations appended while the push runs are pushed too (they come later in the queue).
+    private struct PushFeed {
+        var cursor: Int64?
+        /// Read and not yet taken, the next one last.
+        var ahead: [QueuedOperation] = []
+
+        mutating func dropFirst() { _ = ahead.popLast() }
+    }
+
+    /// The next operation of the queue, read ahead when needed; `nil` at the end.
+    private func peek(_ feed: inout PushFeed) async throws -> QueuedOperation? {
+        if let next = feed.ahead.last { return next }
+        let after = feed.cursor
+        let read = try await read("push") { try $0.operations(after: after, table: nil, limit: Self.pushBatchLimit) }
+        guard let last = read.last else { return nil }
+        feed.cursor = last.id
+        feed.ahead = read.reversed()
+        return feed.ahead.last
+    }
+
+    /// Takes up to ``pushBatchLimit`` operations of distinct items from the front of the queue. It
+    /// stops before an attempt whose outcome is unknown (it goes alone), a second operation of an
+    /// item of the group (it needs the first one's answer) and an operation of an item in
+    /// `excluding` (in flight).
+    private func takeGroup(_ feed: inout PushFeed, excluding: Set<ItemKey>) async throws -> [QueuedOperation] {
+        var group: [QueuedOperation] = []
+        var items: Set<ItemKey> = []
+        while group.count < Self.pushBatchLimit, let operation = try await peek(&feed) {
+            let key = ItemKey(table: operation.table, itemID: operation.itemID)
+            if operation.state == .inFlight || items.contains(key) || excluding.contains(key) { break }
+            feed.dropFirst()
+            group.append(operation)
+            items.insert(key)
+        }
+        return group
+    }
+
+    /// Marks a group's operations in flight, in one store transaction, and answers what to send.
+    private func prepare(
         _ operations: [QueuedOperation], into result: inout PushResult
-    ) async throws {
-        guard !operations.isEmpty else { return }
+    ) async throws -> [PushSteps.Attempt] {
+        guard !operations.isEmpty else { return [] }
         let ids = operations.map(\.id)
         let prepared = try await write("push") { tx in
             try ids.map { try PushSteps.prepare(operationID: $0, in: tx) }
@@ -139,29 +216,42 @@ extension SyncContext {
             case .send(let attempt): attempts.append(attempt)
             }
         }
-        var start = 0
-        while start < attempts.count {
-            // A batch as big as the backend takes, or, without batches, the whole group one request
-            // after the other.
-            let chunk =
-                pushPlan.capabilities.batches
-                ? Self.batchChunk(attempts[start...], pushPlan.capabilities) : attempts.count - start
-            let slice = Array(attempts[start..<(start + max(1, chunk))])
-            start += slice.count
-            let outcomes = try await send(slice, remaining: Array(attempts[start...]))
-            // The accepted ones in one transaction, then every outcome in queue order.
-            let accepted = Self.accepted(Array(zip(slice, outcomes)))
-            if !accepted.isEmpty {
-                try await write("push") { tx in
-                    for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
-                }
+        return attempts
+    }
+
+    /// Completes the accepted attempts in one store transaction, then reports every outcome in
+    /// queue order (refusals go to the conflict handler or the errors table).
+    private func settle(
+        _ outcomes: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)], into result: inout PushResult
+    ) async throws {
+        guard !outcomes.isEmpty else { return }
+        let accepted = Self.accepted(outcomes)
+        if !accepted.isEmpty {
+            try await write("push") { tx in
+                for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
             }
-            for (attempt, outcome) in zip(slice, outcomes) {
-                switch outcome {
-                case .success: record(.pushed(attempt.operation), into: &result)
-                case .failure(let error): record(try await handle(error, of: attempt, round: 0), into: &result)
-                }
+        }
+        for (attempt, outcome) in outcomes {
+            switch outcome {
+            case .success: record(.pushed(attempt.operation), into: &result)
+            case .failure(let error): record(try await handle(error, of: attempt, round: 0), into: &result)
             }
+        }
+    }
+
+    /// Sends writes as one batch: one result per write, or why the batch as a whole failed.
+    private static func sendBatch(
+        _ writes: [RemoteWrite], to remote: any RemoteService
+    ) async -> Result<[Result<JSONObject?, RemoteError>], RemoteError> {
+        do throws(RemoteError) {
+            let results = try await remote.sendBatch(writes)
+            guard results.count == writes.count else {
+                throw RemoteError(
+                    .invalidResponse, "the batch answered \(results.count) results for \(writes.count) writes")
+            }
+            return .success(results)
+        } catch {
+            return .failure(error)
         }
     }
 
@@ -182,17 +272,24 @@ extension SyncContext {
     /// Sends prepared attempts (a batch, or one by one) and answers one outcome each. A failure that
     /// stops the push settles the store first: what was accepted is completed, what was never sent
     /// is pending again (`remaining` too), and an attempt whose outcome is unknown stays in flight.
+    ///
+    /// `batchAnswer` is the answer of a batch of `attempts` sent already (a pipelined push).
     private func send(
-        _ attempts: [PushSteps.Attempt], remaining: [PushSteps.Attempt]
+        _ attempts: [PushSteps.Attempt], remaining: [PushSteps.Attempt],
+        batchAnswer: Result<[Result<JSONObject?, RemoteError>], RemoteError>?
     ) async throws -> [Result<JSONObject?, RemoteError>] {
         let writes = attempts.map(remoteWrite)
         if writes.count > 1, pushPlan.capabilities.batches {
-            do throws(RemoteError) {
-                let results = try await remote.sendBatch(writes)
-                if results.count == writes.count { return results }
-                throw RemoteError(
-                    .invalidResponse, "the batch answered \(results.count) results for \(writes.count) writes")
-            } catch {
+            let answer: Result<[Result<JSONObject?, RemoteError>], RemoteError>
+            if let batchAnswer {
+                answer = batchAnswer
+            } else {
+                answer = await Self.sendBatch(writes, to: remote)
+            }
+            switch answer {
+            case .success(let results):
+                return results
+            case .failure(let error):
                 try await stopIfFatal(error, attempts: attempts, sent: [], remaining: remaining, unknown: true)
                 // The batch itself was refused or garbled: send its writes one by one, with the same
                 // keys (a write the server did apply is recognised), and no more batches this push.

@@ -1,0 +1,196 @@
+import SyncCore
+import SyncTesting
+import Synchronization
+import Testing
+
+/// The model server behind a backend that takes batches and honours idempotency keys (as Ferry's
+/// server does), with scripted failures of whole batches.
+final class BatchingRemote: RemoteService, Sendable {
+    enum BatchFault: Sendable {
+        /// The batch never reaches the server.
+        case lostBeforeServer
+        /// The server applies every write, then the answer is lost.
+        case lostAnswer
+        /// The server refuses the batch as a whole (400): nothing is applied.
+        case refused
+    }
+
+    let inner: any RemoteService
+    private let state = Mutex<(batches: Int, faults: [Int: BatchFault], recorded: [String: JSONObject?])>((0, [:], [:]))
+    /// Runs while batch `n` (from 1) is on its way, before the server applies it.
+    private let hooks = Mutex<[Int: @Sendable () async -> Void]>([:])
+
+    init(_ server: ModelServer, device: String = "device") { inner = server.remote(device: device) }
+
+    func fail(batch number: Int, with fault: BatchFault) { state.withLock { $0.faults[number] = fault } }
+    func whileSending(batch number: Int, _ hook: @escaping @Sendable () async -> Void) {
+        hooks.withLock { $0[number] = hook }
+    }
+    var batchCount: Int { state.withLock { $0.batches } }
+
+    func table(_ name: String) -> any RemoteTable { inner.table(name) }
+
+    func writeCapabilities() async -> RemoteWriteCapabilities {
+        RemoteWriteCapabilities(maximumBatchSize: 1_000, maximumBatchBytes: 16 << 20, honoursIdempotencyKeys: true)
+    }
+
+    func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {
+        if let key = write.idempotencyKey, let recorded = state.withLock({ $0.recorded[key] }) { return recorded }
+        let answer = try await inner.send(write)
+        if let key = write.idempotencyKey { state.withLock { $0.recorded[key] = answer } }
+        return answer
+    }
+
+    func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>] {
+        let (number, fault) = state.withLock { state in
+            state.batches += 1
+            return (state.batches, state.faults[state.batches])
+        }
+        if let hook = hooks.withLock({ $0[number] }) { await hook() }
+        switch fault {
+        case .lostBeforeServer?: throw RemoteError(.network, "batch \(number) lost on its way")
+        case .refused?: throw RemoteError(.badRequest, status: 400, "batch \(number) refused")
+        case .lostAnswer?, nil: break
+        }
+        var results: [Result<JSONObject?, RemoteError>] = []
+        for write in writes {
+            do throws(RemoteError) {
+                results.append(.success(try await send(write)))
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        if fault != nil { throw RemoteError(.network, "the answer of batch \(number) was lost") }
+        return results
+    }
+}
+
+@Suite("Push: pipelined batches")
+struct PipelinedPushTests {
+    static func context(_ kind: StoreKind, _ remote: BatchingRemote) throws -> (SyncContext, TestStore) {
+        let storage = try TestStore(kind)
+        return (SyncContext(store: storage.store, remote: remote), storage)
+    }
+
+    /// The server's rows and the device's items are the same, and every item was inserted once.
+    static func expectConverged(_ context: SyncContext, _ server: ModelServer, items: Int) async throws {
+        #expect(try await context.queuedOperations().isEmpty)
+        #expect(try await context.operationErrors().isEmpty)
+        let local = try await context.table("todo").query(TableQuery().top(100_000)).items
+        let rows = server.rows("todo")
+        #expect(rows.count == items)
+        #expect(local.count == items)
+        let serverTitles = Dictionary(uniqueKeysWithValues: rows.map { ($0.id!, $0["title"]) })
+        for item in local where serverTitles[item.id!] != item["title"] {
+            Issue.record(
+                "item \(item.id!): \(String(describing: item["title"])) here, \(String(describing: serverTitles[item.id!])) on the server"
+            )
+        }
+        let inserts = server.commits.filter { $0.kind == .insert }.map(\.itemID)
+        #expect(inserts.count == Set(inserts).count, "an item was inserted twice")
+    }
+
+    /// Edits made while a batch is on its way to items of that batch and of the next group go out
+    /// after the batch's answer, in order: no update reaches the server before its item's insert.
+    @Test(arguments: StoreKind.allCases)
+    func editsOfItemsInFlightFollowTheirBatch(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = BatchingRemote(server)
+        let (context, storage) = try Self.context(kind, remote)
+        _ = storage
+        let ids = (0..<1_300).map { "i" + String(String($0 + 10_000).dropFirst()) }
+        try await context.write { writes in
+            try writes.insert(contentsOf: ids.map { ["id": .string($0), "title": "first"] }, into: "todo")
+        }
+        // While the first batch (the first 500) is on its way and the second group has been
+        // prepared behind it: edit items of both (they get follow-up updates) and one of the third
+        // group (its edit folds into its insert).
+        let edited = ["i0003", "i0499", "i0500", "i0777", "i1299"]
+        remote.whileSending(batch: 1) {
+            for _ in 0..<500 {
+                let operations = (try? await context.queuedOperations()) ?? []
+                if operations.first(where: { $0.itemID == "i0500" })?.state == .inFlight { break }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            for id in edited { _ = try? await context.table("todo").update(["id": .string(id), "title": "edited"]) }
+        }
+        let result = try await context.push()
+        #expect(result.failed.isEmpty)
+        #expect(remote.batchCount >= 3)
+        try await Self.expectConverged(context, server, items: ids.count)
+        // Each update was prepared once its insert was answered: it carries the version to match.
+        let updates = server.requests.filter { $0.kind == .update }
+        #expect(Set(updates.compactMap(\.itemID)) == ["i0003", "i0499", "i0500", "i0777"])
+        #expect(
+            updates.allSatisfy { $0.ifVersion != nil }, "\(updates.filter { $0.ifVersion == nil }.compactMap(\.itemID))"
+        )
+        for id in edited {
+            #expect(server.row("todo", id: id)?["title"] == "edited", "\(id)")
+            let kinds = server.commits.filter { $0.itemID == id }.map(\.kind)
+            #expect(kinds.first == .insert, "\(id): \(kinds)")
+        }
+    }
+
+    /// Batches lost on the way, answers lost after the server applied them, and a batch refused as
+    /// a whole, in the middle of a long push: pushes again until the queue is empty; nothing is lost,
+    /// nothing is applied twice, and there is no conflict.
+    @Test(arguments: StoreKind.allCases)
+    func lostAndRefusedBatchesLoseAndDuplicateNothing(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = BatchingRemote(server)
+        let (context, storage) = try Self.context(kind, remote)
+        _ = storage
+        let count = 2_600
+        try await context.write { writes in
+            try writes.insert(
+                contentsOf: (0..<count).map { ["id": .string("item-\($0)"), "title": "v1"] }, into: "todo")
+        }
+        remote.fail(batch: 2, with: .lostAnswer)
+        remote.fail(batch: 4, with: .lostBeforeServer)
+        remote.fail(batch: 6, with: .refused)
+        var stopped = 0
+        for _ in 0..<10 {
+            do {
+                let result = try await context.push()
+                #expect(result.failed.isEmpty)
+                break
+            } catch let error as SyncError where error.code == .network {
+                stopped += 1
+                // What the stop left: the batch whose answer was lost stays in flight, the group
+                // prepared behind it is pending again.
+                let states = Set(try await context.queuedOperations().map(\.state))
+                #expect(states.isSubset(of: [.pending, .inFlight]))
+            }
+        }
+        // Batch 2 stops the first push, batch 4 the second; the third sends the rest one by one
+        // after batch 6 was refused.
+        #expect(stopped == 2)
+        try await Self.expectConverged(context, server, items: count)
+    }
+
+    /// A push cancelled while a batch is on its way stops; the next push finishes the work without
+    /// sending anything twice.
+    @Test(arguments: StoreKind.allCases)
+    func aCancelledPipelineResumes(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = BatchingRemote(server)
+        let (context, storage) = try Self.context(kind, remote)
+        _ = storage
+        try await context.write { writes in
+            try writes.insert(contentsOf: (0..<1_800).map { ["id": .string("c\($0)"), "title": "x"] }, into: "todo")
+        }
+        let pushing = Mutex<Task<PushResult, any Error>?>(nil)
+        remote.whileSending(batch: 2) { pushing.withLock { $0?.cancel() } }
+        let task = Task { try await context.push() }
+        pushing.withLock { $0 = task }
+        do {
+            _ = try await task.value
+            Issue.record("the push was not cancelled")
+        } catch let error as SyncError {
+            #expect(error.code == .cancelled)
+        }
+        let result = try await context.push()
+        #expect(result.failed.isEmpty)
+        try await Self.expectConverged(context, server, items: 1_800)
+    }
+}
