@@ -251,6 +251,36 @@ struct HTTPClient: Sendable {
         }
     }
 
+    /// Opens a long-lived `GET` (a change feed): the head, then the body as it arrives. Asks the
+    /// token provider again once after a 401. `timeout` is the longest wait between bytes.
+    func openStream(_ url: URL, headers: [String: String], timeout: Double) async throws(RemoteError) -> (
+        status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>
+    ) {
+        var refreshedToken = false
+        var token = try await currentToken(forceRefresh: false)
+        while true {
+            if Task.isCancelled { throw RemoteError(.cancelled, "the request was cancelled before it was sent") }
+            var request = makeRequest("GET", url, body: nil, headers: headers, token: token)
+            request.timeoutInterval = timeout
+            let opened: (status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>)
+            do {
+                if let sockets, sockets.handles(url) {
+                    opened = try await sockets.openStream(request)
+                } else {
+                    opened = try await URLSessionStreams.open(request, configuration: session.configuration)
+                }
+            } catch {
+                throw failure(error, method: "GET", path: url.path)
+            }
+            if opened.status == 401, tokenProvider != nil, !refreshedToken {
+                refreshedToken = true
+                token = try await currentToken(forceRefresh: true)
+                continue
+            }
+            return opened
+        }
+    }
+
     private func pause(beforeAttempt attempt: Int, after reason: String) async throws(RemoteError) {
         let delay = configuration.retry.delay(beforeAttempt: attempt)
         logger.debug("retrying in \(delay) after \(reason)")

@@ -8,6 +8,12 @@ extension HTTPRemote {
     /// the protocol family) offers nothing beyond the protocol; a network failure is not remembered,
     /// so the next push asks again.
     public func writeCapabilities() async -> RemoteWriteCapabilities {
+        await extensions().writes
+    }
+
+    /// What the server offers beyond the protocol, asked once and remembered (see
+    /// ``writeCapabilities()``).
+    func extensions() async -> ServerExtensions {
         if let known = capabilityCache.value.withLock({ $0 }) { return known }
         guard let url = try? client.tablesURL().appendingPathComponent("$capabilities") else { return .none }
         let response: HTTPResponse
@@ -16,10 +22,11 @@ extension HTTPRemote {
         } catch {
             return .none
         }
-        let offered: RemoteWriteCapabilities
+        let offered: ServerExtensions
         switch response.status {
         case 200:
-            offered = Self.capabilities(from: response)
+            offered = ServerExtensions(
+                writes: Self.capabilities(from: response), changes: Self.changeFeed(from: response))
         case 400..<500 where response.status != 401 && response.status != 408 && response.status != 429:
             offered = .none
         default:
@@ -27,6 +34,15 @@ extension HTTPRemote {
         }
         capabilityCache.value.withLock { $0 = offered }
         return offered
+    }
+
+    /// The change feed a capabilities document offers: its heartbeat, or `nil`.
+    static func changeFeed(from response: HTTPResponse) -> ChangeFeedOffer? {
+        guard case .object(let document)? = try? response.json(), case .object(let feed)? = document["changes"],
+            feed["url"]?.stringValue == "$changes", feed["format"]?.stringValue == "text/event-stream"
+        else { return nil }
+        let heartbeat = feed["heartbeatSeconds"]?.intValue.map { Int(clamping: max(1, min($0, 3_600))) } ?? 15
+        return ChangeFeedOffer(heartbeatSeconds: heartbeat)
     }
 
     static func capabilities(from response: HTTPResponse) -> RemoteWriteCapabilities {
@@ -104,5 +120,19 @@ extension HTTPRemote {
 
 /// The capabilities a remote learnt, shared by its copies.
 final class CapabilityCache: Sendable {
-    let value = Mutex<RemoteWriteCapabilities?>(nil)
+    let value = Mutex<ServerExtensions?>(nil)
+}
+
+/// What a server offers beyond the protocol (`GET /tables/$capabilities`).
+struct ServerExtensions: Sendable, Hashable {
+    var writes: RemoteWriteCapabilities
+    var changes: ChangeFeedOffer?
+
+    static let none = ServerExtensions(writes: .none, changes: nil)
+}
+
+/// A server's change feed.
+struct ChangeFeedOffer: Sendable, Hashable {
+    /// How often the server sends a heartbeat on an idle feed.
+    var heartbeatSeconds: Int
 }

@@ -86,6 +86,64 @@
             }
         }
 
+        /// Sends `request` on a connection of its own and answers the status and headers as soon as
+        /// they arrive; the body follows as it arrives, until the server ends it (the stream
+        /// finishes), the connection fails (it throws a `URLError`) or the consumer stops reading
+        /// (the connection is shut down). For long-lived answers such as a change feed.
+        func openStream(_ request: URLRequest) async throws -> (
+            status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>
+        ) {
+            guard let url = request.url, let host = url.host else { throw URLError(.badURL) }
+            let port = url.port ?? 80
+            let head = Self.head(of: request, host: host, port: url.port)
+            let body = request.httpBody ?? Data()
+            let timeout = request.timeoutInterval > 0 ? request.timeoutInterval : 60
+            let method = request.httpMethod ?? "GET"
+            let socket = InFlight()
+            let (stream, sink) = AsyncThrowingStream.makeStream(of: [UInt8].self)
+            sink.onTermination = { _ in socket.cancel() }
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { continuation in
+                    let thread = Thread {
+                        var answered = false
+                        var fd: Int32 = -1
+                        do {
+                            fd = try Self.connect(host: host, port: port, timeout: timeout)
+                            guard socket.set(fd) else { throw URLError(.cancelled) }
+                            Self.setTimeout(fd, timeout)
+                            try Self.sendAll(fd, head)
+                            if !body.isEmpty { try body.withUnsafeBytes { try Self.sendAll(fd, $0) } }
+                            var reader = Reader(fd: fd)
+                            try reader.readStreaming(method: method) { status, headers in
+                                answered = true
+                                continuation.resume(returning: (status, headers, stream))
+                            } deliver: { chunk in
+                                sink.yield(chunk)
+                            }
+                            _ = socket.clear()
+                            close(fd)
+                            sink.finish()
+                        } catch {
+                            let cancelled = !socket.clear()
+                            if fd >= 0 { close(fd) }
+                            let failure: any Error =
+                                cancelled ? URLError(.cancelled) : (error as? Failure)?.error ?? error
+                            if answered {
+                                sink.finish(throwing: failure)
+                            } else {
+                                sink.finish(throwing: failure)
+                                continuation.resume(throwing: failure)
+                            }
+                        }
+                    }
+                    thread.stackSize = 256 * 1024
+                    thread.start()
+                }
+            } onCancel: {
+                socket.cancel()
+            }
+        }
+
         /// The blocking exchange, on a thread of its own.
         private func run(
             server: String, host: String, port: Int, head: [UInt8], body: Data, method: String, timeout: Double,
@@ -347,6 +405,51 @@
                 }
             }
 
+            /// Reads the head of one answer (after any 1xx), hands it to `head`, then hands the body
+            /// to `deliver` piece by piece as it arrives.
+            mutating func readStreaming(
+                method: String, head: (Int, [String: String]) -> Void, deliver: ([UInt8]) -> Void
+            ) throws {
+                var parsed: Head
+                var status: Int
+                repeat {
+                    parsed = try readHead()
+                    guard let code = parsed.status else {
+                        throw Failure(URLError(.badServerResponse), nothingReceived: false)
+                    }
+                    status = code
+                } while (100..<200).contains(status) && status != 101
+                var headers: [String: String] = [:]
+                for (name, value) in parsed.original { headers[name] = value }
+                head(status, headers)
+                if method == "HEAD" || status == 204 || status == 304 { return }
+                if parsed.headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
+                    try readChunks(deliver)
+                } else if let text = parsed.headers["content-length"],
+                    var remaining = Int(text.trimmingCharacters(in: .whitespaces)), remaining >= 0
+                {
+                    while remaining > 0 {
+                        if start == buffer.count {
+                            guard try fill() else {
+                                throw Failure(URLError(.networkConnectionLost), nothingReceived: false)
+                            }
+                        }
+                        let piece = Array(buffer[start..<min(buffer.count, start + remaining)])
+                        start += piece.count
+                        remaining -= piece.count
+                        deliver(piece)
+                    }
+                } else {
+                    while true {
+                        if start < buffer.count {
+                            deliver(Array(buffer[start...]))
+                            start = buffer.count
+                        }
+                        guard try fill() else { return }
+                    }
+                }
+            }
+
             struct Head {
                 var version: String
                 var status: Int?
@@ -463,6 +566,12 @@
 
             mutating func readChunked() throws -> [UInt8] {
                 var body: [UInt8] = []
+                try readChunks { body += $0 }
+                return body
+            }
+
+            /// Reads a chunked body, handing each chunk to `deliver` as it arrives.
+            mutating func readChunks(_ deliver: ([UInt8]) -> Void) throws {
                 while true {
                     let line = try readLine()
                     let sizeText =
@@ -474,9 +583,9 @@
                     }
                     if size == 0 {
                         while try !readLine().isEmpty {}  // trailers, then the empty line
-                        return body
+                        return
                     }
-                    body += try readExactly(size)
+                    deliver(try readExactly(size))
                     guard try readLine().isEmpty else {
                         throw Failure(URLError(.badServerResponse), nothingReceived: false)
                     }
@@ -502,6 +611,12 @@
         func handles(_ url: URL) -> Bool { false }
 
         func exchange(_ request: URLRequest) async throws -> (status: Int, headers: [String: String], body: Data) {
+            throw URLError(.unsupportedURL)
+        }
+
+        func openStream(_ request: URLRequest) async throws -> (
+            status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>
+        ) {
             throw URLError(.unsupportedURL)
         }
     }

@@ -100,6 +100,17 @@ public protocol RemoteService: Sendable {
     /// batch as a whole failed (network, cancellation, 401, or a batch the server refused); the
     /// engine then sends the writes one by one with the same keys.
     func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>]
+
+    /// Whether the backend has a change feed (``changeFeed(tables:after:)``); by default `false`.
+    /// Asked before each feed is opened: cache the answer.
+    func offersChangeFeed() async -> Bool
+
+    /// Opens the backend's change feed: events until the connection ends (the stream finishes) or
+    /// fails (it throws). `tables` limits it to those tables (`nil`: every table the caller may
+    /// read); `position` resumes after an event's ``RemoteChangeEvent/position``. By default
+    /// there is none: throws ``RemoteError/Code/notFound``.
+    func changeFeed(tables: [String]?, after position: String?) async throws(RemoteError)
+        -> AsyncThrowingStream<RemoteChangeEvent, any Error>
 }
 
 /// A ``RemoteService`` made from a closure.

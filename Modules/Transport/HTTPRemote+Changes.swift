@@ -1,0 +1,97 @@
+import Foundation
+public import SyncCore
+
+extension HTTPRemote {
+    /// Whether the server has a change feed (`GET /tables/$capabilities` says so; Ferry's server
+    /// does, the servers of the protocol family do not). Asked once and remembered.
+    public func offersChangeFeed() async -> Bool {
+        await extensions().changes != nil
+    }
+
+    /// Opens the server's change feed, `GET <server>/tables/$changes` (an extension of Ferry's
+    /// server): Server-Sent Events saying which tables changed, until the server or the network
+    /// ends the connection, or the consumer stops reading. Resumes after `position` (the
+    /// `Last-Event-ID` of the feed) when given. The longest wait between bytes is the configured
+    /// timeout or three heartbeats, whichever is longer: a connection that went silent fails with
+    /// a network error.
+    ///
+    /// ```swift
+    /// for try await event in try await remote.changeFeed(tables: ["todo"], after: nil) {
+    ///     if case .changed(let table, let version, _) = event { print(table, version) }
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``RemoteError`` — `notFound` when the server has no feed, the status of a refusal
+    ///   (401, 429…), `network` when it cannot be reached. The stream throws `RemoteError` too.
+    public func changeFeed(tables: [String]?, after position: String?) async throws(RemoteError)
+        -> AsyncThrowingStream<RemoteChangeEvent, any Error>
+    {
+        let offer = await extensions().changes
+        var url = try client.tablesURL().appendingPathComponent("$changes")
+        if let tables {
+            let list = tables.map(HTTPClient.pathSegment).joined(separator: ",")
+            guard let withQuery = URL(string: url.absoluteString + "?tables=" + list) else {
+                throw RemoteError(.badRequest, "cannot form the change feed's URL for tables \(tables)")
+            }
+            url = withQuery
+        }
+        var headers = ["Accept": "text/event-stream"]
+        if let position { headers["Last-Event-ID"] = position.filter { $0 != "\r" && $0 != "\n" } }
+        let heartbeat = Double(offer?.heartbeatSeconds ?? 15)
+        let timeout = max(configuration.timeout.seconds, heartbeat * 3)
+        let opened = try await client.openStream(url, headers: headers, timeout: timeout)
+        guard opened.status == 200 else {
+            var text: [UInt8] = []
+            do {
+                for try await piece in opened.body {
+                    text += piece
+                    if text.count > 64 * 1024 { break }
+                }
+            } catch {}
+            let response = HTTPResponse(status: opened.status, headers: opened.headers, body: Data(text))
+            throw RemoteError(status: opened.status, "opening the change feed: \(response.errorMessage)")
+        }
+        let body = opened.body
+        return AsyncThrowingStream { continuation in
+            let reader = Task {
+                var parser = ServerSentEventParser()
+                do {
+                    for try await piece in body {
+                        for event in parser.parse(piece) {
+                            if let change = Self.changeEvent(event) { continuation.yield(change) }
+                        }
+                    }
+                    continuation.finish()
+                } catch let error as URLError {
+                    let code: RemoteError.Code = error.code == .cancelled ? .cancelled : .network
+                    continuation.finish(
+                        throwing: RemoteError(
+                            code, "the change feed ended: \(HTTPClient.describe(error))", underlying: error))
+                } catch {
+                    continuation.finish(
+                        throwing: RemoteError(.network, "the change feed ended: \(error)", underlying: error))
+                }
+            }
+            continuation.onTermination = { _ in reader.cancel() }
+        }
+    }
+
+    /// The feed event an SSE event is, or `nil` for one this client does not know.
+    static func changeEvent(_ event: ServerSentEvent) -> RemoteChangeEvent? {
+        guard let position = event.id, case .object(let data)? = try? JSONValue(parsing: event.data) else { return nil }
+        switch event.name {
+        case "ready":
+            guard case .object(let tables)? = data["tables"] else { return nil }
+            var versions: [String: Int64] = [:]
+            for (name, value) in tables {
+                if let version = value.intValue { versions[name] = version }
+            }
+            return .ready(versions: versions, position: position)
+        case "change":
+            guard let table = data["table"]?.stringValue, let version = data["version"]?.intValue else { return nil }
+            return .changed(table: table, version: version, position: position)
+        default:
+            return nil
+        }
+    }
+}

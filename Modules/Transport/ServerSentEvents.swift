@@ -1,0 +1,80 @@
+/// One Server-Sent Event (the `text/event-stream` format of the HTML standard).
+struct ServerSentEvent: Sendable, Hashable {
+    /// `event:`; `message` when the event names none.
+    var name: String = "message"
+    /// The `data:` lines, joined with line breaks.
+    var data: String = ""
+    /// The last `id:` seen so far in the stream (it carries over to later events).
+    var id: String?
+}
+
+/// Turns the bytes of an event stream into events, whatever pieces they arrive in.
+///
+/// ```swift
+/// var parser = ServerSentEventParser()
+/// let events = parser.parse(Array("event: change\nid: 7\ndata: {}\n\n".utf8))   // one event
+/// ```
+struct ServerSentEventParser: Sendable {
+    private var line: [UInt8] = []
+    /// A `\r` ended the last line: a `\n` right after it belongs to the same line break.
+    private var afterCarriageReturn = false
+    private var name = ""
+    private var data: [String] = []
+    private var lastID: String?
+    /// The longest line kept (a longer one is cut there): a server cannot exhaust the client's memory.
+    static let maximumLineLength = 1 << 20
+
+    /// The events completed by `bytes`.
+    mutating func parse(_ bytes: [UInt8]) -> [ServerSentEvent] {
+        var events: [ServerSentEvent] = []
+        for byte in bytes {
+            if afterCarriageReturn {
+                afterCarriageReturn = false
+                if byte == UInt8(ascii: "\n") { continue }
+            }
+            switch byte {
+            case UInt8(ascii: "\r"):
+                afterCarriageReturn = true
+                if let event = endLine() { events.append(event) }
+            case UInt8(ascii: "\n"):
+                if let event = endLine() { events.append(event) }
+            default:
+                if line.count < Self.maximumLineLength { line.append(byte) }
+            }
+        }
+        return events
+    }
+
+    private mutating func endLine() -> ServerSentEvent? {
+        defer { line.removeAll(keepingCapacity: true) }
+        if line.isEmpty {
+            // A blank line dispatches the event, if it has data.
+            defer {
+                name = ""
+                data = []
+            }
+            guard !data.isEmpty else { return nil }
+            return ServerSentEvent(
+                name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n"), id: lastID)
+        }
+        if line.first == UInt8(ascii: ":") { return nil }  // a comment (a heartbeat)
+        let text = String(decoding: line, as: UTF8.self)
+        let field: Substring
+        var value: Substring
+        if let colon = text.firstIndex(of: ":") {
+            field = text[..<colon]
+            value = text[text.index(after: colon)...]
+            if value.first == " " { value = value.dropFirst() }
+        } else {
+            field = text[...]
+            value = ""
+        }
+        switch field {
+        case "event": name = String(value)
+        case "data": data.append(String(value))
+        case "id" where !value.contains("\u{0}"): lastID = String(value)
+        default: break  // retry, and fields the format ignores
+        }
+        return nil
+    }
+}
