@@ -130,11 +130,20 @@ public struct RequestLimits: Sendable, Hashable {
     /// How long the outcome of a write sent with an `Idempotency-Key` is kept: a retry within it
     /// gets the recorded answer; a retry after it is applied as a new request.
     public var idempotencyRetention: Duration
+    /// The most change feeds (`GET /tables/$changes`) open at once (429 above it).
+    public var maximumChangeFeeds: Int
+    /// The most change feeds one token subject keeps open at once (429 above it); anonymous
+    /// callers share one allowance.
+    public var maximumChangeFeedsPerUser: Int
+    /// How often an open change feed sends a comment line when nothing changes, so that proxies
+    /// do not close it as idle.
+    public var changeFeedHeartbeat: Duration
 
     public init(
         maximumBodySize: Int = 1 << 20, maximumQueryLength: Int = 16_384, maximumFilterDepth: Int = 100,
         maximumBatchRequests: Int = 1_000, maximumBatchBodySize: Int = 16 << 20,
-        idempotencyRetention: Duration = .seconds(24 * 3600)
+        idempotencyRetention: Duration = .seconds(24 * 3600), maximumChangeFeeds: Int = 256,
+        maximumChangeFeedsPerUser: Int = 16, changeFeedHeartbeat: Duration = .seconds(15)
     ) {
         self.maximumBodySize = maximumBodySize
         self.maximumQueryLength = maximumQueryLength
@@ -142,6 +151,9 @@ public struct RequestLimits: Sendable, Hashable {
         self.maximumBatchRequests = maximumBatchRequests
         self.maximumBatchBodySize = maximumBatchBodySize
         self.idempotencyRetention = idempotencyRetention
+        self.maximumChangeFeeds = maximumChangeFeeds
+        self.maximumChangeFeedsPerUser = maximumChangeFeedsPerUser
+        self.changeFeedHeartbeat = changeFeedHeartbeat
     }
 
     func validate() throws(ConfigurationError) {
@@ -154,6 +166,12 @@ public struct RequestLimits: Sendable, Hashable {
         }
         guard idempotencyRetention >= .seconds(60) else {
             throw ConfigurationError("idempotencyRetention must be at least 60 seconds")
+        }
+        guard maximumChangeFeeds >= 0, maximumChangeFeedsPerUser >= 0 else {
+            throw ConfigurationError("the change feed limits must be 0 (no feed) or more")
+        }
+        guard changeFeedHeartbeat >= .milliseconds(10) else {
+            throw ConfigurationError("changeFeedHeartbeat must be at least 10 ms")
         }
     }
 }

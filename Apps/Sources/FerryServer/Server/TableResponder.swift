@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
 
 /// The Hummingbird side: collects the body within the size limit, hands the request to
 /// ``TableService`` and logs one line per request.
@@ -21,6 +22,9 @@ struct TableResponder: HTTPResponder {
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
+        if service.configuration.offersPushExtensions, TableService.isChangeFeedPath(path) {
+            return await changeFeed(request, headers: headers, method: method, context: context)
+        }
         var answer: TableResponse
         var body: [UInt8]?
         do {
@@ -60,6 +64,49 @@ struct TableResponder: HTTPResponder {
         let status = HTTPResponse.Status(code: answer.status)
         guard let bytes = answer.body else { return Response(status: status, headers: fields) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// `GET /tables/$changes`: a stream of Server-Sent Events for as long as the client stays, the
+    /// feed lasts (token expiry, storage closed) and the server runs (a graceful shutdown ends it).
+    func changeFeed(
+        _ request: Request, headers: [(name: String, value: String)], method: String, context: Context
+    ) async -> Response {
+        let path = request.uri.path
+        let feed: TableService.OpenChangeFeed
+        do {
+            feed = try await service.openChangeFeed(
+                TableRequest(
+                    method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
+                    body: nil, origin: ""))
+        } catch {
+            let answer = await service.answering { throw error }
+            context.logger.info("\(method) \(path) \(answer.status)", metadata: ["ferry.status": "\(answer.status)"])
+            var fields = HTTPFields()
+            for header in answer.headers {
+                if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+            }
+            return Response(
+                status: HTTPResponse.Status(code: answer.status), headers: fields,
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body ?? [])))
+        }
+        context.logger.info("\(method) \(path) 200 (feed opened)", metadata: ["ferry.status": "200"])
+        var fields = HTTPFields()
+        fields[.contentType] = "text/event-stream; charset=utf-8"
+        fields[.cacheControl] = "no-cache"
+        fields[HTTPField.Name("x-zumo-server-version")!] = TableService.serverVersion
+        fields[HTTPField.Name("X-Accel-Buffering")!] = "no"  // nginx: do not hold the events back
+        let frames = feed.frames
+        let end = feed.end
+        return Response(
+            status: .ok, headers: fields,
+            body: ResponseBody { writer in
+                try await withGracefulShutdownHandler {
+                    for await frame in frames { try await writer.write(ByteBuffer(bytes: frame)) }
+                } onGracefulShutdown: {
+                    end()
+                }
+                try await writer.finish(nil)
+            })
     }
 
     /// The origin of absolute links: the configured public URL, else `scheme://Host` when the `Host`

@@ -122,7 +122,9 @@ extension TableService {
             path = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
         }
         if !path.hasPrefix("/") { path = "/tables/" + path }
-        if Self.isBatchPath(path) || path.hasSuffix("/" + Self.capabilitiesSegment) {
+        if Self.isBatchPath(path) || path.hasSuffix("/" + Self.capabilitiesSegment)
+            || path.hasSuffix("/" + Self.changesSegment)
+        {
             throw invalid("a batch cannot hold \(url)")
         }
         // The batch's headers (protocol version, token, …) under the request's own; a request carries
@@ -220,6 +222,10 @@ extension TableService {
                 "idempotency": [
                     "header": "Idempotency-Key",
                     "retentionSeconds": .int(limits.idempotencyRetention.components.seconds),
+                ],
+                "changes": [
+                    "url": .string(Self.changesSegment), "format": "text/event-stream",
+                    "heartbeatSeconds": .int(max(1, limits.changeFeedHeartbeat.components.seconds)),
                 ],
             ])
     }

@@ -13,6 +13,8 @@ final class TableService: Sendable {
     let declared: [String: TableSettings]
     let logger: Logger
     let ledger: IdempotencyLedger
+    /// The change feeds open (``openChangeFeed(_:)``).
+    let feeds = FeedRegistry()
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
