@@ -214,6 +214,30 @@ enum StoreBenchmark {
             "local inserts, each its own transaction (the item and its queued operation)", unit: "items/s",
             count: local.count, ferry: singles, baseline: rawSingles, baselineName: "raw SQLite C API")
 
+        // The same inserts into another table while a query of it is observed (the 20 highest ids:
+        // every insert changes its result); commits fold into at most one run per 16 ms.
+        let watched = context.table("watched")
+        let observation = watched.observe(TableQuery().orderBy("id", descending: true).top(20))
+        let results = Task {
+            var count = 0
+            for try await _ in observation { count += 1 }
+            return count
+        }
+        let observed = try await Clock.measure {
+            for item in local { _ = try await watched.insert(item) }
+        }
+        results.cancel()
+        let yielded = try await results.value
+        // Unobserved again, into a third table: the baseline is the mean of the runs before and after.
+        let after = context.table("after")
+        let singlesAfter = try await Clock.measure {
+            for item in local { _ = try await after.insert(item) }
+        }
+        report(
+            "local inserts with one query of their table observed (\(yielded) results seen)", unit: "items/s",
+            count: local.count, ferry: observed, baseline: (singles + singlesAfter) / 2,
+            baselineName: "no observer")
+
         let items = rows.map { Self.appFields($0.item) }
         let imported = try await Clock.measure {
             try await context.write { writes in _ = try writes.insert(contentsOf: items, into: "imported") }

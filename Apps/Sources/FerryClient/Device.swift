@@ -120,6 +120,18 @@ final class Connectivity: RemoteService {
         try await check().sendBatch(writes)
     }
 
+    // So does the change feed.
+    func offersChangeFeed() async -> Bool {
+        guard let inner = try? check() else { return false }
+        return await inner.offersChangeFeed()
+    }
+
+    func changeFeed(tables: [String]?, after position: String?) async throws(RemoteError)
+        -> AsyncThrowingStream<RemoteChangeEvent, any Error>
+    {
+        try await check().changeFeed(tables: tables, after: position)
+    }
+
     func check() throws(RemoteError) -> any RemoteService {
         // Nothing leaves the device: the engine puts an operation it tried back to pending.
         guard online.withLock({ $0 }) else {

@@ -106,15 +106,18 @@ extension SyncContext {
     {
         let store = store
         do {
-            return try await Task {
+            let (result, change) = try await Task {
                 try await store.write { transaction in
+                    let tracked = TrackedTransaction(transaction)
                     do {
-                        return try body(LocalWrites(transaction))
+                        return (try body(LocalWrites(tracked)), tracked.change)
                     } catch {
                         throw ThrownByBody(error: error)
                     }
                 }
             }.value
+            tableChanges.publish(change)
+            return result
         } catch let thrown as ThrownByBody {
             throw thrown.error
         } catch {

@@ -28,6 +28,8 @@ public actor SyncContext {
     nonisolated let remote: any RemoteService
     nonisolated let conflictHandler: any ConflictHandler
     nonisolated let hub: EventHub
+    /// Which tables each commit changed (observations and automatic sync listen to it).
+    nonisolated let tableChanges = TableChangeHub()
 
     private var gates: [String: Gate] = [:]
     /// What the running push may use of the backend (set when a push starts).
@@ -172,7 +174,15 @@ public actor SyncContext {
     ) async throws(SyncError) -> Result {
         let store = store
         do {
-            return try await Task { try await store.write(body) }.value
+            let (result, change) = try await Task {
+                try await store.write { transaction in
+                    let tracked = TrackedTransaction(transaction)
+                    let result = try body(tracked)
+                    return (result, tracked.change)
+                }
+            }.value
+            tableChanges.publish(change)
+            return result
         } catch {
             throw SyncError.wrapping(error, what)
         }

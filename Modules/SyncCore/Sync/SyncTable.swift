@@ -84,6 +84,61 @@ public struct SyncTable: Sendable {
         return try await context.read("query '\(name)'") { try $0.query(name, query) }
     }
 
+    /// The items a query selects now, then again after every commit that changes them.
+    ///
+    /// The first element is the current result. After that the query runs again whenever a commit
+    /// changed this table's items (a local write through this context, a pulled page, a push that
+    /// stored the server's version, a purge), and its result is yielded when it differs from the last
+    /// one. The query runs at most once per `interval`: the first commit after a quiet moment runs
+    /// it at once, and the commits of a burst fold into one run at the end of the interval. Commits
+    /// to other tables cost nothing. A reader that falls behind gets the newest result (the stream
+    /// keeps one). The sequence ends when the consumer stops reading (or its task is cancelled),
+    /// and throws the ``SyncError`` of a query that fails.
+    ///
+    /// ```swift
+    /// for try await open in todos.observe(TableQuery().filter(.field("done").eq(false))) {
+    ///     print("\(open.count) open")
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - query: What to observe (`select`, `top`, `orderBy` apply as in ``query(_:)``).
+    ///   - interval: The shortest time between two runs of the query (16 ms: a screen frame).
+    public func observe(_ query: TableQuery = TableQuery(), interval: Duration = .milliseconds(16))
+        -> AsyncThrowingStream<[JSONObject], any Error>
+    {
+        // Subscribed before the first run: a commit during it is not missed.
+        let signals = context.tableChanges.subscribe(tables: [name])
+        let table = self
+        // A reader that falls behind gets the newest result, not every one in between.
+        return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            let runner = Task {
+                var last: [JSONObject]?
+                var iterator = signals.makeAsyncIterator()
+                var lastRun: ContinuousClock.Instant?
+                do {
+                    repeat {
+                        if let lastRun, case let wait = lastRun + interval - .now, wait > .zero {
+                            try await Task.sleep(for: wait)
+                        }
+                        lastRun = .now
+                        let items = try await table.query(query).items
+                        if items != last {
+                            last = items
+                            continuation.yield(items)
+                        }
+                    } while await iterator.next() != nil && !Task.isCancelled
+                    continuation.finish()
+                } catch is CancellationError {
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in runner.cancel() }
+        }
+    }
+
     /// Pulls the server's items into the store.
     ///
     /// Without a `queryID` the whole query is downloaded; with one, the pull is incremental: it
@@ -199,6 +254,32 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         try await table.query(query).items.map(decode)
     }
 
+    /// The models a query selects now, then again after every commit that changes them; see
+    /// ``SyncTable/observe(_:interval:)``.
+    ///
+    /// ```swift
+    /// for try await open in todos.observe(TableQuery().filter(.field("done").eq(false))) {
+    ///     print(open.map(\.title))
+    /// }
+    /// ```
+    public func observe(_ query: TableQuery = TableQuery(), interval: Duration = .milliseconds(16))
+        -> AsyncThrowingStream<[Item], any Error>
+    {
+        let objects = table.observe(query, interval: interval)
+        let table = self
+        return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            let runner = Task {
+                do {
+                    for try await items in objects { continuation.yield(try items.map(table.decode)) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in runner.cancel() }
+        }
+    }
+
     /// Pulls the server's items; see ``SyncTable/pull(_:queryID:options:)``.
     @discardableResult
     public func pull(
@@ -228,7 +309,7 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         return object
     }
 
-    private func decode(_ object: JSONObject) throws(SyncError) -> Item {
+    func decode(_ object: JSONObject) throws(SyncError) -> Item {
         do {
             return try JSONValueDecoder().decode(Item.self, from: .object(object))
         } catch {

@@ -1,0 +1,142 @@
+import SyncTesting
+import Synchronization
+import Testing
+
+@testable import SyncCore
+
+/// Collects what an observation yields, for a test to wait on.
+final class Observed<Element: Sendable>: Sendable {
+    private final class State: Sendable {
+        let values = Mutex<[Element]>([])
+    }
+
+    private let state = State()
+    private let task: Task<Void, Never>
+
+    init(_ stream: AsyncThrowingStream<Element, any Error>) {
+        let state = state
+        task = Task {
+            do {
+                for try await value in stream { state.values.withLock { $0.append(value) } }
+            } catch {
+                Issue.record("the observation failed: \(error)")
+            }
+        }
+    }
+
+    var values: [Element] { state.values.withLock { $0 } }
+
+    /// Waits (up to 10 s) until a yielded value satisfies `condition`; answers it.
+    @discardableResult
+    func wait(
+        sourceLocation: SourceLocation = #_sourceLocation, until condition: (Element) -> Bool
+    ) async throws -> Element? {
+        for _ in 0..<1_000 {
+            if let found = values.last(where: condition) { return found }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record(
+            "no yielded value matched; last: \(String(describing: values.last))", sourceLocation: sourceLocation)
+        return nil
+    }
+
+    func stop() { task.cancel() }
+}
+
+@Suite("Observing queries")
+struct ObservationTests {
+    @Test(arguments: StoreKind.allCases)
+    func anObservedQueryFollowsLocalWritesPullsAndPushes(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        let todos = device.table()
+        let open = Observed(todos.observe(TableQuery().filter(.field("done").eq(false)).orderBy("title")))
+        #expect(try await open.wait { $0.isEmpty } != nil, "the current result comes first")
+
+        try await todos.insert(["id": "a", "title": "Milk", "done": false])
+        try await open.wait { $0.map(\.id) == ["a"] }
+        // One commit of many items is one new result.
+        let before = open.values.count
+        try await device.context.write { writes in
+            for index in 0..<100 {
+                try writes.insert(["id": .string("bulk-\(index)"), "title": "Bulk", "done": false], into: "todo")
+            }
+        }
+        try await open.wait { $0.count == 101 }
+        #expect(open.values.count == before + 1)
+        // An update that takes an item out of the query, and a delete.
+        try await todos.update(["id": "a", "title": "Milk", "done": true])
+        try await todos.delete(id: "bulk-0")
+        try await open.wait { $0.count == 99 && !$0.contains { $0.id == "a" } }
+
+        // A pulled item shows, and a push that stores the server's version shows its version.
+        server.seed("todo", [["id": "from-server", "title": "Remote", "done": false]])
+        try await todos.pull(TableQuery(), queryID: "all")
+        try await open.wait { $0.contains { $0.id == "from-server" } }
+        try await device.context.push()
+        try await open.wait { items in items.allSatisfy { $0.version != nil } }
+        open.stop()
+    }
+
+    @Test func aModelTableIsObservedAsModels() async throws {
+        struct Todo: Codable, Sendable, Equatable {
+            var id: String?
+            var title: String
+        }
+        let device = try Device(kind: .memory, server: ModelServer())
+        let todos = device.context.table("todo", of: Todo.self)
+        let all = Observed(todos.observe(TableQuery().orderBy("title")))
+        try await all.wait { $0.isEmpty }
+        _ = try await todos.insert(Todo(id: "b", title: "Bread"))
+        _ = try await todos.insert(Todo(id: "a", title: "Apples"))
+        try await all.wait { $0.map(\.title) == ["Apples", "Bread"] }
+        all.stop()
+    }
+
+    /// Commits to other tables wake nobody observing this one; a burst while an observer is busy
+    /// folds into one signal.
+    @Test func signalsReachOnlyTheirTablesAndFold() async throws {
+        final class Counter: Sendable {
+            let value = Mutex(0)
+            var count: Int { value.withLock { $0 } }
+        }
+        let hub = TableChangeHub()
+        let todo = hub.subscribe(tables: ["todo"])
+        hub.publish(CommittedChange(tables: ["notes"], queue: true))
+        for _ in 0..<5 { hub.publish(CommittedChange(tables: ["todo"])) }
+        hub.publish(CommittedChange(tables: ["notes"]))
+        // Read only now: the five signals wait as one, and "notes" never counted.
+        let woken = Counter()
+        let reader = Task {
+            for await _ in todo { woken.value.withLock { $0 += 1 } }
+        }
+        for _ in 0..<500 where woken.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(woken.count == 1)
+        hub.publish(CommittedChange(tables: ["todo", "notes"]))
+        for _ in 0..<500 where woken.count == 1 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(woken.count == 2)
+        // A queue subscriber hears queue changes, and only those.
+        let queue = hub.subscribe(tables: [], queue: true)
+        hub.publish(CommittedChange(tables: [], queue: true))
+        var queueIterator = queue.makeAsyncIterator()
+        #expect(await queueIterator.next() != nil)
+        #expect(hub.subscriberCount == 2)
+        reader.cancel()
+    }
+
+    /// A consumer that stops reading ends its observation: nothing keeps running for it.
+    @Test func anObservationEndsWithItsConsumer() async throws {
+        let device = try Device(kind: .memory, server: ModelServer())
+        let todos = device.table()
+        var iterator = todos.observe().makeAsyncIterator()
+        #expect(try await iterator.next() == [])
+        #expect(device.context.tableChanges.subscriberCount == 1)
+        iterator = todos.observe().makeAsyncIterator()  // the first one is dropped
+        _ = try await iterator.next()
+        for _ in 0..<200 where device.context.tableChanges.subscriberCount > 1 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(device.context.tableChanges.subscriberCount == 1)
+    }
+}
