@@ -30,6 +30,16 @@ public actor SyncContext {
     nonisolated let hub: EventHub
     /// Which tables each commit changed (observations and automatic sync listen to it).
     nonisolated let tableChanges = TableChangeHub()
+    /// Where sync stands (automatic sync keeps it up to date).
+    public nonisolated let status = SyncStatus()
+    /// The running automatic sync, if any.
+    var automaticSync: Task<Void, Never>?
+    /// The subscriptions of automatic sync, and of ``synchronize(_:)`` by default.
+    var registeredSubscriptions: [SyncSubscription] = []
+    /// The last position of the server's change feed (in memory: a new context starts from a pull).
+    var feedPosition: String?
+
+    func setFeedPosition(_ position: String) { feedPosition = position }
 
     private var gates: [String: Gate] = [:]
     /// What the running push may use of the backend (set when a push starts).

@@ -1,0 +1,136 @@
+import StoreConformance
+import SyncTesting
+import Synchronization
+import Testing
+
+@testable import SyncCore
+
+/// Waits (up to `seconds`) until `condition` holds; records an issue when it never does.
+func eventually(
+    _ what: String, seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
+}
+
+@Suite("Automatic sync")
+struct AutomaticSyncTests {
+    /// Fast pacing for tests: pushes right after writes, polls every 50 ms (the model server has no
+    /// change feed), retries from 20 ms up to 200 ms.
+    static let fast = AutomaticSyncConfiguration(
+        pushDelay: .milliseconds(5), pollInterval: .milliseconds(50), retryDelay: .milliseconds(20),
+        maximumRetryDelay: .milliseconds(200))
+
+    static func items(_ context: SyncContext) async throws -> [String: JSONValue?] {
+        let items = try await context.table("todo").query(TableQuery().top(100_000)).items
+        return Dictionary(uniqueKeysWithValues: items.map { ($0.id!, $0["title"]) })
+    }
+
+    @Test(arguments: [StoreKind.memory, .sqliteFile])
+    func twoDevicesConvergeWithoutPushingOrPullingThemselves(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let a = try Device("a", kind: kind, server: server, handler: ServerWinsConflictHandler())
+        let b = try Device("b", kind: kind, server: server, handler: ServerWinsConflictHandler())
+        let subscription = SyncSubscription(table: "todo", queryID: "everything")
+        await a.context.startAutomaticSync([subscription], configuration: Self.fast)
+        await b.context.startAutomaticSync([subscription], configuration: Self.fast)
+        let fromA = Observed(b.table().observe(TableQuery().filter(.field("title").eq("from A"))))
+
+        var random = SeededRandom(seed: 17)
+        for step in 0..<60 {
+            let device = Bool.random(using: &random) ? a : b
+            let known: [String] = try await device.table().query(TableQuery().top(1_000)).items.compactMap { $0.id }
+            if known.isEmpty || Int.random(in: 0..<3, using: &random) == 0 {
+                try await device.table().insert(["title": .string("\(device.name) \(step)")])
+            } else {
+                let id = known.randomElement(using: &random)!
+                _ = try? await device.table().update([
+                    "id": .string(id), "title": .string("\(device.name) edit \(step)"),
+                ])
+            }
+        }
+        try await a.table().insert(["id": "a-marker", "title": "from A"])
+        try await fromA.wait { $0.map(\.id) == ["a-marker"] }
+        try await eventually("both devices hold what the server holds") {
+            let rows = Dictionary(uniqueKeysWithValues: server.rows("todo").map { ($0.id!, $0["title"]) })
+            let onA = try await Self.items(a.context)
+            let onB = try await Self.items(b.context)
+            let queued = try await a.context.queuedOperationCount() + b.context.queuedOperationCount()
+            return queued == 0 && onA == rows && onB == rows
+        }
+        try await eventually("the status says so") { b.context.status.snapshot.isCaughtUp }
+        #expect(b.context.status.summary == "everything synced")
+        fromA.stop()
+        await a.context.stopAutomaticSync()
+        await b.context.stopAutomaticSync()
+        #expect(!a.context.status.snapshot.isRunning)
+        // Stopped: no more requests.
+        let requests = server.requests.count
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(server.requests.count == requests)
+    }
+
+    @Test func aServerThatIsDownIsRetriedLessAndLessOften() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        server.setFaultPolicy { _ in .dropBeforeApply }
+        await device.context.startAutomaticSync([SyncSubscription(table: "todo")], configuration: Self.fast)
+        try await device.table().insert(["id": "a", "title": "Milk"])
+        try await eventually("a few attempts") { server.requests.count >= 3 }
+        // Retries wait 20, 40, 80, 160, then 200 ms (with jitter): a handful in a second, each a
+        // request or two; without a backoff it would be thousands.
+        let before = server.requests.count
+        try await Task.sleep(for: .seconds(1))
+        let attempts = server.requests.count - before
+        #expect(attempts <= 30, "\(attempts) requests in a second")
+        try await eventually("the status says why") { device.context.status.snapshot.lastError != nil }
+        server.clearFaults()
+        try await eventually("the item arrives once the server is back") {
+            let queued = try await device.context.queuedOperationCount()
+            return server.row("todo", id: "a") != nil && queued == 0
+        }
+        try await eventually("the error is gone") { device.context.status.snapshot.lastError == nil }
+        await device.context.stopAutomaticSync()
+    }
+
+    @Test func nothingIsSentWhileOffline() async throws {
+        let server = ModelServer()
+        server.seed("todo", [["id": "s", "title": "From the server"]])
+        let device = try Device(kind: .memory, server: server)
+        let network = ManualConnectivity(online: false)
+        await device.context.startAutomaticSync(
+            [SyncSubscription(table: "todo")], configuration: Self.fast, connectivity: network)
+        try await device.table().insert(["id": "a", "title": "Written offline"])
+        try await eventually("the status counts the write") {
+            device.context.status.summary == "offline (1 change waiting)"
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(server.requests.isEmpty, "\(server.requests.count) requests while offline")
+        network.isOnline = true
+        try await eventually("the offline write is pushed and the server's item pulled") {
+            let local = try await Self.items(device.context)
+            let queued = try await device.context.queuedOperationCount()
+            return server.row("todo", id: "a") != nil && local["s"] != nil && queued == 0
+        }
+        await device.context.stopAutomaticSync()
+    }
+
+    @Test func synchronizeIsABarrier() async throws {
+        let server = ModelServer()
+        let a = try Device("a", kind: .memory, server: server)
+        let b = try Device("b", kind: .memory, server: server)
+        try await a.table().insert(["id": "from-a", "title": "A"])
+        try await a.context.push()
+        try await b.table().insert(["id": "from-b", "title": "B"])
+        let report = try await b.context.synchronize([SyncSubscription(table: "todo")])
+        #expect(report.push.pushed == 1 && report.push.isComplete)
+        #expect(report.pulls["automatic"]?.items.upserted ?? 0 >= 1)
+        #expect(try await Self.items(b.context).keys.sorted() == ["from-a", "from-b"])
+        #expect(server.row("todo", id: "from-b") != nil)
+    }
+}
