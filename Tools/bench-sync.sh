@@ -4,6 +4,7 @@
 # push of 10,000 queued inserts. Release build; see Tools/README.md.
 #
 # Usage: Tools/bench-sync.sh [--rows N] [--page N] [--push N] [--memory-rows N]
+#        Tools/bench-sync.sh --live N [--idle-seconds S] [--postgres URL]   (live sync: latency, idle cost)
 set -euo pipefail
 cd "$(dirname "$0")/../Apps"
 swift build -c release --product ferry

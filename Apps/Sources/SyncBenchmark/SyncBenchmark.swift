@@ -11,6 +11,7 @@ import Foundation
 import GRDB
 import StoreSQLite
 import SyncCore
+import Synchronization
 import Transport
 
 @main
@@ -33,6 +34,10 @@ enum SyncBenchmarkMain {
             "Ferry sync benchmark: rows of about 200 bytes, pages of \(options.page), server = ferry serve (SQLite file)"
         )
 
+        if options.live > 0 {
+            try await LiveBenchmark.run(options: options, directory: directory)
+            return
+        }
         let pullRate = try await pullBenchmark(
             rows: options.rows, options: options, directory: directory, baseline: true)
         if let big = options.memoryRows {
@@ -165,10 +170,22 @@ struct Options {
     var page = 1_000
     var push = 10_000
     var memoryRows: Int?
+    /// Writes of the live-sync latency benchmark (0: not run).
+    var live = 0
+    var idleSeconds = 60
+    /// A PostgreSQL URL for the live benchmark across two instances.
+    var postgres: String?
 
     init(_ arguments: ArraySlice<String>) throws {
         var arguments = arguments
         while let flag = arguments.popFirst() {
+            if flag == "--postgres" {
+                guard let url = arguments.popFirst(), url.hasPrefix("postgres") else {
+                    throw BenchmarkError("--postgres needs a postgres:// URL")
+                }
+                postgres = url
+                continue
+            }
             guard let text = arguments.popFirst(), let value = Int(text), value >= 0 else {
                 throw BenchmarkError("\(flag) needs a number")
             }
@@ -177,6 +194,8 @@ struct Options {
             case "--page": page = max(1, min(1_000, value))
             case "--push": push = value
             case "--memory-rows": memoryRows = value
+            case "--live": live = value
+            case "--idle-seconds": idleSeconds = max(1, value)
             default: throw BenchmarkError("unknown option \(flag) (see Tools/README.md)")
             }
         }
@@ -243,15 +262,22 @@ enum Seeder {
 final class ServerProcess: @unchecked Sendable {
     let process: Process
     let url: URL
+    /// Requests the server logged (with `countsRequests`).
+    private let requests = Mutex(0)
 
     private init(process: Process, url: URL) {
         self.process = process
         self.url = url
     }
 
-    static func start(database: String, directory: URL, page: Int, extraArguments: [String] = []) throws
-        -> ServerProcess
-    {
+    /// The requests that reached the server so far (started with `countsRequests`).
+    var requestCount: Int { requests.withLock { $0 } }
+
+    /// Starts `ferry serve` on the SQLite file `database` (or on the `--db` of `extraArguments`).
+    /// With `countsRequests` it logs every request, and ``requestCount`` counts them.
+    static func start(
+        database: String?, directory: URL, page: Int, extraArguments: [String] = [], countsRequests: Bool = false
+    ) throws -> ServerProcess {
         let tables = directory.appendingPathComponent("tables.json")
         try Data(#"{"defaults": {"softDelete": true, "pageSize": \#(page), "maxTop": 1000}}"#.utf8).write(to: tables)
         let ferry = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
@@ -262,11 +288,13 @@ final class ServerProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = ferry
         process.arguments =
-            [
-                "serve", "--port", "0", "--db", "sqlite:" + database, "--tables", tables.path, "--log-level", "error",
+            ["serve", "--port", "0"] + (database.map { ["--db", "sqlite:" + $0] } ?? []) + [
+                "--tables", tables.path, "--log-level", countsRequests ? "info" : "error",
             ] + extraArguments
         let output = Pipe()
         process.standardOutput = output
+        let log = Pipe()
+        if countsRequests { process.standardError = log }
         try process.run()
         // "ferry serve: listening on http://127.0.0.1:PORT (…)"
         var line = Data()
@@ -279,7 +307,24 @@ final class ServerProcess: @unchecked Sendable {
         guard let range = text.range(of: "http://"), let end = text[range.lowerBound...].firstIndex(of: " "),
             let url = URL(string: String(text[range.lowerBound..<end]))
         else { throw BenchmarkError("unexpected first line from ferry serve: \(text)") }
-        return ServerProcess(process: process, url: url)
+        let server = ServerProcess(process: process, url: url)
+        if countsRequests {
+            // One log line per request: "… [FerryServer] GET /tables/idle 200".
+            Thread {
+                var pending = Data()
+                while true {
+                    let chunk = log.fileHandleForReading.availableData
+                    if chunk.isEmpty { return }
+                    pending.append(chunk)
+                    while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                        let line = String(decoding: pending[..<newline], as: UTF8.self)
+                        pending.removeSubrange(...newline)
+                        if line.contains("[FerryServer] ") { server.requests.withLock { $0 += 1 } }
+                    }
+                }
+            }.start()
+        }
+        return server
     }
 
     func stop() {
