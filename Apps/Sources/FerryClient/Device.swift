@@ -185,8 +185,12 @@ public actor Device {
     public let server: ServerSettings?
     public let policy: ConflictPolicy
     private let connectivity: Connectivity
+    /// What automatic sync is told of the simulated connection.
+    private let network = ManualConnectivity()
     private var store: any LocalStore
     private var context: SyncContext
+    /// The tables automatic sync keeps pulled, while it runs.
+    public private(set) var automaticTables: [String]?
 
     public init(
         name: String, store location: StoreLocation, server: ServerSettings?, policy: ConflictPolicy = .keep
@@ -221,17 +225,58 @@ public actor Device {
     public var isOnline: Bool { connectivity.online.withLock { $0 } }
 
     /// Switches the simulated connection.
-    public func setOnline(_ online: Bool) { connectivity.online.withLock { $0 = online } }
+    public func setOnline(_ online: Bool) {
+        connectivity.online.withLock { $0 = online }
+        network.isOnline = online
+    }
+
+    /// Starts syncing `tables` by itself (``SyncContext/startAutomaticSync(_:configuration:connectivity:)``):
+    /// pushes soon after local writes, pulls when the server's change feed says a table changed (or
+    /// every `pollInterval` without a feed).
+    public func startAutomaticSync(_ tables: [String], pollInterval: Duration = .seconds(10)) async throws {
+        guard server != nil else {
+            throw ClientError(.usage, "automatic sync needs a server", hint: "give --server URL (or FERRY_SERVER)")
+        }
+        for table in tables {
+            do {
+                try StoreValidation.validateTableName(table)
+            } catch {
+                throw ClientError(.usage, error.message)
+            }
+        }
+        await context.startAutomaticSync(
+            tables.map { SyncSubscription(table: $0, queryID: "automatic") },
+            configuration: AutomaticSyncConfiguration(pollInterval: pollInterval), connectivity: network)
+        automaticTables = tables
+    }
+
+    /// Stops automatic sync (and waits for its work to stop).
+    public func stopAutomaticSync() async {
+        await context.stopAutomaticSync()
+        automaticTables = nil
+    }
+
+    /// Where sync stands (automatic sync keeps it current).
+    public var syncStatus: SyncStatus.Snapshot { context.status.snapshot }
+
+    /// The results of a query, now and after every change (local, pulled, pushed).
+    public func observe(_ table: String, query: TableQuery) -> AsyncThrowingStream<[JSONObject], any Error> {
+        context.table(table).observe(query)
+    }
 
     /// Closes and reopens the store, as an app restart would (a memory store starts empty again).
     public func restart() async throws {
+        await stopAutomaticSync()
         try await store.close()
         store = try location.open()
         context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
     }
 
-    /// Closes the store.
-    public func close() async throws { try await store.close() }
+    /// Closes the store (after stopping automatic sync).
+    public func close() async throws {
+        await stopAutomaticSync()
+        try await store.close()
+    }
 
     /// Progress events of this device's sync work.
     public func events() -> AsyncStream<SyncEvent> { context.events(bufferingNewest: 1_000) }
@@ -339,9 +384,12 @@ public actor Device {
         }
         var queued: [String: Int] = [:]
         for operation in operations { queued[operation.table, default: 0] += 1 }
-        return DeviceStatus(
+        var status = DeviceStatus(
             device: name, store: location.description, online: isOnline, queued: queued,
             operations: operations, errors: errors, deltaTokens: tokens)
+        status.lastSyncedAt = try await context.lastSyncedAt()
+        status.automaticTables = automaticTables
+        return status
     }
 
     public func conflicts() async throws -> [OperationErrorRecord] { try await context.operationErrors() }
@@ -372,6 +420,10 @@ public struct DeviceStatus: Sendable {
     public var errors: [OperationErrorRecord]
     /// Delta tokens per table and query id.
     public var deltaTokens: [String: [String: String]]
+    /// When the device last pushed or pulled successfully.
+    public var lastSyncedAt: Timestamp?
+    /// The tables automatic sync keeps in sync, when it runs.
+    public var automaticTables: [String]?
 
     /// A status; see the properties.
     public init(

@@ -224,8 +224,26 @@ public enum Rendering: Sendable {
         return number < 0 ? "-" + result : result
     }
 
+    /// "everything synced (last sync 2 s ago)", or what says that nothing waits when it never synced.
+    static func synced(_ last: Timestamp?, now: Timestamp) -> String {
+        guard let last else { return "nothing waiting to be pushed (never synced with a server)" }
+        return "everything synced (last sync \(ago(from: last, to: now)))"
+    }
+
+    /// "2 s ago", "5 min ago", "3 h ago", "4 days ago".
+    static func ago(from then: Timestamp, to now: Timestamp) -> String {
+        let seconds = max(0, (now.millisecondsSince1970 - then.millisecondsSince1970) / 1000)
+        switch seconds {
+        case ..<60: return "\(seconds) s ago"
+        case ..<3_600: return "\(seconds / 60) min ago"
+        case ..<86_400: return "\(seconds / 3_600) h ago"
+        default: return "\(seconds / 86_400) day\(seconds >= 2 * 86_400 ? "s" : "") ago"
+        }
+    }
+
     /// `status`.
-    public static func status(_ status: DeviceStatus, format: OutputFormat) -> String {
+    public static func status(_ status: DeviceStatus, format: OutputFormat, now: Timestamp? = nil) -> String {
+        let now = now ?? Timestamp(millisecondsSince1970: Int64(Date().timeIntervalSince1970 * 1000))
         switch format {
         case .json, .jsonLines:
             let queued = status.queued.mapValues { JSONValue.int(Int64($0)) }
@@ -235,6 +253,8 @@ public enum Rendering: Sendable {
                 "device": .string(status.device), "store": .string(status.store), "online": .bool(status.online),
                 "queued": .object(queued), "errors": .array(status.errors.map { .object($0.json) }),
                 "deltaTokens": .object(tokens),
+                "lastSyncedAt": status.lastSyncedAt.map { .string($0.iso8601) } ?? .null,
+                "automaticSync": status.automaticTables.map { .array($0.map(JSONValue.string)) } ?? .null,
             ]).serialized()
         case .table, .csv:
             var lines = [
@@ -243,7 +263,10 @@ public enum Rendering: Sendable {
                     + "\(status.errors.count) error\(status.errors.count == 1 ? "" : "s")"
             ]
             if status.operations.isEmpty && status.errors.isEmpty {
-                lines[0] += ": nothing waiting to be pushed"
+                lines[0] += ": " + Self.synced(status.lastSyncedAt, now: now)
+            }
+            if let tables = status.automaticTables {
+                lines.append("syncing automatically: \(tables.joined(separator: ", "))")
             }
             if status.operations.count > Self.operationListLimit {
                 // Many (after an import): a count per table, operation and state, not a line each.

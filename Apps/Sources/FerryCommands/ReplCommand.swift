@@ -227,6 +227,29 @@ public actor ReplSession {
         case "restart":
             try await currentDevice().restart()
             output.print("\(current) restarted (store closed and reopened)")
+        case "auto":
+            let device = try currentDevice()
+            switch rest.first {
+            case nil:
+                let tables = await device.automaticTables
+                let summary = await device.syncStatus.summary
+                output.print(
+                    tables.map { "\(current) syncs \($0.joined(separator: ", ")) by itself: \(summary)" }
+                        ?? "\(current) syncs only when asked (auto on [TABLE…] starts automatic sync)")
+            case "on":
+                var tables = Array(rest.dropFirst())
+                if tables.isEmpty { tables = try await device.tableNames() }
+                guard !tables.isEmpty else {
+                    throw ClientError(.usage, "which tables?", hint: "auto on TABLE [TABLE…]")
+                }
+                try await device.startAutomaticSync(tables)
+                output.print("\(current) now syncs \(tables.joined(separator: ", ")) by itself")
+            case "off":
+                await device.stopAutomaticSync()
+                output.print("\(current) syncs only when asked")
+            default:
+                throw ClientError(.usage, "auto on [TABLE…] | auto off | auto")
+            }
         default:
             let parsed: any ParsableCommand
             guard commandNames.contains(first) else {
@@ -269,7 +292,7 @@ public actor ReplSession {
     }
 
     /// The REPL's own commands, beside the device commands.
-    static let replCommandNames = ["help", "exit", "quit", "use", "devices", "offline", "online", "restart"]
+    static let replCommandNames = ["help", "exit", "quit", "use", "devices", "offline", "online", "restart", "auto"]
 
     var commandNames: [String] { Self.replCommandNames + deviceCommands.compactMap { $0.configuration.commandName } }
 
@@ -286,6 +309,7 @@ public actor ReplSession {
             ["use NAME [--store S]", "switch to device NAME (created with its own store the first time)"],
             ["devices", "list the devices"], ["offline / online", "cut or restore this device's connection"],
             ["restart", "close and reopen this device's store, as an app restart"],
+            ["auto on [TABLE…] / off", "let this device sync by itself (push after writes, pull on changes)"],
             ["help [COMMAND]", "this list, or one command's options"], ["exit", "leave (Ctrl-D too)"],
         ]
         return TextTable.render(headers: ["command", "what it does"], rows: rows, maximumWidth: 80)

@@ -69,6 +69,7 @@ extension SyncContext {
                 throw error
             }
             hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: nil))
+            try await recordSync()
             return result
         }
     }

@@ -35,7 +35,9 @@ extension SyncContext {
     @discardableResult
     public func push() async throws -> PushResult {
         try checkCancellation("push")
-        return try await holding([Self.pushGate]) { try await pushHoldingGate() }
+        let result = try await holding([Self.pushGate]) { try await pushHoldingGate() }
+        if result.pushed > 0 && result.isComplete { try await recordSync() }
+        return result
     }
 
     /// The most operations read from the queue, prepared and completed together.

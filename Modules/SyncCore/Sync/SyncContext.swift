@@ -41,6 +41,27 @@ public actor SyncContext {
 
     func setFeedPosition(_ position: String) { feedPosition = position }
 
+    /// When this store last pushed or pulled successfully (kept in the store, so that a new
+    /// process knows it too), or `nil` if it never did.
+    ///
+    /// ```swift
+    /// if let last = try await context.lastSyncedAt() { print("last sync \(last.iso8601)") }
+    /// ```
+    public nonisolated func lastSyncedAt() async throws -> Timestamp? {
+        let text = try await read("read the last sync time") {
+            try $0.deltaToken(table: Self.engineSlot, queryID: "lastSync")
+        }
+        return text.flatMap(Int64.init).map(Timestamp.init(millisecondsSince1970:))
+    }
+
+    /// Records that a push or pull just succeeded.
+    nonisolated func recordSync() async throws {
+        let now = String(ItemFields.now().millisecondsSince1970)
+        try await write("record the sync time") {
+            try $0.setDeltaToken(table: Self.engineSlot, queryID: "lastSync", value: now)
+        }
+    }
+
     private var gates: [String: Gate] = [:]
     /// What the running push may use of the backend (set when a push starts).
     var pushPlan = PushPlan(capabilities: .none)

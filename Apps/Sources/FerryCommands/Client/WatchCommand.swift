@@ -1,0 +1,71 @@
+public import ArgumentParser
+public import FerryClient
+import Foundation
+import SyncCore
+
+/// `ferry watch TABLE [--filter …]`: a live view of a table.
+public struct WatchCommand: DeviceCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Show a table live: it is redrawn whenever its rows change, here or on other devices.",
+        discussion: """
+            The device syncs the table by itself meanwhile: it pushes local changes and pulls when the
+            server's change feed says the table changed (every 10 s against a server without one).
+            Ctrl-C stops. On a terminal the view is redrawn in place; otherwise each new result is
+            printed after the last (with --json, one JSON array per line).
+              ferry watch todo --server http://127.0.0.1:8080
+              ferry watch todo --filter "done eq false" --top 20
+            """)
+    @OptionGroup public var client: ClientOptions
+    @Argument(help: "The table.") var table: String
+    @Option(help: "An OData $filter, e.g. \"done eq false\".") var filter: String?
+    @Option(help: "The most rows shown.") var top: Int = 50
+    @Option(help: "Stop after this many seconds (default: until Ctrl-C).") var seconds: Double?
+    public init() {}
+
+    public func execute(on device: Device, output: CommandOutput) async throws {
+        guard top >= 1 else { throw ClientError(.usage, "--top must be at least 1") }
+        let query = try makeQuery(filter: filter, top: top)
+        try await device.startAutomaticSync([table])
+        let stream = await device.observe(table, query: query)
+        let redraws = output.format == .table && isatty(1) == 1
+        let table = table
+        let server = await device.server?.url.absoluteString ?? ""
+        let watching = Task {
+            for try await items in stream {
+                let status = await device.syncStatus
+                let view = Rendering.items(items, format: output.format, width: output.terminalWidth)
+                switch output.format {
+                case .json, .jsonLines:
+                    output.print(JSONValue.array(items.map(JSONValue.object)).serialized())
+                case .table, .csv:
+                    let header =
+                        "\(table) on \(server): \(items.count) row\(items.count == 1 ? "" : "s"); \(status.summary)"
+                    // Clear the screen and draw from the top, or print after the last view.
+                    output.write(
+                        redraws ? "\u{1B}[H\u{1B}[2J" + header + "\n" + view + "\n" : header + "\n" + view + "\n\n")
+                }
+            }
+        }
+        // Ctrl-C (and a deadline) end the view; the sync stops at a safe point and the store closes.
+        signal(SIGINT, SIG_IGN)
+        let interrupt = DispatchSource.makeSignalSource(signal: SIGINT)
+        interrupt.setEventHandler { watching.cancel() }
+        interrupt.resume()
+        defer {
+            interrupt.cancel()
+            signal(SIGINT, SIG_DFL)
+        }
+        if let seconds {
+            Task {
+                try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+                watching.cancel()
+            }
+        }
+        let result = await watching.result
+        await device.stopAutomaticSync()
+        if case .failure(let error) = result, !(error is CancellationError) {
+            throw ClientError.from(error)
+        }
+    }
+}

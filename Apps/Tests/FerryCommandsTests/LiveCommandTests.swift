@@ -1,0 +1,83 @@
+import ArgumentParser
+import FerryClient
+import FerryServer
+import Foundation
+import SyncCore
+import Testing
+import Transport
+
+@testable import FerryCommands
+
+@Suite("ferry watch, auto and status: live sync from the command line")
+struct LiveCommandTests {
+    /// `ferry watch` prints the table again when another client writes to it.
+    @Test func watchShowsWhatAnotherDeviceWrites() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let url = URL(string: server.url)!
+        let watcher = try Device(name: "watcher", store: .memory, server: ServerSettings(url: url))
+        let transcript = Transcript()
+        let watch = try #require(
+            try FerryCommand.parseAsRoot(["watch", "todo", "--seconds", "20"]) as? WatchCommand)
+        let watching = Task { try await watch.execute(on: watcher, output: transcript.output) }
+        // The first view (empty), then a write by another client shows up.
+        try await waitFor("the first view") { transcript.value.contains("todo on \(url.absoluteString): 0 rows") }
+        let other = HTTPRemote(HTTPRemote.Configuration(serverURL: url))
+        _ = try await other.onlineTable("todo").insert(["id": "from-b", "title": "Written elsewhere"])
+        try await waitFor("the other client's row") { transcript.value.contains("Written elsewhere") }
+        #expect(transcript.value.contains("1 row"))
+        watching.cancel()
+        _ = await watching.result
+        try await watcher.close()
+    }
+
+    @Test func theReplTurnsAutomaticSyncOnAndOff() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let transcript = Transcript()
+        let session = try ReplSession(
+            server: ServerSettings(url: URL(string: server.url)!), policy: .keep, stores: "memory",
+            output: transcript.output)
+        try await session.use("phone", store: nil)
+        try await session.execute("auto on todo")
+        try await session.execute(#"insert todo '{"id":"a","title":"Milk"}'"#)
+        // Pushed by itself: nobody typed push.
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
+        try await waitFor("the insert reaches the server") {
+            (try? await remote.onlineTable("todo").item(id: "a")) != nil
+        }
+        try await waitFor("the device knows it") {
+            let status = try await session.currentDevice().status()
+            return status.operations.isEmpty && status.lastSyncedAt != nil
+        }
+        try await session.execute("auto")
+        #expect(transcript.value.contains("phone syncs todo by itself"), "\(transcript.value)")
+        try await session.execute("auto off")
+        try await session.execute("auto")
+        #expect(transcript.value.contains("phone syncs only when asked"), "\(transcript.value)")
+        try await session.execute("status")
+        #expect(transcript.value.contains("everything synced (last sync"), "\(transcript.value)")
+    }
+
+    @Test func statusSaysPlainlyWhenEverythingIsSynced() {
+        var status = DeviceStatus(
+            device: "phone", store: "memory", online: true, queued: [:], operations: [], errors: [], deltaTokens: [:])
+        let now = Timestamp(millisecondsSince1970: 1_800_000_000_000)
+        status.lastSyncedAt = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - 2_400)
+        #expect(Rendering.status(status, format: .table, now: now).contains("everything synced (last sync 2 s ago)"))
+        status.lastSyncedAt = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - 7_200_000)
+        #expect(Rendering.status(status, format: .table, now: now).contains("(last sync 2 h ago)"))
+        status.lastSyncedAt = nil
+        #expect(Rendering.status(status, format: .table, now: now).contains("never synced"))
+    }
+}
+
+func waitFor(
+    _ what: String, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
+) async throws {
+    for _ in 0..<1_500 {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
+}
