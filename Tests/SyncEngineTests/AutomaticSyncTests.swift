@@ -98,6 +98,21 @@ struct AutomaticSyncTests {
         await device.context.stopAutomaticSync()
     }
 
+    /// Operations the server failed (503) are pushed again after the backoff, not left failed.
+    @Test func operationsTheServerFailedAreRetried() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        server.inject(.status(503, "maintenance"), on: .insert, count: 2)
+        await device.context.startAutomaticSync([SyncSubscription(table: "todo")], configuration: Self.fast)
+        try await device.table().insert(["id": "a", "title": "Milk"])
+        try await eventually("the item arrives after the 503s") {
+            let queued = try await device.context.queuedOperationCount()
+            return server.row("todo", id: "a") != nil && queued == 0
+        }
+        #expect(server.requests.filter { $0.kind == .insert }.count == 3)
+        await device.context.stopAutomaticSync()
+    }
+
     @Test func nothingIsSentWhileOffline() async throws {
         let server = ModelServer()
         server.seed("todo", [["id": "s", "title": "From the server"]])

@@ -338,6 +338,7 @@ struct AutomaticSyncRun: Sendable {
         var failures = 0
         var retryPending = false
         var workScheduled = false
+        var retryFailedOperations = false
         var feedFailures = 0
         var feedActive = false
         var polling = false
@@ -407,11 +408,17 @@ struct AutomaticSyncRun: Sendable {
             do {
                 if pushWanted {
                     pushWanted = false
-                    if try await hasOperationsToPush() {
+                    // After operations failed on the server's side (5xx, 429), they are failed in the
+                    // queue: the retry pushes them again.
+                    let retrying = retryFailedOperations
+                    retryFailedOperations = false
+                    let toPush = try await hasOperationsToPush()
+                    if retrying || toPush {
                         context.status.update { $0.isPushing = true }
                         defer { context.status.update { $0.isPushing = false } }
                         let result = try await context.push()
                         if result.failed.contains(where: { Self.isTransient($0.statusCode) }) {
+                            retryFailedOperations = true
                             throw SyncError(.remote, "the server failed \(result.failed.count) operations")
                         }
                     }
