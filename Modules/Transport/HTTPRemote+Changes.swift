@@ -21,7 +21,7 @@ extension HTTPRemote {
     /// }
     /// ```
     ///
-    /// - Throws: ``RemoteError`` — `notFound` when the server has no feed, the status of a refusal
+    /// - Throws: `RemoteError` — `notFound` when the server has no feed, the status of a refusal
     ///   (401, 429…), `network` when it cannot be reached. The stream throws `RemoteError` too.
     public func changeFeed(tables: [String]?, after position: String?) async throws(RemoteError)
         -> AsyncThrowingStream<RemoteChangeEvent, any Error>
