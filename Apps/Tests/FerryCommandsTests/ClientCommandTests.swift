@@ -223,7 +223,12 @@ struct FerryBinaryTests {
         return nil
     }
 
-    static func run(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    /// Runs the binary to its end, off the cooperative pool.
+    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+        try await offThePool { try runBlocking(arguments) }
+    }
+
+    private static func runBlocking(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         guard let url = ferryURL() else {
             throw ClientError(.notFound, "the ferry executable was not built beside the tests")
@@ -241,8 +246,8 @@ struct FerryBinaryTests {
         return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
     }
 
-    @Test func theDemoRunsFromStartToEnd() throws {
-        let result = try Self.run(["demo"])
+    @Test func theDemoRunsFromStartToEnd() async throws {
+        let result = try await Self.run(["demo"])
         #expect(result.status == 0, "\(result.errors)")
         #expect(result.output.contains("phone, tablet and server hold the same 3 todos"), "\(result.output)")
         // The conflict step shows what each device changed against the base.
@@ -252,19 +257,19 @@ struct FerryBinaryTests {
             "\(result.output)")
     }
 
-    @Test func failuresAreOneLineWithAnExitCode() throws {
-        let result = try Self.run(["get", "todo", "nothing", "--store", "memory"])
+    @Test func failuresAreOneLineWithAnExitCode() async throws {
+        let result = try await Self.run(["get", "todo", "nothing", "--store", "memory"])
         #expect(result.status == 5)
         #expect(result.errors.hasPrefix("error: no item 'nothing' in 'todo'"))
         #expect(result.errors.split(separator: "\n").count == 1)
-        let usage = try Self.run(["insert", "todo", "[1]", "--store", "memory"])
+        let usage = try await Self.run(["insert", "todo", "[1]", "--store", "memory"])
         #expect(usage.status == 64)
     }
 }
 
 @Suite("ferry import")
 struct ImportCommandTests {
-    @Test func importsJSONLinesAndArraysAtomically() throws {
+    @Test func importsJSONLinesAndArraysAtomically() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "ferry-import-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -278,22 +283,22 @@ struct ImportCommandTests {
         let bad = directory.appendingPathComponent("bad.jsonl").path
         try "{\"id\":\"x1\"}\n\n{\"id\": oops}\n".write(toFile: bad, atomically: true, encoding: .utf8)
 
-        let imported = try FerryBinaryTests.run(["import", "todo", lines, "--store", store])
+        let imported = try await FerryBinaryTests.run(["import", "todo", lines, "--store", store])
         #expect(imported.status == 0, "\(imported.errors)")
         #expect(imported.output.contains("imported 2,500 items into 'todo'"), "\(imported.output)")
         #expect(
-            try FerryBinaryTests.run(["import", "todo", array, "--store", store, "--json"]).output.contains(
+            try await FerryBinaryTests.run(["import", "todo", array, "--store", store, "--json"]).output.contains(
                 #""imported":2"#))
 
         // A bad line: named by its number, nothing imported.
-        let refused = try FerryBinaryTests.run(["import", "todo", bad, "--store", store])
+        let refused = try await FerryBinaryTests.run(["import", "todo", bad, "--store", store])
         #expect(refused.status == 64)
         #expect(refused.errors.hasPrefix("error: line 3 is not JSON"), "\(refused.errors)")
         // An id already stored, on the first line: the whole file is refused, nothing half-imported.
-        let again = try FerryBinaryTests.run(["import", "todo", lines, "--store", store])
+        let again = try await FerryBinaryTests.run(["import", "todo", lines, "--store", store])
         #expect(again.status == 64)
         #expect(again.errors.contains("line 1 was not imported"), "\(again.errors)")
-        let count = try FerryBinaryTests.run(["status", "--store", store, "--json"])
+        let count = try await FerryBinaryTests.run(["status", "--store", store, "--json"])
         #expect(
             count.output.contains(#""todo":2502"#), "2,500 + 2 queued inserts, no more: \(count.output.prefix(200))")
     }

@@ -67,7 +67,7 @@ struct HardeningCommandTests {
 
     /// `ferry demo | head -1`: the demo ends quietly when its reader goes away, and removes its
     /// temporary directory.
-    @Test func aClosedOutputEndsACommandQuietly() throws {
+    @Test func aClosedOutputEndsACommandQuietly() async throws {
         guard let url = FerryBinaryTests.ferryURL() else {
             Issue.record("the ferry executable was not built beside the tests")
             return
@@ -85,16 +85,19 @@ struct HardeningCommandTests {
         process.standardOutput = output
         process.standardError = errors
         try process.run()
-        // Read the first line, then go away as `head -1` does.
-        var first = Data()
-        while !first.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            first.append(chunk)
+        let (first, stderr) = try await offThePool {
+            // Read the first line, then go away as `head -1` does.
+            var first = Data()
+            while !first.contains(UInt8(ascii: "\n")) {
+                let chunk = output.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                first.append(chunk)
+            }
+            try output.fileHandleForReading.close()
+            let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (first, stderr)
         }
-        try output.fileHandleForReading.close()
-        let stderr = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
         #expect(String(decoding: first, as: UTF8.self).hasPrefix("Ferry demo"))
         #expect(process.terminationReason == .exit)
         #expect([0, 141].contains(process.terminationStatus), "exit \(process.terminationStatus)")
@@ -108,7 +111,7 @@ struct HardeningCommandTests {
         #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["repl", "--protocol", "7"]) }
         #expect(try FerryCommand.parseAsRoot(["demo", "--protocol", "2"]) is DemoCommand)
         let server = try await startServer()
-        let busy = try FerryBinaryTests.run(["serve", "--port", "\(server.port)", "--db", "memory"])
+        let busy = try await FerryBinaryTests.run(["serve", "--port", "\(server.port)", "--db", "memory"])
         #expect(busy.status == 1)
         #expect(
             busy.errors.hasPrefix("error: cannot listen on 127.0.0.1:\(server.port): the address is already in use"))

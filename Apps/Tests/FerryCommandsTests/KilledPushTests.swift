@@ -88,11 +88,7 @@ struct KilledPushTests {
     /// that run the tests' tasks (two on this machine) for seconds would stall the servers other
     /// suites run in-process.
     static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try FerryBinaryTests.run(arguments) })
-            }
-        }
+        try await FerryBinaryTests.run(arguments)
     }
 
     /// Starts `ferry push` and kills it with SIGKILL after `milliseconds`, timed on a thread of its

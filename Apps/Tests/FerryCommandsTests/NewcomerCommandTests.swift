@@ -12,8 +12,10 @@ import Transport
 /// What a newcomer meets in the CLI: clear errors, tokens for a development server, items from files.
 @Suite("ferry for newcomers")
 struct NewcomerCommandTests {
-    @Test func aFilterErrorPointsAtItsPositionOnce() throws {
-        let result = try FerryBinaryTests.run(["query", "todo", "--filter", #"title eq "Milk""#, "--store", "memory"])
+    @Test func aFilterErrorPointsAtItsPositionOnce() async throws {
+        let result = try await FerryBinaryTests.run([
+            "query", "todo", "--filter", #"title eq "Milk""#, "--store", "memory",
+        ])
         #expect(result.status == 64)
         let lines = result.errors.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         #expect(lines.first?.hasPrefix("error: invalid query: $filter at 9: ") == true, "\(result.errors)")
@@ -22,32 +24,32 @@ struct NewcomerCommandTests {
         #expect(lines.count >= 3 && lines[1] == #"  title eq "Milk""# && lines[2] == "           ^", "\(result.errors)")
     }
 
-    @Test func aMistypedCommandGetsASuggestion() throws {
+    @Test func aMistypedCommandGetsASuggestion() async throws {
         #expect(FerryCommand.unknownCommandMessage(["pusj"])?.contains("did you mean 'push'?") == true)
         #expect(FerryCommand.unknownCommandMessage(["push", "--json"]) == nil)
         #expect(FerryCommand.unknownCommandMessage(["--help"]) == nil)
         #expect(FerryCommand.unknownCommandMessage(["help", "push"]) == nil)
-        let result = try FerryBinaryTests.run(["qeury", "todo"])
+        let result = try await FerryBinaryTests.run(["qeury", "todo"])
         #expect(result.status == 64)
         #expect(
             result.errors
                 == "error: unknown command 'qeury' (did you mean 'query'? `ferry --help` lists the commands)\n")
     }
 
-    @Test func fileSystemFailuresAreOneLine() throws {
+    @Test func fileSystemFailuresAreOneLine() async throws {
         let denied = ClientError.from(CocoaError(.fileWriteNoPermission, userInfo: [NSFilePathErrorKey: "ferry-repl"]))
         #expect(denied.description == "cannot use 'ferry-repl': permission denied")
         let missing = ClientError.from(CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: "/nope"]))
         #expect(missing.description == "cannot use '/nope': no such file or directory")
         // The REPL in a directory it cannot write to says so in one line.
-        let result = try FerryBinaryTests.run(["repl", "--stores", "/proc/ferry-repl-test/x"])
+        let result = try await FerryBinaryTests.run(["repl", "--stores", "/proc/ferry-repl-test/x"])
         #expect(result.status == 1)
         #expect(result.errors.hasPrefix("error: cannot use '/proc/ferry-repl-test"), "\(result.errors)")
         #expect(!result.errors.contains("NSCocoaErrorDomain"))
     }
 
-    @Test func jsonFailuresAreJSON() throws {
-        let result = try FerryBinaryTests.run(["get", "todo", "nothing", "--store", "memory", "--json"])
+    @Test func jsonFailuresAreJSON() async throws {
+        let result = try await FerryBinaryTests.run(["get", "todo", "nothing", "--store", "memory", "--json"])
         #expect(result.status == 5)
         let parsed = try JSONValue(parsing: result.errors.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(parsed.objectValue?["error"]?.objectValue?["exit"] == .int(5), "\(result.errors)")
@@ -106,24 +108,27 @@ struct NewcomerCommandTests {
         try process.run()
         input.fileHandleForWriting.write(Data(#"{"id":"piped","title":"from stdin"}"#.utf8))
         try input.fileHandleForWriting.close()
-        let printed = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let printed = try await offThePool {
+            let printed = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return printed
+        }
         #expect(process.terminationStatus == 0)
         #expect(String(decoding: printed, as: UTF8.self).contains("from stdin"))
     }
 
-    @Test func tokensForADevelopmentServer() throws {
+    @Test func tokensForADevelopmentServer() async throws {
         let secret = "a-development-secret-0123"
-        let result = try FerryBinaryTests.run(["token", "--subject", "alice", "--secret", secret])
+        let result = try await FerryBinaryTests.run(["token", "--subject", "alice", "--secret", secret])
         #expect(result.status == 0, "\(result.errors)")
         let token = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
         let identity = try TokenVerifier(secret: secret).verify(token)
         #expect(identity.subject == "alice")
         #expect(identity.expiresAt.map { $0 > Date() } == true)
-        let short = try FerryBinaryTests.run(["token", "--subject", "alice", "--secret", "short"])
+        let short = try await FerryBinaryTests.run(["token", "--subject", "alice", "--secret", "short"])
         #expect(short.status == 64)
         #expect(short.errors.contains("at least 16 bytes"))
-        let help = try FerryBinaryTests.run(["serve", "--help"])
+        let help = try await FerryBinaryTests.run(["serve", "--help"])
         let words = help.output.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         #expect(words.contains("at least 16 bytes"), "\(help.output)")
     }
@@ -411,9 +416,7 @@ struct ProgressLineTests {
 struct RemoteCommandTests {
     /// Runs the binary on a Dispatch thread: the in-process server needs the cooperative pool.
     static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try FerryBinaryTests.run(arguments) }) }
-        }
+        try await FerryBinaryTests.run(arguments)
     }
 
     @Test func listTablesAndQueryOneDirectly() async throws {

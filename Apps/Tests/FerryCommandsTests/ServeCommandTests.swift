@@ -1,6 +1,7 @@
 import ArgumentParser
 import FerryServer
 import Foundation
+import Synchronization
 import ServerStoragePostgreSQL
 import Testing
 
@@ -74,7 +75,7 @@ struct ServeCommandTests {
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(String(decoding: data, as: UTF8.self).contains("\"status\":\"ok\""))
         kill(process.processIdentifier, signal)
-        process.waitUntilExit()
+        try await offThePool { process.waitUntilExit() }
         #expect(process.terminationReason == .exit)
         #expect(process.terminationStatus == 0)
     }
@@ -82,25 +83,22 @@ struct ServeCommandTests {
     /// The first line `process` writes, or an error after 30 seconds (the process is then killed,
     /// which also ends the blocked read).
     static func firstLine(of handle: FileHandle, from process: Process) async throws -> String {
-        try await withThrowingTaskGroup(of: String.self) { group in
-            group.addTask {
-                var bytes: [UInt8] = []
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    bytes += chunk
-                    if bytes.contains(UInt8(ascii: "\n")) { break }
-                }
-                return String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+        // The reads block: on a thread of their own, with a watchdog thread of its own too.
+        let done = ProcessWatch()
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: 30)
+            if !done.isDone { process.terminate() }
+        }
+        defer { done.finish() }
+        return try await offThePool {
+            var bytes: [UInt8] = []
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                bytes += chunk
+                if bytes.contains(UInt8(ascii: "\n")) { break }
             }
-            group.addTask {
-                try await Task.sleep(for: .seconds(30))
-                process.terminate()
-                throw CancellationError()
-            }
-            let line = try await group.next()!
-            group.cancelAll()
-            return line
+            return String(decoding: bytes.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
         }
     }
 
@@ -122,8 +120,11 @@ extension ServeCommandTests {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = errors
         try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try await offThePool {
+            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return text
+        }
         #expect(process.terminationStatus == 1)
         let lines = text.split(separator: "\n")
         #expect(lines.count == 1, "\(text)")
@@ -132,7 +133,7 @@ extension ServeCommandTests {
         #expect(!text.contains("hunter2"))
     }
 
-    @Test func aDatabaseItCannotReadIsOneLineAndExitStatus64() throws {
+    @Test func aDatabaseItCannotReadIsOneLineAndExitStatus64() async throws {
         let executable = try #require(Self.executable, "the ferry executable is not built")
         for (argument, expected) in [
             ("mysql://u@h/db", "unknown database 'mysql://u@h/db'"),
@@ -145,11 +146,21 @@ extension ServeCommandTests {
             process.standardOutput = FileHandle.nullDevice
             process.standardError = errors
             try process.run()
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let text = try await offThePool {
+                let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                return text
+            }
             #expect(process.terminationStatus == 64, "\(argument): \(text)")
             #expect(text.hasPrefix("error: invalid server configuration: \(expected)"), "\(text)")
             #expect(text.split(separator: "\n").count == 1 && !text.contains("pw@"), "\(text)")
         }
     }
+}
+
+/// Whether a wait is over, for a watchdog thread.
+final class ProcessWatch: Sendable {
+    private let state = Mutex(false)
+    var isDone: Bool { state.withLock { $0 } }
+    func finish() { state.withLock { $0 = true } }
 }

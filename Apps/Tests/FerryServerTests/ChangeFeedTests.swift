@@ -200,7 +200,7 @@ struct ChangeFeedTests {
         // A feed whose client went away gives its place back (at the next heartbeat).
         feeds[0].stop()
         var reopened = false
-        for _ in 0..<100 where !reopened {
+        for _ in 0..<500 where !reopened {
             if (try? await alice.changeFeed(tables: nil, after: nil)) != nil { reopened = true }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -249,15 +249,21 @@ struct ChangeFeedTests {
         limits.changeFeedHeartbeat = .milliseconds(50)
         let live = try await LiveServer.start(tables: [TableSettings(name: "todo")], limits: limits)
         defer { Task { try? await live.stop() } }
-        let text = try await Self.readRaw(port: live.server.port, seconds: 0.5)
+        // Reads until four heartbeats came (or 20 s passed, on a machine too loaded to tell).
+        let text = try await Self.readRaw(port: live.server.port, seconds: 20) {
+            $0.components(separatedBy: ": heartbeat").count > 4
+        }
         #expect(text.hasPrefix("HTTP/1.1 200"), "\(text.prefix(200))")
         #expect(text.lowercased().contains("content-type: text/event-stream"))
         #expect(text.contains("event: ready"))
         #expect(text.components(separatedBy: ": heartbeat").count > 3, "\(text)")
     }
 
-    /// What a plain socket reads from the feed within `seconds` (on a thread of its own).
-    static func readRaw(port: Int, seconds: Double) async throws -> String {
+    /// What a plain socket reads from the feed within `seconds`, or until `enough` says so (on a
+    /// thread of its own).
+    static func readRaw(port: Int, seconds: Double, until enough: @escaping @Sendable (String) -> Bool)
+        async throws -> String
+    {
         try await withCheckedThrowingContinuation { continuation in
             Thread {
                 let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -282,7 +288,7 @@ struct ChangeFeedTests {
                 var received: [UInt8] = []
                 let deadline = Date().addingTimeInterval(seconds)
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                while Date() < deadline {
+                while Date() < deadline && !enough(String(decoding: received, as: UTF8.self)) {
                     let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, 4096, 0) }
                     if count > 0 { received += buffer[..<count] } else if count == 0 { break }
                 }
