@@ -80,38 +80,19 @@ public struct AlwaysOnline: ConnectivityMonitor {
 /// network.isOnline = false   // nothing is sent until it is true again
 /// ```
 public final class ManualConnectivity: ConnectivityMonitor {
-    private let state = Mutex<(online: Bool, next: Int, watchers: [Int: AsyncStream<Bool>.Continuation])>(
-        (true, 0, [:]))
+    private let online: WatchedValue<Bool>
 
     public init(online: Bool = true) {
-        state.withLock { $0.online = online }
+        self.online = WatchedValue(online)
     }
 
     /// Whether the network is usable; setting it tells every watcher.
     public var isOnline: Bool {
-        get { state.withLock { $0.online } }
-        set {
-            let watchers = state.withLock { state in
-                state.online = newValue
-                return Array(state.watchers.values)
-            }
-            for watcher in watchers { watcher.yield(newValue) }
-        }
+        get { online.value }
+        set { online.update { $0 = newValue } }
     }
 
-    public func paths() -> AsyncStream<Bool> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state in
-            state.next += 1
-            state.watchers[state.next] = continuation
-            continuation.yield(state.online)
-            return state.next
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.watchers.removeValue(forKey: id) }
-        }
-        return stream
-    }
+    public func paths() -> AsyncStream<Bool> { online.watch() }
 }
 
 /// Where a context's sync stands, for people and for SwiftUI: observable (`Observation`), and as
@@ -165,27 +146,54 @@ public final class SyncStatus: Observable, Sendable {
     }
 
     private let registrar = ObservationRegistrar()
-    private let state = Mutex<(snapshot: Snapshot, next: Int, watchers: [Int: AsyncStream<Snapshot>.Continuation])>(
-        (Snapshot(), 0, [:]))
+    private let current = WatchedValue(Snapshot())
 
     init() {}
 
     /// The status now.
     public var snapshot: Snapshot {
         registrar.access(self, keyPath: \.snapshot)
-        return state.withLock { $0.snapshot }
+        return current.value
     }
 
     /// ``Snapshot/summary`` of the status now.
     public var summary: String { snapshot.summary }
 
     /// The status now, then every change, until the stream is dropped.
-    public func updates() -> AsyncStream<Snapshot> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Snapshot.self, bufferingPolicy: .bufferingNewest(1))
+    public func updates() -> AsyncStream<Snapshot> { current.watch() }
+
+    func update(_ change: (inout Snapshot) -> Void) {
+        registrar.withMutation(of: self, keyPath: \.snapshot) { current.update(change) }
+    }
+}
+
+/// A value and whoever watches it: a watcher gets the value now, then each new one (the newest
+/// only when it falls behind), until it drops its stream.
+final class WatchedValue<Value: Sendable & Equatable>: Sendable {
+    private let state: Mutex<(value: Value, next: Int, watchers: [Int: AsyncStream<Value>.Continuation])>
+
+    init(_ value: Value) { state = Mutex((value, 0, [:])) }
+
+    var value: Value { state.withLock { $0.value } }
+
+    /// Changes the value, and tells the watchers when it changed.
+    func update(_ change: (inout Value) -> Void) {
+        let changed: (Value, [AsyncStream<Value>.Continuation])? = state.withLock { state in
+            var next = state.value
+            change(&next)
+            guard next != state.value else { return nil }
+            state.value = next
+            return (next, Array(state.watchers.values))
+        }
+        if let (value, watchers) = changed { for watcher in watchers { watcher.yield(value) } }
+    }
+
+    func watch() -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(1))
         let id = state.withLock { state in
             state.next += 1
             state.watchers[state.next] = continuation
-            continuation.yield(state.snapshot)
+            continuation.yield(state.value)
             return state.next
         }
         continuation.onTermination = { [weak self] _ in
@@ -194,18 +202,8 @@ public final class SyncStatus: Observable, Sendable {
         return stream
     }
 
-    func update(_ change: (inout Snapshot) -> Void) {
-        var changed: (Snapshot, [AsyncStream<Snapshot>.Continuation])?
-        registrar.withMutation(of: self, keyPath: \.snapshot) {
-            changed = state.withLock { state in
-                var next = state.snapshot
-                change(&next)
-                guard next != state.snapshot else { return nil }
-                state.snapshot = next
-                return (next, Array(state.watchers.values))
-            }
-        }
-        if let (snapshot, watchers) = changed { for watcher in watchers { watcher.yield(snapshot) } }
+    deinit {
+        for watcher in state.withLock({ $0.watchers.values }) { watcher.finish() }
     }
 }
 
