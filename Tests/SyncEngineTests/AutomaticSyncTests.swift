@@ -1,4 +1,5 @@
 import StoreConformance
+import StoreMemory
 import SyncTesting
 import Synchronization
 import Testing
@@ -147,5 +148,57 @@ struct AutomaticSyncTests {
         #expect(report.pulls["automatic"]?.items.upserted ?? 0 >= 1)
         #expect(try await Self.items(b.context).keys.sorted() == ["from-a", "from-b"])
         #expect(server.row("todo", id: "from-b") != nil)
+    }
+
+    /// A server whose capabilities could not be read at first (it was down) is asked again after
+    /// the first sync: its change feed is used from then on, and a hint pulls the table.
+    @Test func aFeedThatCouldNotBeAskedForAtFirstIsUsedLater() async throws {
+        let server = ModelServer()
+        let remote = FeedingRemote(server)
+        let context = SyncContext(store: MemoryStore(), remote: remote)
+        await context.startAutomaticSync(
+            [SyncSubscription(table: "todo")],
+            configuration: AutomaticSyncConfiguration(pushDelay: .milliseconds(5), pollInterval: .seconds(3_600)))
+        try await eventually("the feed is opened") { remote.feedOpened }
+        #expect(context.status.snapshot.usesChangeFeed)
+        server.seed("todo", [["id": "s", "title": "From the server"]])
+        remote.hint("todo")
+        try await eventually("the hint pulls the table") {
+            try await context.table("todo").item(id: "s") != nil
+        }
+        await context.stopAutomaticSync()
+    }
+}
+
+/// The model server with a change feed the test drives; the first question about it fails.
+final class FeedingRemote: RemoteService, Sendable {
+    let inner: any RemoteService
+    private let state = Mutex<(asked: Int, feed: AsyncThrowingStream<RemoteChangeEvent, any Error>.Continuation?)>(
+        (0, nil))
+
+    init(_ server: ModelServer) { inner = server.remote() }
+
+    func table(_ name: String) -> any RemoteTable { inner.table(name) }
+
+    func offersChangeFeed() async -> Bool {
+        state.withLock { state in
+            state.asked += 1
+            return state.asked > 1  // the first time the server could not be reached
+        }
+    }
+
+    func changeFeed(tables: [String]?, after position: String?) async throws(RemoteError)
+        -> AsyncThrowingStream<RemoteChangeEvent, any Error>
+    {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: RemoteChangeEvent.self)
+        continuation.yield(.ready(versions: ["todo": 0], position: "todo=0"))
+        state.withLock { $0.feed = continuation }
+        return stream
+    }
+
+    var feedOpened: Bool { state.withLock { $0.feed != nil } }
+
+    func hint(_ table: String) {
+        _ = state.withLock { $0.feed }?.yield(.changed(table: table, version: 1, position: "\(table)=1"))
     }
 }

@@ -38,11 +38,11 @@ struct HardeningTests {
 
     static func text(_ response: LoopbackHTTP.Response) -> String { String(decoding: response.body, as: UTF8.self) }
 
-    /// Runs blocking socket work on a Dispatch thread: the server under test shares the cooperative
-    /// pool, which a blocked read would starve.
+    /// Runs blocking socket work on a thread of its own: the server under test runs on the
+    /// cooperative pool, which a blocked read would starve (on Linux a GCD worker is part of it).
     static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
         }
     }
 

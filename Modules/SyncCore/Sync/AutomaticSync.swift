@@ -340,8 +340,15 @@ struct AutomaticSyncRun: Sendable {
         var feedFailures = 0
         var feedActive = false
         var polling = false
-        let offersFeed = configuration.usesChangeFeed ? await context.remote.offersChangeFeed() : false
-        context.status.update { $0.usesChangeFeed = offersFeed }
+        // Asked when the device comes online, and again after each sync while the answer is no:
+        // a server that could not be asked (it was down) may well have a feed.
+        var offersFeed = false
+        func askForFeed() async {
+            guard configuration.usesChangeFeed, !offersFeed else { return }
+            offersFeed = await context.remote.offersChangeFeed()
+            context.status.update { [offersFeed] in $0.usesChangeFeed = offersFeed }
+            if offersFeed { post.yield(.openFeed) }
+        }
 
         for await trigger in inbox {
             if Task.isCancelled { break }
@@ -360,6 +367,12 @@ struct AutomaticSyncRun: Sendable {
             case .everythingChanged:
                 dirty = tables
             case .poll:
+                // Polling stops once the feed is there (the feed resumes from its position when it
+                // drops, so nothing needs polling then).
+                guard !offersFeed else {
+                    polling = false
+                    continue
+                }
                 dirty = tables
                 if polling { after(configuration.pollInterval, .poll) }
             case .online(let now):
@@ -376,8 +389,9 @@ struct AutomaticSyncRun: Sendable {
                 pushWanted = true
                 dirty = tables
                 failures = 0
+                await askForFeed()  // opens the feed when there is one
                 if offersFeed {
-                    post.yield(.openFeed)
+                    post.yield(.openFeed)  // still closed after coming back online
                 } else if !polling {
                     polling = true
                     after(configuration.pollInterval, .poll)
@@ -439,6 +453,7 @@ struct AutomaticSyncRun: Sendable {
                     $0.lastSyncedAt = now
                     $0.lastError = nil
                 }
+                await askForFeed()
                 await refreshCounts(caughtUp: feedActive || !offersFeed)
             } catch {
                 let failure = SyncError.wrapping(error, "automatic sync")
