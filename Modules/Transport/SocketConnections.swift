@@ -34,19 +34,24 @@
         /// The connections requests go through when no `URLSession` was given.
         static var platformDefault: SocketConnections? { SocketConnections() }
 
-        /// Whether `url` can go through this client: `http`, and no proxy configured for it.
-        func handles(_ url: URL) -> Bool {
-            guard url.scheme?.lowercased() == "http", let host = url.host, !host.isEmpty else { return false }
+        /// The proxy settings of the environment, read once (`http_proxy`, `all_proxy`, `no_proxy`).
+        private let proxy: (configured: Bool, exempt: [String]) = {
             let environment = ProcessInfo.processInfo.environment
             let proxy =
                 environment["http_proxy"] ?? environment["HTTP_PROXY"] ?? environment["all_proxy"]
                 ?? environment["ALL_PROXY"]
-            guard let proxy, !proxy.isEmpty else { return true }
             let exempt = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",").map {
                 $0.trimmingCharacters(in: .whitespaces).lowercased()
             }
+            return (proxy?.isEmpty == false, exempt)
+        }()
+
+        /// Whether `url` can go through this client: `http`, and no proxy configured for it.
+        func handles(_ url: URL) -> Bool {
+            guard url.scheme?.lowercased() == "http", let host = url.host, !host.isEmpty else { return false }
+            guard proxy.configured else { return true }
             let name = host.lowercased()
-            return exempt.contains { entry in
+            return proxy.exempt.contains { entry in
                 entry == "*"
                     || (!entry.isEmpty && (name == entry || name.hasSuffix(entry.hasPrefix(".") ? entry : "." + entry)))
             }
