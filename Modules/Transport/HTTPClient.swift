@@ -358,10 +358,7 @@ struct HTTPClient: Sendable {
             guard let http = response as? HTTPURLResponse else {
                 throw RemoteError(.invalidResponse, "\(method) \(path): the answer is not HTTP")
             }
-            var headers: [String: String] = [:]
-            for (name, value) in http.allHeaderFields {
-                if let name = name as? String, let value = value as? String { headers[name] = value }
-            }
+            let headers = http.stringHeaders
             logger.trace("\(method) \(path) → \(http.statusCode)")
             return HTTPResponse(status: http.statusCode, headers: headers, body: data)
         case .failure(let error):

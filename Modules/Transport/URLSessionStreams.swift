@@ -70,10 +70,7 @@ enum URLSessionStreams {
                     head.resume(throwing: URLError(.badServerResponse))
                     return
                 }
-                var headers: [String: String] = [:]
-                for (name, value) in http.allHeaderFields {
-                    if let name = name as? String, let value = value as? String { headers[name] = value }
-                }
+                let headers = http.stringHeaders
                 head.resume(returning: (http.statusCode, headers, body))
             }
 
@@ -92,10 +89,7 @@ enum URLSessionStreams {
             let session = URLSession(configuration: configuration)
             let (bytes, response) = try await session.bytes(for: request)
             guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
-            var headers: [String: String] = [:]
-            for (name, value) in http.allHeaderFields {
-                if let name = name as? String, let value = value as? String { headers[name] = value }
-            }
+            let headers = http.stringHeaders
             let (stream, sink) = AsyncThrowingStream.makeStream(of: [UInt8].self)
             let reader = Task {
                 do {
@@ -118,4 +112,15 @@ enum URLSessionStreams {
             return (http.statusCode, headers, stream)
         }
     #endif
+}
+
+extension HTTPURLResponse {
+    /// The headers, names as the server sent them.
+    var stringHeaders: [String: String] {
+        var headers: [String: String] = [:]
+        for (name, value) in allHeaderFields {
+            if let name = name as? String, let value = value as? String { headers[name] = value }
+        }
+        return headers
+    }
 }
