@@ -88,9 +88,19 @@ public protocol ServerStorage: Sendable {
     /// forgotten).
     func recordedOutcome(scope: String, key: String) async throws -> RecordedOutcome?
 
-    /// Records an outcome. The first outcome of a scope and key wins: recording another one for
-    /// them keeps the first and returns it; otherwise returns `outcome`. Fails with
-    /// ``StorageError/Code/invalidName`` for a key ``RecordedOutcome/validateKey(_:)`` refuses.
+    /// Claims an idempotency key for the current ``transaction(_:)``: returns the outcome recorded
+    /// for `key` within `scope` when there is one, or `nil` when there is none, and the transaction
+    /// then holds the key until it ends. Another transaction claiming the same key meanwhile, in
+    /// this process or another one on the same database, waits until this one ends, then sees the
+    /// outcome it recorded (or claims the key itself if it rolled back). So a key has at most one
+    /// effect: claim, write, ``recordOutcome(_:)``, all in one transaction. Outside a transaction
+    /// it is ``recordedOutcome(scope:key:)``.
+    func claimOutcome(scope: String, key: String) async throws -> RecordedOutcome?
+
+    /// Records an outcome (in the current transaction, if any). The first outcome of a scope and
+    /// key wins: recording another one for them keeps the first and returns it; otherwise returns
+    /// `outcome`. Fails with ``StorageError/Code/invalidName`` for a key
+    /// ``RecordedOutcome/validateKey(_:)`` refuses.
     @discardableResult
     func recordOutcome(_ outcome: RecordedOutcome) async throws -> RecordedOutcome
 
@@ -98,19 +108,24 @@ public protocol ServerStorage: Sendable {
     @discardableResult
     func forgetOutcomes(recordedBefore milliseconds: Int64) async throws -> Int
 
-    /// Runs the writes of `body` (the requests of one batch, one after the other) so that they
-    /// cost one durable commit instead of one each, where the backend can: each write still
-    /// succeeds or fails on its own, reads in `body` see its earlier writes, and announcements go out
-    /// once the writes are durable. If the writes cannot be made durable together, none is kept and
-    /// the error is thrown. By default `body` simply runs.
-    func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T
+    /// Runs `body` as one transaction: the writes it makes through this storage (from its own
+    /// task) commit together when it returns, and none is kept when it throws (its error is thrown
+    /// as it is). Within a transaction each write still succeeds or fails on its own (a failed write
+    /// leaves nothing, and the next one goes on), reads see the transaction's writes, other writers
+    /// of the same rows wait, and announcements and caches follow the commit. Called inside another
+    /// transaction of this storage, it is a savepoint: it rolls back alone, and commits with the
+    /// outer one. A batch of many writes costs one durable commit instead of one each.
+    ///
+    /// ```swift
+    /// let stored = try await storage.transaction {
+    ///     if let earlier = try await storage.claimOutcome(scope: "", key: "k-1") { return earlier.status }
+    ///     _ = try await storage.insert(into: todo, id: "a", content: ["title": "Milk"], owner: nil)
+    ///     try await storage.recordOutcome(outcome)   // commits with the insert
+    ///     return 201
+    /// }
+    /// ```
+    func transaction<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T
 
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
-}
-
-extension ServerStorage {
-    public func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        try await body()
-    }
 }

@@ -13,7 +13,7 @@ import Synchronization
 /// per table runs at a time in an instance, and the inserts that arrive meanwhile wait in memory
 /// and go together in the next statement: it reserves `k` stamps with one update of the sequence
 /// row (`version` `last + 1 … last + k`, `updatedAt` `base … base + k - 1` with `base = max(now, last
-/// updatedAt + 1)`), inserts the `k` rows (`ON CONFLICT DO NOTHING`), notifies once, and commits
+/// updatedAt + 1)`) for the `k` ids not taken yet, inserts them (`ON CONFLICT DO NOTHING`), notifies once, and commits
 /// once. Each insert still gets exactly its own outcome: its stamps, or `conflict` with the row
 /// that holds its id. Stamps stay unique and commit-ordered (a batch becomes visible at once).
 final class InsertBatches: Sendable {
@@ -24,6 +24,7 @@ final class InsertBatches: Sendable {
         var owner: String?
         var content: JSONObject
         var continuation: CheckedContinuation<StoredItem, any Error>
+        var queuedAt: ContinuousClock.Instant
     }
 
     /// What a batch statement needs to know about its table.
@@ -40,7 +41,12 @@ final class InsertBatches: Sendable {
     /// The most inserts in one statement.
     static let maximumBatch = 200
 
-    private let queues = Mutex<[String: Queue]>([:])
+    private let queues = Mutex<(tables: [String: Queue], closed: StorageError?)>(([:], nil))
+    /// The longest an insert waits for its turn (its batch to start) before it fails with
+    /// `busy`: the time a request may wait for a connection.
+    let maximumWait: Duration
+
+    init(maximumWait: Duration) { self.maximumWait = maximumWait }
 
     /// Queues an insert; the first insert of an idle table starts draining its queue.
     func insert(
@@ -48,15 +54,31 @@ final class InsertBatches: Sendable {
         run: @escaping @Sendable (Target, [Pending]) async -> StorageError?
     ) async throws -> StoredItem {
         try await withCheckedThrowingContinuation { continuation in
-            let pending = Pending(id: id, text: text, owner: owner, content: content, continuation: continuation)
-            let leads = queues.withLock { queues in
-                queues[target.name, default: Queue()].pending.append(pending)
-                if queues[target.name]?.running == true { return false }
-                queues[target.name]?.running = true
+            let pending = Pending(
+                id: id, text: text, owner: owner, content: content, continuation: continuation, queuedAt: .now)
+            let leads: Bool? = queues.withLock { queues in
+                if queues.closed != nil { return nil }
+                queues.tables[target.name, default: Queue()].pending.append(pending)
+                if queues.tables[target.name]?.running == true { return false }
+                queues.tables[target.name]?.running = true
                 return true
             }
-            if leads { Task { await self.drain(target, run) } }
+            switch leads {
+            case nil: continuation.resume(throwing: StorageError(.closed, "the storage is closed"))
+            case true?: Task { await self.drain(target, run) }
+            case false?: break
+            }
         }
+    }
+
+    /// Fails every insert still waiting, and every later one, with `error` (the storage closed).
+    func close(_ error: StorageError) {
+        let waiting = queues.withLock { queues in
+            queues.closed = error
+            defer { for name in queues.tables.keys { queues.tables[name]?.pending = [] } }
+            return queues.tables.values.flatMap(\.pending)
+        }
+        for pending in waiting { pending.continuation.resume(throwing: error) }
     }
 
     /// Runs batches until the table's queue is empty. A batch never holds one id twice: a repeat
@@ -65,30 +87,41 @@ final class InsertBatches: Sendable {
     /// (503, retry later) instead of each waiting its own turn for a connection.
     private func drain(_ target: Target, _ run: @Sendable (Target, [Pending]) async -> StorageError?) async {
         while true {
-            let batch: [Pending] = queues.withLock { queues in
-                guard var queue = queues[target.name], !queue.pending.isEmpty else {
-                    queues[target.name]?.running = false
-                    return []
+            let now = ContinuousClock.now
+            let maximumWait = maximumWait
+            let (batch, late): ([Pending], [Pending]) = queues.withLock { queues in
+                guard var queue = queues.tables[target.name], !queue.pending.isEmpty else {
+                    queues.tables[target.name]?.running = false
+                    return ([], [])
                 }
                 var ids = Set<String>()
                 var batch: [Pending] = []
+                var late: [Pending] = []
                 var rest: [Pending] = []
                 for pending in queue.pending {
-                    if batch.count < Self.maximumBatch, ids.insert(pending.id).inserted {
+                    if now - pending.queuedAt > maximumWait {
+                        late.append(pending)
+                    } else if batch.count < Self.maximumBatch, ids.insert(pending.id).inserted {
                         batch.append(pending)
                     } else {
                         rest.append(pending)
                     }
                 }
                 queue.pending = rest
-                queues[target.name] = queue
-                return batch
+                queues.tables[target.name] = queue
+                return (batch, late)
             }
-            if batch.isEmpty { return }
+            for pending in late {
+                pending.continuation.resume(
+                    throwing: StorageError(
+                        .busy, "the insert into '\(target.name)' waited longer than \(maximumWait) for its turn"))
+            }
+            if batch.isEmpty && late.isEmpty { return }
+            if batch.isEmpty { continue }
             if let failure = await run(target, batch), failure.code == .busy || failure.code == .unavailable {
                 let waiting = queues.withLock { queues in
-                    defer { queues[target.name]?.pending = [] }
-                    return queues[target.name]?.pending ?? []
+                    defer { queues.tables[target.name]?.pending = [] }
+                    return queues.tables[target.name]?.pending ?? []
                 }
                 for pending in waiting { pending.continuation.resume(throwing: failure) }
             }
@@ -100,45 +133,51 @@ extension PostgreSQLServerStorage {
     /// Inserts a batch in one statement and resumes each insert with its own outcome; returns the
     /// failure of the statement itself, if it failed.
     func runInsertBatch(_ target: InsertBatches.Target, _ batch: [InsertBatches.Pending]) async -> StorageError? {
-        let count = Int64(batch.count)
-        var binds = PostgresBindings(capacity: 7)
+        var binds = PostgresBindings(capacity: 6)
         binds.append(batch.map(\.id))
         binds.append(batch.map(\.text))
         // Owners are never empty (validated), so "" stands for none.
         binds.append(batch.map { $0.owner ?? "" })
         binds.append(configuration.now())
-        binds.append(count)
         binds.append(target.name)
         binds.append(channel)
+        // Stamps are reserved for the ids not taken yet only, so that an insert that conflicts
+        // leaves no gap in the table's versions (as it leaves none alone on SQLite, or in a batch).
+        // An id another instance inserts between this statement's snapshot and its insert still
+        // conflicts correctly; its reserved version is then skipped.
         let sql = """
             WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS input(id, item, owner, n)
+            ), fresh AS (
+                SELECT input.id, input.item, input.owner, row_number() OVER (ORDER BY input.n) AS n FROM input
+                WHERE NOT EXISTS (SELECT 1 FROM \(target.sqlName) AS existing WHERE existing.id = input.id)
+            ), counted AS (
+                SELECT count(*)::bigint AS k FROM fresh
             ), stamp AS (
                 UPDATE ferry_tables
-                SET last_updated_at = GREATEST($4::bigint, last_updated_at + 1) + $5::bigint - 1,
-                    last_version = last_version + $5::bigint
-                WHERE name = $6::text
+                SET last_updated_at = GREATEST($4::bigint, last_updated_at + 1) + (SELECT k FROM counted) - 1,
+                    last_version = last_version + (SELECT k FROM counted)
+                WHERE name = $5::text AND (SELECT k FROM counted) > 0
                 RETURNING last_updated_at, last_version
             ), inserted AS (
                 INSERT INTO \(target.sqlName) (id, item, created_at, updated_at, version, deleted, owner)
-                SELECT input.id, input.item::jsonb, stamp.last_updated_at - $5::bigint + input.n,
-                    stamp.last_updated_at - $5::bigint + input.n, stamp.last_version - $5::bigint + input.n, FALSE,
-                    NULLIF(input.owner, '')
-                FROM input, stamp ORDER BY input.n
+                SELECT fresh.id, fresh.item::jsonb, stamp.last_updated_at - counted.k + fresh.n,
+                    stamp.last_updated_at - counted.k + fresh.n, stamp.last_version - counted.k + fresh.n, FALSE,
+                    NULLIF(fresh.owner, '')
+                FROM fresh, stamp, counted ORDER BY fresh.n
                 ON CONFLICT (id) DO NOTHING
                 RETURNING id, updated_at, version
             ), notified AS (
-                SELECT pg_notify($7::text, last_version || ' ' || last_updated_at || ' ' || $6::text) FROM stamp
+                SELECT pg_notify($6::text, last_version || ' ' || last_updated_at || ' ' || $5::text) FROM stamp
             )
             SELECT id, updated_at, version, (SELECT count(*) FROM notified) FROM inserted
             """
         let query = PostgresQuery(unsafeSQL: sql, binds: binds)
-        let logger = logger
         let action = "inserting into '\(target.name)'"
         do {
             let stamps = try await withConnection(action) { connection in
                 var stamps: [String: (Int64, Int64)] = [:]
-                for row in try await connection.query(query, logger: logger).collect() {
+                for row in try await connection.rows(query) {
                     let (id, updatedAt, version) = try row.decode((String, Int64, Int64).self)
                     stamps[id] = (updatedAt, version)
                 }
@@ -159,7 +198,7 @@ extension PostgreSQLServerStorage {
             for pending in conflicts {
                 do {
                     let existing = try await withConnection(action) { connection in
-                        try await Self.fetch(connection, target.sqlName, id: pending.id, owner: .all, logger)
+                        try await Self.fetch(connection, target.sqlName, id: pending.id, owner: .all)
                     }
                     pending.continuation.resume(
                         throwing: StorageError(

@@ -1,10 +1,11 @@
 import Logging
 import PostgresNIO
+import QuerySQL
 import ServerStorageCore
 
 /// The versioned schema of a Ferry server database on PostgreSQL.
 ///
-/// `ferry_migrations` records the versions applied. `apply(on:logger:)` runs in one transaction
+/// `ferry_migrations` records the versions applied. `apply(on:schema:)` runs in one transaction
 /// that first takes a transaction-scoped advisory lock, so that instances starting together apply
 /// each migration exactly once: the second waits for the first to commit, then finds nothing to do.
 enum PostgreSQLMigrations {
@@ -59,29 +60,25 @@ enum PostgreSQLMigrations {
     /// The newest version this build knows.
     static var latest: Int { all.last?.version ?? 0 }
 
-    static func apply(on connection: PostgresConnection, schema: String?, logger: Logger) async throws {
-        try await connection.withTransaction(logger: logger) { connection in
-            // Rows are collected so that an error of the statement surfaces here.
-            _ = try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger).collect()
+    static func apply(on session: PostgreSQLSession, schema: String?) async throws {
+        try await session.execute("BEGIN")
+        do {
+            try await session.execute("SELECT pg_advisory_xact_lock(\(lockKey))")
             if let schema {
                 // A validated name: lowercase letters, digits and underscores.
-                try await connection.query(
-                    PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
+                try await session.execute("CREATE SCHEMA IF NOT EXISTS \(schema)")
             }
-            _ = try await connection.query(
+            try await session.execute(
                 """
                 CREATE TABLE IF NOT EXISTS ferry_migrations (
                     version integer PRIMARY KEY,
                     name text NOT NULL,
                     applied_at timestamptz NOT NULL DEFAULT now()
                 )
-                """, logger: logger
-            ).collect()
+                """)
             var applied: Set<Int> = []
-            for try await version in try await connection.query(
-                "SELECT version FROM ferry_migrations", logger: logger
-            ).decode(Int.self) {
-                applied.insert(version)
+            for row in try await session.rows("SELECT version FROM ferry_migrations") {
+                applied.insert(try row.decode(Int.self))
             }
             if let newest = applied.max(), newest > latest {
                 throw StorageError(
@@ -90,16 +87,19 @@ enum PostgreSQLMigrations {
             }
             for migration in all where !applied.contains(migration.version) {
                 for statement in migration.sql {
-                    _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
+                    try await session.execute(statement)
                 }
-                _ = try await connection.query(
-                    "INSERT INTO ferry_migrations (version, name) VALUES (\(migration.version), \(migration.name))",
-                    logger: logger
-                ).collect()
-                logger.notice(
+                _ = try await session.rows(
+                    "INSERT INTO ferry_migrations (version, name) VALUES (\(bind: Int64(migration.version)), \(bind: migration.name))"
+                )
+                session.logger.notice(
                     "applied a schema migration",
                     metadata: ["ferry.migration": "\(migration.version) \(migration.name)"])
             }
+            try await session.execute("COMMIT")
+        } catch {
+            try? await session.execute("ROLLBACK", cancellable: false)
+            throw error
         }
     }
 }

@@ -3,6 +3,7 @@ import PostgresNIO
 import QuerySQL
 import ServerStorageCore
 import SyncCore
+import Synchronization
 
 /// The change stream on PostgreSQL: every write's statement calls `pg_notify` on the channel
 /// `ferry_changes` with "version updatedAt table", which PostgreSQL delivers when (and only when)
@@ -10,11 +11,19 @@ import SyncCore
 /// listening connection outside the pool. When that connection drops, notifications sent meanwhile
 /// are lost to it, so after reconnecting it reads every table's sequence from `ferry_tables` and
 /// announces the tables that moved past what it last announced: no change goes unannounced.
+///
+/// A listening connection can also go quiet without closing (a dead network path, or a driver that
+/// lost a wake-up): every ``listenerCheckInterval`` the listener reads the sequences on the same
+/// connection, bounded like every statement. That announces anything a notification missed, and a
+/// check that fails or does not answer closes the connection, so the listener reconnects.
 extension PostgreSQLServerStorage {
+    /// How often the listener checks its connection and catches up from the sequences.
+    static let listenerCheckInterval: Duration = .seconds(10)
+
     /// Every table's newest stamp.
-    static func sequences(_ connection: PostgresConnection, _ logger: Logger) async throws -> [String: StorageChange] {
+    static func sequences(_ session: PostgreSQLSession) async throws -> [String: StorageChange] {
         var result: [String: StorageChange] = [:]
-        for row in try await rows(connection, "SELECT name, last_version, last_updated_at FROM ferry_tables", logger) {
+        for row in try await session.rows("SELECT name, last_version, last_updated_at FROM ferry_tables") {
             let (name, version, updatedAt) = try row.decode((String, Int64, Int64).self)
             result[name] = StorageChange(
                 table: name, version: version, updatedAt: Timestamp(millisecondsSince1970: updatedAt))
@@ -33,28 +42,24 @@ extension PostgreSQLServerStorage {
     /// Listens until the storage closes, reconnecting with a growing delay (100 ms to 2 s) and
     /// catching up after each reconnection. `announced` starts as the tables' state at opening.
     func listen(from start: [String: StorageChange]) async {
-        var announced = start.mapValues(\.version)
+        let announced = AnnouncedVersions(start.mapValues(\.version))
         var delay: Duration = .milliseconds(100)
         let logger = logger
         while !Task.isCancelled {
             do {
                 let connection = try await connect(id: 1, applicationName: "ferry-listener")
                 delay = .milliseconds(100)
+                let session = session(connection)
                 do {
                     try await connection.listen(on: channel) { notifications in
-                        for (name, change) in try await Self.sequences(connection, logger).sorted(by: {
-                            $0.key < $1.key
-                        })
-                        where change.version > announced[name] ?? 0 {
-                            announced[name] = change.version
-                            announcements.publish(change)
-                        }
-                        for try await notification in notifications {
-                            guard let change = Self.change(notification.payload) else { continue }
-                            if change.version > announced[change.table] ?? 0 {
-                                announced[change.table] = change.version
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            group.addTask { try await self.checkListener(session, announced) }
+                            for try await notification in notifications {
+                                guard let change = Self.change(notification.payload) else { continue }
+                                announced.raise(change.table, to: change.version)
+                                self.announcements.publish(change)
                             }
-                            announcements.publish(change)
+                            group.cancelAll()
                         }
                     }
                 } catch {
@@ -75,6 +80,42 @@ extension PostgreSQLServerStorage {
             if Task.isCancelled { break }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(2))
+        }
+    }
+
+    /// Catches up from the sequences now and every ``listenerCheckInterval``; closes the
+    /// connection (ending the listen) when a check fails.
+    private func checkListener(_ session: PostgreSQLSession, _ announced: AnnouncedVersions) async throws {
+        while true {
+            do {
+                for (name, change) in try await Self.sequences(session).sorted(by: { $0.key < $1.key })
+                where announced.raise(name, to: change.version) {
+                    announcements.publish(change)
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                try? await session.connection.close()
+                throw error
+            }
+            try await Task.sleep(for: Self.listenerCheckInterval)
+        }
+    }
+}
+
+/// The newest version announced per table, shared by the listener's two tasks.
+final class AnnouncedVersions: Sendable {
+    private let versions: Mutex<[String: Int64]>
+
+    init(_ start: [String: Int64]) { versions = Mutex(start) }
+
+    /// Records `version` for `table`; whether it is newer than what was announced.
+    @discardableResult
+    func raise(_ table: String, to version: Int64) -> Bool {
+        versions.withLock { versions in
+            guard version > versions[table] ?? 0 else { return false }
+            versions[table] = version
+            return true
         }
     }
 }

@@ -36,13 +36,12 @@ extension PostgreSQLServerStorage {
         let unfiltered: SQLFragment = scope.isEmpty ? "TRUE" : SQLFragment.joined(scope, separator: " AND ")
         let condition = split.sql.map { SQLFragment.joined([$0] + scope, separator: " AND ") } ?? unfiltered
         let order = split.residual == nil ? (try? compiler.order(query.orderBy, filter: query.filter))?.sql : nil
-        let logger = logger
         let action = "querying '\(table.name)'"
 
         if let compiledOrder = order {
             do {
                 return try await withConnection(action) { connection in
-                    try await Self.run(connection, sqlName, query, condition, compiledOrder, logger)
+                    try await Self.run(connection, sqlName, query, condition, compiledOrder)
                 }
             } catch let error as StorageError where error.code == .io || error.code == .fieldKind {
                 // PostgreSQL refused or could not evaluate the statement (too deep, a value it
@@ -50,7 +49,7 @@ extension PostgreSQLServerStorage {
                 configuration.logger?.debug(
                     "query falls back to the evaluator", metadata: ["ferry.error": "\(error.message)"])
                 return try await withConnection(action) { connection in
-                    try await Self.evaluate(connection, sqlName, table, query, unfiltered, query.filter, nil, logger)
+                    try await Self.evaluate(connection, sqlName, table, query, unfiltered, query.filter, nil)
                 }
             }
         }
@@ -61,21 +60,21 @@ extension PostgreSQLServerStorage {
                 "ferry.residual": "\(split.residual.map { $0.odata(protocolVersion: .v3) } ?? "-")",
             ])
         return try await withConnection(action) { connection in
-            try await Self.evaluate(connection, sqlName, table, query, condition, split.residual, nil, logger)
+            try await Self.evaluate(connection, sqlName, table, query, condition, split.residual, nil)
         }
     }
 
     /// Runs a query wholly in PostgreSQL; one extra row tells whether more follow.
     static func run(
-        _ connection: PostgresConnection, _ sqlName: SQLFragment, _ query: StorageQuery, _ condition: SQLFragment,
-        _ order: SQLFragment, _ logger: Logger
+        _ connection: PostgreSQLSession, _ sqlName: SQLFragment, _ query: StorageQuery, _ condition: SQLFragment,
+        _ order: SQLFragment
     ) async throws -> StoragePage {
         let skip = Int64(max(0, query.skip))
         let limit = query.limit.map { max(0, $0) }
         let fetchLimit = limit.flatMap { $0 == Int.max ? nil : Int64($0) + 1 }
         let select: SQLFragment =
             "SELECT \(SQLFragment(text: columns)) FROM \(sqlName) WHERE \(condition) ORDER BY \(order) \(SQLDialect.postgreSQL.page(limit: fetchLimit, offset: skip))"
-        var items = try await rows(connection, select, logger).map(decode)
+        var items = try await connection.rows(select).map(decode)
         var hasMore = false
         if let limit, items.count > limit {
             items.removeLast(items.count - limit)
@@ -84,7 +83,7 @@ extension PostgreSQLServerStorage {
         var total: Int?
         if query.includeTotalCount {
             let count: SQLFragment = "SELECT count(*) FROM \(sqlName) WHERE \(condition)"
-            total = try await rows(connection, count, logger).first.map { Int(try $0.decode(Int64.self)) }
+            total = try await connection.rows(count).first.map { Int(try $0.decode(Int64.self)) }
         }
         return StoragePage(items: items, totalCount: total, hasMore: hasMore, plan: .database)
     }
@@ -92,12 +91,12 @@ extension PostgreSQLServerStorage {
     /// Runs the residual filter, and the order when SQL does not, in the evaluator over the rows
     /// `condition` selects.
     static func evaluate(
-        _ connection: PostgresConnection, _ sqlName: SQLFragment, _ table: StorageTable, _ query: StorageQuery,
-        _ condition: SQLFragment, _ residual: QueryExpression?, _ order: SQLFragment?, _ logger: Logger
+        _ connection: PostgreSQLSession, _ sqlName: SQLFragment, _ table: StorageTable, _ query: StorageQuery,
+        _ condition: SQLFragment, _ residual: QueryExpression?, _ order: SQLFragment?
     ) async throws -> StoragePage {
         var select: SQLFragment = "SELECT \(SQLFragment(text: columns)) FROM \(sqlName) WHERE \(condition)"
         if let order { select = "\(select) ORDER BY \(order)" }
-        let rows = try await rows(connection, select, logger).map(decode)
+        let rows = try await connection.rows(select).map(decode)
         return query.evaluatedPage(of: rows, table: table, residual: residual, sorted: order != nil)
     }
 }

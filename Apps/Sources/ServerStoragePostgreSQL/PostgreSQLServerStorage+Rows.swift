@@ -14,15 +14,8 @@ extension PostgreSQLServerStorage {
     }
 
     public func tableNames() async throws -> [String] {
-        let logger = logger
-        return try await withConnection("listing tables") { connection in
-            var names: [String] = []
-            for try await name in try await connection.query(
-                "SELECT name FROM ferry_tables ORDER BY name", logger: logger
-            ).decode(String.self) {
-                names.append(name)
-            }
-            return names
+        try await withConnection("listing tables") { connection in
+            try await connection.rows("SELECT name FROM ferry_tables ORDER BY name").map { try $0.decode(String.self) }
         }
     }
 
@@ -34,12 +27,11 @@ extension PostgreSQLServerStorage {
     /// instance gets there first: the others wait for its commit and use its table).
     func tableNumber(_ name: String, creating: Bool) async throws -> Int64? {
         if let known = numbers.withLock({ $0[name] }) { return known }
-        let logger = logger
         let now = configuration.now()
         let found: Int64? = try await withTransaction(creating ? "creating table '\(name)'" : "reading the catalog") {
             connection in
             let select: SQLFragment = "SELECT number FROM ferry_tables WHERE name = \(bind: name)"
-            if let row = try await Self.rows(connection, select, logger).first {
+            if let row = try await connection.rows(select).first {
                 return try row.decode(Int64.self)
             }
             guard creating else { return nil }
@@ -48,9 +40,9 @@ extension PostgreSQLServerStorage {
                 VALUES (\(bind: name), nextval('ferry_table_numbers'), \(bind: now), 0, 0)
                 ON CONFLICT (name) DO NOTHING RETURNING number
                 """
-            guard let row = try await Self.rows(connection, insert, logger).first else {
+            guard let row = try await connection.rows(insert).first else {
                 // Another instance created it meanwhile and has committed.
-                return try await Self.rows(connection, select, logger).first.map { try $0.decode(Int64.self) }
+                return try await connection.rows(select).first.map { try $0.decode(Int64.self) }
             }
             let number = try row.decode(Int64.self)
             let table = Self.sqlName(number)
@@ -69,11 +61,15 @@ extension PostgreSQLServerStorage {
                 "CREATE UNIQUE INDEX \(table)_updated ON \(table) (updated_at)",
                 "CREATE INDEX \(table)_owner ON \(table) (owner, updated_at) WHERE owner IS NOT NULL",
             ] {
-                _ = try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger).collect()
+                try await connection.execute(statement)
             }
             return number
         }
-        if let found { numbers.withLock { $0[name] = found } }
+        if let found {
+            numbers.withLock { $0[name] = found }
+            // A table created in a transaction is gone again if it rolls back.
+            currentTransaction?.afterRollback { _ = self.numbers.withLock { $0.removeValue(forKey: name) } }
+        }
         return found
     }
 
@@ -106,7 +102,7 @@ extension PostgreSQLServerStorage {
 
     /// Fixes the kinds of new fields inside the write's transaction (before the table's sequence is
     /// taken) and checks them against what other writers fixed first.
-    func fixKinds(_ connection: PostgresConnection, _ table: StorageTable, _ unknown: [(String, FieldKind)])
+    func fixKinds(_ connection: PostgreSQLSession, _ table: StorageTable, _ unknown: [(String, FieldKind)])
         async throws
     {
         for (name, kind) in unknown {
@@ -114,10 +110,10 @@ extension PostgreSQLServerStorage {
                 INSERT INTO ferry_fields (table_name, field, kind) VALUES (\(bind: table.name), \(bind: name), \(bind: kind.rawValue))
                 ON CONFLICT (table_name, field) DO NOTHING
                 """
-            _ = try await Self.rows(connection, insert, logger)
+            _ = try await connection.rows(insert)
             let select: SQLFragment =
                 "SELECT kind FROM ferry_fields WHERE table_name = \(bind: table.name) AND field = \(bind: name)"
-            guard let row = try await Self.rows(connection, select, logger).first,
+            guard let row = try await connection.rows(select).first,
                 let existing = FieldKind(rawValue: try row.decode(String.self))
             else { continue }
             guard existing == kind else { throw Self.kindError(table.name, name, existing, kind) }
@@ -127,18 +123,20 @@ extension PostgreSQLServerStorage {
     /// Remembers kinds once their transaction committed.
     func remember(_ table: String, _ fixed: [(String, FieldKind)]) {
         if fixed.isEmpty { return }
-        kinds.withLock { all in
-            for (name, kind) in fixed { all[table, default: [:]][name] = kind }
+        let learn: @Sendable () -> Void = {
+            self.kinds.withLock { all in
+                for (name, kind) in fixed { all[table, default: [:]][name] = kind }
+            }
         }
+        if let transaction = currentTransaction { transaction.afterCommit(learn) } else { learn() }
     }
 
     /// The JSON kinds recorded for the undeclared fields of `table`.
     public func fieldKinds(of table: String) async throws -> [String: FieldKind] {
-        let logger = logger
         return try await withConnection("reading field kinds") { connection in
             var result: [String: FieldKind] = [:]
             let select: SQLFragment = "SELECT field, kind FROM ferry_fields WHERE table_name = \(bind: table)"
-            for row in try await Self.rows(connection, select, logger) {
+            for row in try await connection.rows(select) {
                 let (field, kind) = try row.decode((String, String).self)
                 if let kind = FieldKind(rawValue: kind) { result[field] = kind }
             }
@@ -172,7 +170,7 @@ extension PostgreSQLServerStorage {
     }
 
     static func fetch(
-        _ connection: PostgresConnection, _ table: String, id: String, owner: OwnerScope, _ logger: Logger
+        _ connection: PostgreSQLSession, _ table: String, id: String, owner: OwnerScope
     )
         async throws -> StoredItem?
     {
@@ -180,14 +178,13 @@ extension PostgreSQLServerStorage {
             ["id = \(bind: id)"] + [try ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
         let select: SQLFragment =
             "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: table)) WHERE \(condition)"
-        return try await rows(connection, select, logger).first.map(decode)
+        return try await connection.rows(select).first.map(decode)
     }
 
     public func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {
         guard let number = try await tableNumber(table.name, creating: false) else { return nil }
-        let logger = logger
         return try await withConnection("reading an item of '\(table.name)'") { connection in
-            try await Self.fetch(connection, Self.sqlName(number), id: id, owner: owner, logger)
+            try await Self.fetch(connection, Self.sqlName(number), id: id, owner: owner)
         }
     }
 
@@ -218,7 +215,7 @@ extension PostgreSQLServerStorage {
         guard let number = try await tableNumber(table.name, creating: true) else {
             throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
         }
-        if unknown.isEmpty {
+        if unknown.isEmpty && currentTransaction == nil {
             // The common case: grouped with the table's concurrent inserts (InsertBatches).
             return try await insertBatches.insert(
                 .init(name: table.name, sqlName: Self.sqlName(number)), id: id, text: text, owner: owner,
@@ -239,11 +236,10 @@ extension PostgreSQLServerStorage {
             )
             SELECT updated_at, version, (SELECT count(*) FROM notified) FROM inserted
             """
-        let logger = logger
-        let body: @Sendable (PostgresConnection) async throws -> StoredItem = { connection in
+        let body: @Sendable (PostgreSQLSession) async throws -> StoredItem = { connection in
             try await self.fixKinds(connection, table, unknown)
-            guard let row = try await Self.rows(connection, statement, logger).first else {
-                let existing = try await Self.fetch(connection, Self.sqlName(number), id: id, owner: .all, logger)
+            guard let row = try await connection.rows(statement).first else {
+                let existing = try await Self.fetch(connection, Self.sqlName(number), id: id, owner: .all)
                 throw StorageError(
                     .conflict, "an item with id '\(id)' already exists in '\(table.name)'", current: existing)
             }
@@ -279,15 +275,14 @@ extension PostgreSQLServerStorage {
             )
             SELECT updated.*, (SELECT count(*) FROM notified) FROM updated
             """
-        let logger = logger
-        let body: @Sendable (PostgresConnection) async throws -> StoredItem = { connection in
+        let body: @Sendable (PostgreSQLSession) async throws -> StoredItem = { connection in
             try await self.fixKinds(connection, table, unknown)
-            if let row = try await Self.rows(connection, statement, logger).first {
+            if let row = try await connection.rows(statement).first {
                 var stored = try Self.decode(row)
                 stored.content = content
                 return stored
             }
-            throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner, logger)
+            throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner)
         }
         let action = "replacing an item of '\(table.name)'"
         let stored =
@@ -311,10 +306,9 @@ extension PostgreSQLServerStorage {
             )
             SELECT id, (SELECT count(*) FROM notified) FROM removed
             """
-        let logger = logger
         try await withConnection("deleting an item of '\(table.name)'") { connection in
-            if try await Self.rows(connection, statement, logger).isEmpty {
-                throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner, logger)
+            if try await connection.rows(statement).isEmpty {
+                throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner)
             }
         }
     }
@@ -322,10 +316,9 @@ extension PostgreSQLServerStorage {
     /// Why a compare-and-set write changed nothing: the row is absent (or another owner's), or its
     /// version moved on.
     static func missing(
-        _ connection: PostgresConnection, _ table: String, _ sqlName: String, id: String, owner: OwnerScope,
-        _ logger: Logger
+        _ connection: PostgreSQLSession, _ table: String, _ sqlName: String, id: String, owner: OwnerScope,
     ) async throws -> StorageError {
-        guard let current = try await fetch(connection, sqlName, id: id, owner: owner, logger) else {
+        guard let current = try await fetch(connection, sqlName, id: id, owner: owner) else {
             return StorageError(.notFound, "no item with id '\(id)' in '\(table)'")
         }
         return StorageError(

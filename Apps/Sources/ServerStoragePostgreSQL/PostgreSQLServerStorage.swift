@@ -103,7 +103,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
     let kinds = Mutex<[String: [String: FieldKind]]>([:])
     private let closed = Mutex(false)
     let announcements = StorageChanges()
-    let insertBatches = InsertBatches()
+    let insertBatches: InsertBatches
+    /// Ends the statement of a connection that closes (``PostgreSQLSession``).
+    let watch = ConnectionWatch()
     /// The channel writes notify on (one per schema: notifications are per database).
     let channel: String
 
@@ -114,6 +116,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
         shown.schema = configuration.schema
         location = shown.description
         channel = "ferry_changes" + (configuration.schema.map { "_" + $0 } ?? "")
+        insertBatches = InsertBatches(maximumWait: configuration.connectionWait)
         logger =
             configuration.logger
             ?? Logger(label: "ferry.storage.postgresql", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -153,9 +156,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
             let connection = try await storage.connect(
                 id: 0, applicationName: "ferry-migrations", statementTimeout: .seconds(600))
             do {
-                try await PostgreSQLMigrations.apply(
-                    on: connection, schema: configuration.schema, logger: storage.logger)
-                baseline = try await sequences(connection, storage.logger)
+                let session = storage.session(connection, limit: .seconds(605))
+                try await PostgreSQLMigrations.apply(on: session, schema: configuration.schema)
+                baseline = try await sequences(session)
                 try? await connection.close()
             } catch {
                 try? await connection.close()
@@ -269,115 +272,19 @@ public final class PostgreSQLServerStorage: ServerStorage {
             return flag
         }
         if wasClosed { return }
+        insertBatches.close(StorageError(.closed, "the storage \(location) is closed"))
         announcements.finish()
         let running = tasks.withLock { $0 }
         for task in running { task.cancel() }
-        for task in running { await task.value }
+        // The pool and the listener end on cancellation; a driver that ignores it does not keep
+        // the caller (a server shutting down) waiting more than a few seconds.
+        _ = try? await BoundedWait.run(within: .seconds(3), timeout: { CancellationError() }) {
+            for task in running { await task.value }
+        }
     }
 
     func ensureOpen() throws {
         if closed.withLock({ $0 }) { throw StorageError(.closed, "the storage \(location) is closed") }
-    }
-
-    // MARK: - Running statements
-
-    /// Runs `body` on a pooled connection: waits at most ``Configuration/connectionWait`` for one,
-    /// and maps every failure to a `StorageError`.
-    func withConnection<T: Sendable>(
-        _ action: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        try ensureOpen()
-        do {
-            return try await leased(body)
-        } catch {
-            throw mapped(error, action)
-        }
-    }
-
-    /// Runs `body` in one transaction (`BEGIN` … `COMMIT`, rolled back when it throws).
-    func withTransaction<T: Sendable>(
-        _ action: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
-    ) async throws -> T {
-        let logger = logger
-        return try await withConnection(action) { connection in
-            try await connection.withTransaction(logger: logger) { connection in try await body(connection) }
-        }
-    }
-
-    /// Who won the race between a lease and its deadline.
-    private final class Lease: Sendable {
-        private enum State { case waiting, leased, timedOut }
-        private let state = Mutex(State.waiting)
-
-        /// Records the lease unless the deadline passed first.
-        func lease() -> Bool { settle(.leased) }
-        /// Records the deadline unless the lease came first.
-        func timeOut() -> Bool { settle(.timedOut) }
-
-        private func settle(_ outcome: State) -> Bool {
-            state.withLock { state in
-                guard case .waiting = state else { return false }
-                state = outcome
-                return true
-            }
-        }
-    }
-
-    /// The pool's lease with a bound on the wait: whichever of "leased" and "timed out" happens first
-    /// wins, so a statement never starts after its request was answered 503.
-    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws
-        -> T
-    {
-        let race = Lease()
-        let client = client
-        let wait = configuration.connectionWait
-        let connections = configuration.maximumConnections
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await client.withConnection { connection in
-                    guard race.lease() else { throw CancellationError() }
-                    return try await body(connection)
-                }
-            }
-            group.addTask {
-                try await Task.sleep(for: wait)
-                if race.timeOut() {
-                    throw StorageError(
-                        .busy,
-                        "no database connection became free within \(wait) (all \(connections) in use, or the database is unreachable)"
-                    )
-                }
-                return nil
-            }
-            while let result = try await group.next() {
-                if let result {
-                    group.cancelAll()
-                    return result
-                }
-            }
-            throw CancellationError()
-        }
-    }
-
-    /// Runs one statement and collects its rows.
-    static func rows(_ connection: PostgresConnection, _ fragment: SQLFragment, _ logger: Logger) async throws
-        -> [PostgresRow]
-    {
-        try await connection.query(query(fragment), logger: logger).collect()
-    }
-
-    /// A fragment as a postgres-nio query: the PostgreSQL text and its bound parameters.
-    static func query(_ fragment: SQLFragment) -> PostgresQuery {
-        var binds = PostgresBindings(capacity: fragment.arguments.count)
-        for value in fragment.arguments {
-            switch value {
-            case .null: binds.appendNull()
-            case .integer(let number): binds.append(number)
-            case .real(let number): binds.append(number)
-            case .text(let text): binds.append(text)
-            }
-        }
-        return PostgresQuery(unsafeSQL: fragment.sql(for: .postgreSQL), binds: binds)
     }
 
     // MARK: - Errors

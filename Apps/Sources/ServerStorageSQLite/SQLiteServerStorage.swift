@@ -85,14 +85,14 @@ public final class SQLiteServerStorage: ServerStorage {
     let database: any DatabaseWriter
     let configuration: Configuration
     /// Table numbers already looked up (a table's number never changes).
-    private let numbers = Mutex<[String: Int64]>([:])
+    let numbers = Mutex<[String: Int64]>([:])
     /// The recorded kinds of undeclared fields read so far, by table (a field's kind never changes).
-    private let knownFieldKinds = Mutex<[String: [String: String]]>([:])
-    private let closed = Mutex(false)
+    let knownFieldKinds = Mutex<[String: [String: String]]>([:])
+    let closed = Mutex(false)
     /// The change stream: this process's writes (other processes sharing the file are not heard).
     let announcements = StorageChanges()
-    /// Held by every write, and by a batch for its whole transaction.
-    let writeGate = KeyedGate()
+    /// Held by every write, and by a transaction from its start to its end.
+    let writeGate = TurnGate()
 
     /// Opens (or creates) the database.
     ///
@@ -102,8 +102,8 @@ public final class SQLiteServerStorage: ServerStorage {
         self.configuration = configuration
         var grdb = GRDB.Configuration()
         grdb.busyMode = .timeout(configuration.busyTimeout)
-        // A batch keeps its transaction open across its writes (``performBatch(_:)``), with every
-        // other write held back by `writeGate` meanwhile.
+        // A transaction stays open across its writes (``transaction(_:)``), with every other
+        // write held back by `writeGate` meanwhile.
         grdb.allowsUnsafeTransactions = true
         grdb.maximumReaderCount = max(1, configuration.maximumReaderCount)
         grdb.label = "ferry.storage"
@@ -450,62 +450,20 @@ public final class SQLiteServerStorage: ServerStorage {
         announcements.subscribe()
     }
 
+    /// Forgets the cached table numbers and field kinds (after a rollback: tables and fields it
+    /// created are gone again).
+    func forgetCaches() {
+        numbers.withLock { $0.removeAll() }
+        knownFieldKinds.withLock { $0.removeAll() }
+    }
+
     private func announce(_ table: String, _ version: Int64, _ updatedAt: Timestamp) {
         let change = StorageChange(table: table, version: version, updatedAt: updatedAt)
-        if let batch = currentBatch {
-            batch.changes.withLock { $0.append(change) }  // announced once committed
+        if let transaction = currentTransaction {
+            transaction.hold(change)  // announced once committed
         } else {
             announcements.publish(change)
         }
-    }
-
-    // MARK: - Recorded outcomes
-
-    public func recordedOutcome(scope: String, key: String) async throws -> RecordedOutcome? {
-        try await read("reading a recorded outcome") { db in try Self.fetchOutcome(db, scope: scope, key: key) }
-    }
-
-    @discardableResult
-    public func recordOutcome(_ outcome: RecordedOutcome) async throws -> RecordedOutcome {
-        try RecordedOutcome.validateKey(outcome.key)
-        return try await write("recording an outcome") { db in
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO ferry_outcomes (scope, key, fingerprint, status, headers, body, recorded_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING
-                    """
-            ).execute(
-                arguments: [
-                    outcome.scope, outcome.key, outcome.fingerprint, outcome.status, outcome.headersText, outcome.body,
-                    outcome.recordedAt,
-                ])
-            if db.changesCount > 0 { return outcome }
-            return try Self.fetchOutcome(db, scope: outcome.scope, key: outcome.key) ?? outcome
-        }
-    }
-
-    @discardableResult
-    public func forgetOutcomes(recordedBefore milliseconds: Int64) async throws -> Int {
-        try await write("forgetting recorded outcomes") { db in
-            try db.execute(sql: "DELETE FROM ferry_outcomes WHERE recorded_at < ?", arguments: [milliseconds])
-            return db.changesCount
-        }
-    }
-
-    static func fetchOutcome(_ db: Database, scope: String, key: String) throws -> RecordedOutcome? {
-        guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: """
-                        SELECT fingerprint, status, headers, body, recorded_at FROM ferry_outcomes
-                        WHERE scope = ? AND key = ?
-                        """),
-                arguments: [scope, key])
-        else { return nil }
-        return RecordedOutcome(
-            scope: scope, key: key, fingerprint: row["fingerprint"], status: row["status"],
-            headers: RecordedOutcome.headers(fromText: row["headers"]), body: row["body"],
-            recordedAt: row["recorded_at"])
     }
 
     static func existingRecord(_ db: Database, _ name: String, id: String) throws -> TableRecord {
@@ -529,108 +487,6 @@ public final class SQLiteServerStorage: ServerStorage {
         } catch {
             throw Self.mapped(error, "closing", location)
         }
-    }
-
-    // MARK: - Plumbing
-
-    private func ensureOpen() throws {
-        if closed.withLock({ $0 }) { throw StorageError(.closed, "the storage \(location) is closed") }
-    }
-
-    func read<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try ensureOpen()
-        do {
-            // In a batch, reads see the batch's own writes: they run on its connection.
-            if currentBatch != nil { return try onBatchConnection(body) }
-            return try await database.read(body)
-        } catch {
-            throw Self.mapped(error, action, location)
-        }
-    }
-
-    func write<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try ensureOpen()
-        do {
-            if currentBatch != nil {
-                // One savepoint of the batch's transaction: a failing write leaves nothing behind.
-                return try onBatchConnection { db in
-                    try db.cachedStatement(sql: "SAVEPOINT ferry_write").execute()
-                    let result: T
-                    do {
-                        result = try body(db)
-                    } catch {
-                        try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT ferry_write").execute()
-                        try? db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
-                        throw error
-                    }
-                    try db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
-                    return result
-                }
-            }
-            await writeGate.enter("")
-            defer { writeGate.leave("") }
-            return try await database.write(body)
-        } catch {
-            throw Self.mapped(error, action, location)
-        }
-    }
-
-    // MARK: - Batches
-
-    /// Runs `body` on the writer connection, which the current batch holds alone, and waits for it
-    /// on the calling thread: a statement or two, without a hop through the task scheduler for each
-    /// write of a batch of thousands.
-    private func onBatchConnection<T>(_ body: (Database) throws -> T) throws -> T {
-        try database.writeWithoutTransaction(body)
-    }
-
-    /// The batch the current task runs in, on this storage.
-    private var currentBatch: BatchTransaction? {
-        guard let batch = BatchTransaction.current, batch.storage == ObjectIdentifier(self) else { return nil }
-        return batch
-    }
-
-    /// Runs `body`'s writes in one transaction, each in its own savepoint (a write that fails
-    /// leaves nothing behind and the next goes on), and commits once at the end: a batch of many
-    /// writes costs one durable commit instead of one each. Reads in `body` see its writes; other
-    /// writers wait until the batch commits; announcements go out after the commit. When `body`
-    /// throws or the commit fails, nothing of the batch is kept and the error is thrown (`body`'s as
-    /// it is).
-    public func performBatch<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        if currentBatch != nil { return try await body() }
-        try ensureOpen()
-        await writeGate.enter("")
-        defer { writeGate.leave("") }
-        let batch = BatchTransaction(storage: ObjectIdentifier(self))
-        do {
-            try await database.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
-        } catch {
-            throw Self.mapped(error, "starting a batch", location)
-        }
-        let result: T
-        do {
-            result = try await BatchTransaction.$current.withValue(batch) { try await body() }
-        } catch {
-            await rollBack()
-            throw error
-        }
-        do {
-            try await database.writeWithoutTransaction { db in try db.commit() }
-        } catch {
-            await rollBack()
-            throw Self.mapped(error, "committing a batch", location)
-        }
-        for change in batch.changes.withLock({ $0 }) { announcements.publish(change) }
-        return result
-    }
-
-    /// Rolls the batch's transaction back and forgets what it taught the storage.
-    private func rollBack() async {
-        _ = try? await database.writeWithoutTransaction { db in
-            if db.isInsideTransaction { try db.rollback() }
-        }
-        numbers.withLock { $0.removeAll() }  // tables the batch created are gone again
-        knownFieldKinds.withLock { $0.removeAll() }  // and so are the fields it recorded
     }
 
     static func mapped(_ error: any Error, _ action: String, _ place: String) -> any Error {
@@ -660,17 +516,4 @@ public final class SQLiteServerStorage: ServerStorage {
         }
         return String(decoding: buffer.array, as: UTF8.self)
     }
-}
-
-/// The open transaction of a batch (``SQLiteServerStorage/performBatch(_:)``), found through the
-/// task that runs it.
-final class BatchTransaction: Sendable {
-    @TaskLocal static var current: BatchTransaction?
-
-    /// The storage whose transaction it is.
-    let storage: ObjectIdentifier
-    /// Announcements held back until the commit.
-    let changes = Mutex<[StorageChange]>([])
-
-    init(storage: ObjectIdentifier) { self.storage = storage }
 }

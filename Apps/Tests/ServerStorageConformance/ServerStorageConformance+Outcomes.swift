@@ -66,33 +66,6 @@ extension ServerStorageConformanceSuite {
                 #expect(try await storage.recordedOutcome(scope: "user-1", key: "new") != nil)
                 #expect(try await storage.forgetOutcomes(recordedBefore: 2_000) == 0)
             },
-            .init("in a batch each write succeeds or fails alone, reads see earlier writes, all are kept") {
-                fixture async throws in
-                let storage = fixture.storage
-                let stream = storage.changes()
-                let seen = try await storage.performBatch {
-                    let first = try await storage.insert(into: todo, id: "b1", content: ["n": 1], owner: nil)
-                    await expectError(StorageError.self, .conflict, "a duplicate in the batch") {
-                        try await storage.insert(into: todo, id: "b1", content: ["n": 9], owner: nil)
-                    }
-                    await expectError(StorageError.self, .fieldKind, "a wrong kind in the batch") {
-                        try await storage.insert(into: todo, id: "b2", content: ["n": "text"], owner: nil)
-                    }
-                    _ = try await storage.replace(
-                        in: todo, id: "b1", expectedVersion: first.version, content: ["n": 2], deleted: false,
-                        owner: .all)
-                    try await storage.recordOutcome(outcome("batched"))
-                    return try await storage.item(in: todo, id: "b1", owner: .all)
-                }
-                #expect(seen?.content == ["n": 2], "a read in the batch sees its earlier writes")
-                #expect(try await storage.item(in: todo, id: "b1", owner: .all)?.content == ["n": 2])
-                #expect(try await storage.item(in: todo, id: "b2", owner: .all) == nil)
-                #expect(try await storage.recordedOutcome(scope: "user-1", key: "batched") != nil)
-                let (changes, _) = await collectChanges(stream) { $0.count >= 2 }
-                #expect(changes.count == 2 && changes.allSatisfy { $0.table == "todo" }, "\(changes)")
-                // A write after the batch goes on as usual.
-                _ = try await storage.insert(into: todo, id: "b3", content: ["n": 3], owner: nil)
-            },
             .init("a key that is empty, too long or not printable ASCII is refused") { fixture async throws in
                 let storage = fixture.storage
                 for key in ["", String(repeating: "k", count: RecordedOutcome.maximumKeyLength + 1), "a b", "clé"] {

@@ -36,18 +36,25 @@ public struct ServerStorageFixture: ConformanceFixture {
     /// Opens the same database again after ``storage`` was closed; `nil` for storages that keep
     /// nothing (in memory).
     public var reopen: (@Sendable () async throws -> any ServerStorage)?
+    /// Opens another storage on the same database while ``storage`` stays open (a second server
+    /// instance, or a second process on the same file); `nil` for storages no one else can open.
+    public var openAnother: (@Sendable () async throws -> any ServerStorage)?
 
     public init(
-        storage: any ServerStorage, clock: ManualClock, reopen: (@Sendable () async throws -> any ServerStorage)? = nil
+        storage: any ServerStorage, clock: ManualClock, reopen: (@Sendable () async throws -> any ServerStorage)? = nil,
+        openAnother: (@Sendable () async throws -> any ServerStorage)? = nil
     ) {
         self.storage = storage
         self.clock = clock
         self.reopen = reopen
+        self.openAnother = openAnother
     }
 
     public func unmet(_ requirement: ConformanceRequirement) -> String? {
         switch requirement {
         case .reopening: reopen == nil ? "the storage keeps nothing (in memory), so there is nothing to reopen" : nil
+        case .sharedDatabase:
+            openAnother == nil ? "the database is private to one storage (in memory), so no other can share it" : nil
         default: "the fixture does not know \(requirement)"
         }
     }
@@ -60,6 +67,8 @@ public struct ServerStorageFixture: ConformanceFixture {
 extension ConformanceRequirement {
     /// The fixture can open the same database again (``ServerStorageFixture/reopen``).
     public static let reopening = ConformanceRequirement("reopening the same database")
+    /// The fixture can open a second storage on the same database (``ServerStorageFixture/openAnother``).
+    public static let sharedDatabase = ConformanceRequirement("a second storage on the same database")
 }
 
 /// One check of the shared server-storage suite: ``ConformanceCheck`` run against a
@@ -93,7 +102,7 @@ extension ConformanceCheck where Fixture == ServerStorageFixture {
 public enum ServerStorageConformanceSuite: Sendable {
     /// Every check.
     public static var checks: [ServerStorageCheck] {
-        crud + stamps + concurrency + fields + owners + queries + changes + outcomes + lifecycle
+        crud + stamps + concurrency + fields + owners + queries + changes + outcomes + transactions + lifecycle
     }
 
     /// Reports the checks `fixture` cannot run by cancelling the current test with their names and

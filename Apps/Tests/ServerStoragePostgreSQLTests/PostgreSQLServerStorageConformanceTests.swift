@@ -17,7 +17,8 @@ struct PostgreSQLServerStorageConformanceTests {
             try await check.run { clock in
                 ServerStorageFixture(
                     storage: try await TestPostgreSQL.open(schema: schema, now: clock.now), clock: clock,
-                    reopen: { try await TestPostgreSQL.open(schema: schema, now: clock.now) })
+                    reopen: { try await TestPostgreSQL.open(schema: schema, now: clock.now) },
+                    openAnother: { try await TestPostgreSQL.open(schema: schema, now: clock.now) })
             }
         } catch {
             await TestPostgreSQL.drop(schema: schema)
@@ -31,7 +32,8 @@ struct PostgreSQLServerStorageConformanceTests {
         let clock = ManualClock()
         let fixture = ServerStorageFixture(
             storage: try await TestPostgreSQL.open(schema: schema, now: clock.now), clock: clock,
-            reopen: { try await TestPostgreSQL.open(schema: schema, now: clock.now) })
+            reopen: { try await TestPostgreSQL.open(schema: schema, now: clock.now) },
+            openAnother: { try await TestPostgreSQL.open(schema: schema, now: clock.now) })
         let skipped = await ServerStorageCheck.skipped(ServerStorageConformanceSuite.checks, by: fixture)
         await TestPostgreSQL.drop(schema: schema)
         #expect(skipped.isEmpty, "skipped: \(skipped)")

@@ -229,9 +229,10 @@ struct PostgreSQLServerStorageTests {
             for index in 0..<20 {
                 _ = try await storage.insert(into: Self.todo, id: "i\(index)", content: [:], owner: nil)
             }
-            try await TestPostgreSQL.execute(
+            let cut = try await TestPostgreSQL.execute(
                 "SELECT pg_terminate_backend(pid)::text FROM pg_stat_activity WHERE application_name = 'ferry:\(schema)'"
             )
+            #expect(cut.contains("true"), "no pool connection was cut: \(cut)")
             var failures: [StorageError.Code] = []
             var recovered = false
             for _ in 0..<50 {

@@ -43,13 +43,13 @@ struct SQLiteServerStorageTests {
         try await storage.close()
     }
 
-    @Test func aBatchThatFailsKeepsNotEvenTheKindsOfItsFields() async throws {
+    @Test func aTransactionThatFailsKeepsNotEvenTheKindsOfItsFields() async throws {
         let storage = try SQLiteServerStorage(location: .memory)
         let table = StorageTable(name: "t")
         struct Abandoned: Error {}
         let refusedInBatch = Mutex<StorageError.Code?>(nil)
         await #expect(throws: Abandoned.self) {
-            try await storage.performBatch {
+            try await storage.transaction {
                 _ = try await storage.insert(into: table, id: "r1", content: ["tag": "text"], owner: nil)
                 // The second write knows the field's kind from the first one.
                 do {

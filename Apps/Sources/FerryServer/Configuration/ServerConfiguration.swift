@@ -45,6 +45,10 @@ public struct ServerConfiguration: Sendable {
     /// it answers those as the servers of the protocol family do (404, keys ignored): for testing
     /// clients' fallback.
     public var offersPushExtensions: Bool = true
+    /// How long a graceful shutdown (``ReferenceServer/shutdown()``, SIGTERM) lets requests and
+    /// change feeds finish before it cancels them (default 10 s); the server then stops within a few
+    /// seconds more, whatever still runs.
+    public var shutdownGracePeriod: Duration = .seconds(10)
     /// Where the server logs requests (info) and failures.
     public var logger: Logger
 
@@ -97,6 +101,7 @@ public struct ServerConfiguration: Sendable {
         }
         try limits.validate()
         try connections.validate()
+        guard shutdownGracePeriod >= .zero else { throw ConfigurationError("shutdownGracePeriod must not be negative") }
         if let publicURL, PublicOrigin(publicURL: publicURL) == nil {
             throw ConfigurationError(
                 "the public URL '\(publicURL)' must be http:// or https:// with a host, and no path, query or fragment")
@@ -127,6 +132,12 @@ public struct RequestLimits: Sendable, Hashable {
     /// The largest batch body, in bytes (413 above it); each request in it is still bounded by
     /// ``maximumBodySize``.
     public var maximumBatchBodySize: Int
+    /// The longest one batch runs (default 30 s): the requests it had no time for are answered
+    /// 503 with `Retry-After`, not applied.
+    public var maximumBatchDuration: Duration
+    /// The most bytes of read answers one batch returns (default 32 MiB): a read that would pass it
+    /// is answered 413 instead. Writes always get their answer.
+    public var maximumBatchAnswerSize: Int
     /// How long the outcome of a write sent with an `Idempotency-Key` is kept: a retry within it
     /// gets the recorded answer; a retry after it is applied as a new request.
     public var idempotencyRetention: Duration
@@ -142,6 +153,7 @@ public struct RequestLimits: Sendable, Hashable {
     public init(
         maximumBodySize: Int = 1 << 20, maximumQueryLength: Int = 16_384, maximumFilterDepth: Int = 100,
         maximumBatchRequests: Int = 1_000, maximumBatchBodySize: Int = 16 << 20,
+        maximumBatchDuration: Duration = .seconds(30), maximumBatchAnswerSize: Int = 32 << 20,
         idempotencyRetention: Duration = .seconds(24 * 3600), maximumChangeFeeds: Int = 256,
         maximumChangeFeedsPerUser: Int = 16, changeFeedHeartbeat: Duration = .seconds(15)
     ) {
@@ -150,6 +162,8 @@ public struct RequestLimits: Sendable, Hashable {
         self.maximumFilterDepth = maximumFilterDepth
         self.maximumBatchRequests = maximumBatchRequests
         self.maximumBatchBodySize = maximumBatchBodySize
+        self.maximumBatchDuration = maximumBatchDuration
+        self.maximumBatchAnswerSize = maximumBatchAnswerSize
         self.idempotencyRetention = idempotencyRetention
         self.maximumChangeFeeds = maximumChangeFeeds
         self.maximumChangeFeedsPerUser = maximumChangeFeedsPerUser
@@ -163,6 +177,12 @@ public struct RequestLimits: Sendable, Hashable {
         guard maximumBatchRequests >= 1 else { throw ConfigurationError("maximumBatchRequests must be at least 1") }
         guard maximumBatchBodySize >= maximumBodySize else {
             throw ConfigurationError("maximumBatchBodySize must be at least maximumBodySize")
+        }
+        guard maximumBatchDuration >= .milliseconds(100) else {
+            throw ConfigurationError("maximumBatchDuration must be at least 100 ms")
+        }
+        guard maximumBatchAnswerSize >= 1 << 20 else {
+            throw ConfigurationError("maximumBatchAnswerSize must be at least 1 MiB")
         }
         guard idempotencyRetention >= .seconds(60) else {
             throw ConfigurationError("idempotencyRetention must be at least 60 seconds")

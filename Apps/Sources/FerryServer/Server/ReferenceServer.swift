@@ -39,7 +39,11 @@ public final class ReferenceServer: Sendable {
     let group: ServiceGroup
     let running: Task<Void, any Error>
     let ownsStorage: Bool
+    let stopping: StopDeadline
     let logger: Logger
+
+    /// How long cancelled work has to end after the grace period.
+    static let cancellationAllowance: Duration = .seconds(3)
 
     /// `http://host:port`.
     public var url: String {
@@ -49,8 +53,9 @@ public final class ReferenceServer: Sendable {
 
     private init(
         host: String, port: Int, storage: any ServerStorage, group: ServiceGroup, running: Task<Void, any Error>,
-        ownsStorage: Bool, logger: Logger
+        ownsStorage: Bool, stopping: StopDeadline, logger: Logger
     ) {
+        self.stopping = stopping
         self.host = host
         self.port = port
         self.storage = storage
@@ -102,10 +107,16 @@ public final class ReferenceServer: Sendable {
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
             logger: configuration.logger)
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [application], gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [],
-                logger: configuration.logger))
+        let stopping = StopDeadline(configuration.shutdownGracePeriod + Self.cancellationAllowance)
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: [
+                .init(service: application),
+                .init(service: StopWatch(deadline: stopping), successTerminationBehavior: .ignore),
+            ],
+            gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [], logger: configuration.logger)
+        // Requests and feeds still running when the grace period ends are cancelled.
+        groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
+        let group = ServiceGroup(configuration: groupConfiguration)
         let running = Task {
             do {
                 try await group.run()
@@ -125,21 +136,74 @@ public final class ReferenceServer: Sendable {
         }
         return ReferenceServer(
             host: configuration.host, port: port, storage: storage, group: group, running: running,
-            ownsStorage: ownsStorage, logger: configuration.logger)
+            ownsStorage: ownsStorage, stopping: stopping, logger: configuration.logger)
     }
 
-    /// Stops accepting connections, lets in-flight requests finish, then closes the storage if the
-    /// server owns it.
+    /// Stops accepting connections, lets in-flight requests and change feeds finish, then closes
+    /// the storage if the server owns it. Whatever still runs after
+    /// ``ServerConfiguration/shutdownGracePeriod`` is cancelled, and the call returns at most a few
+    /// seconds later even if some work ignores its cancellation.
     public func shutdown() async throws {
         await group.triggerGracefulShutdown()
         try await waitUntilStopped()
     }
 
-    /// Waits until the server stops (after ``shutdown()``, or a signal when it handles them).
+    /// Waits until the server stops (after ``shutdown()``, or a signal when it handles them); once
+    /// it began stopping, at most the grace period and a few seconds.
     public func waitUntilStopped() async throws {
-        let result = await running.result
+        let running = running
+        // Unbounded until a shutdown begins; the group bounds the shutdown by the grace period (then
+        // cancels what still runs), and `stopping` gives cancelled work a few seconds more.
+        var result =
+            (try? await BoundedWait.run(within: nil, outcome: stopping.outcome) { await running.result })
+            ?? .success(())
+        if case .failure(let error) = result, error is StopDeadline.Expired {
+            logger.warning(
+                "some requests ignored their cancellation; the server stopped without them",
+                metadata: ["ferry.stopLimit": "\(stopping.limit)"])
+            result = .success(())
+        }
         if ownsStorage { try await storage.close() }
         if case .failure(let error) = result, !(error is CancellationError) { throw error }
+    }
+}
+
+/// When a stopping server gives up waiting for its work: armed when the graceful shutdown begins.
+final class StopDeadline: Sendable {
+    /// The wait ended by the deadline, not by the work.
+    struct Expired: Error {}
+
+    let limit: Duration
+    let outcome = BoundedWait.Outcome<Result<Void, any Error>>()
+    private let armed = Mutex(false)
+
+    init(_ limit: Duration) { self.limit = limit }
+
+    /// The shutdown began: after ``limit`` the server's wait for its work ends.
+    func arm() {
+        guard
+            armed.withLock({ armed in
+                defer { armed = true }
+                return !armed
+            })
+        else { return }
+        let outcome = outcome
+        let limit = limit
+        Task {
+            try? await Task.sleep(for: limit)
+            outcome.settle(.success(.failure(Expired())))
+        }
+    }
+}
+
+/// A service of the server's group that notices the graceful shutdown begin and arms the
+/// ``StopDeadline``.
+struct StopWatch: Service {
+    let deadline: StopDeadline
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        deadline.arm()
     }
 }
 

@@ -22,13 +22,14 @@ struct TableResponder: HTTPResponder {
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
-        if service.configuration.offersPushExtensions, TableService.isChangeFeedPath(path) {
+        let route = TableRoute(path: path)
+        if service.configuration.offersPushExtensions, route == .changes {
             return await changeFeed(request, headers: headers, method: method, context: context)
         }
         var answer: TableResponse
         var body: [UInt8]?
         do {
-            let limit = TableService.isBatchPath(path) ? limits.maximumBatchBodySize : limits.maximumBodySize
+            let limit = route == .batch ? limits.maximumBatchBodySize : limits.maximumBodySize
             if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
                 throw ProtocolError(413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limit)")
             }
@@ -44,7 +45,7 @@ struct TableResponder: HTTPResponder {
         } catch let error as ProtocolError {
             answer = TableService.errorResponse(error)
         } catch is NIOTooManyBytesError {
-            let limit = TableService.isBatchPath(path) ? limits.maximumBatchBodySize : limits.maximumBodySize
+            let limit = route == .batch ? limits.maximumBatchBodySize : limits.maximumBodySize
             answer = TableService.errorResponse(
                 ProtocolError(413, "bodyTooLarge", "the body is larger than \(limit) bytes"))
         } catch {

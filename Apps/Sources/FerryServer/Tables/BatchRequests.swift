@@ -1,5 +1,6 @@
 import Foundation
 import ServerStorageCore
+import Synchronization
 @_spi(StoreSupport) import SyncCore
 
 /// `POST /tables/$batch`, an extension of Ferry's server that legacy clients never send: many table
@@ -17,17 +18,26 @@ import ServerStorageCore
 /// (routing, version negotiation, authentication, preconditions, conflicts, per-user rows,
 /// idempotency keys) with the batch's own headers (the protocol version and the token) under its
 /// own; requests apply in order and one failing does not stop the next (OData's
-/// `continue-on-error`). A request's `url` is relative to `/tables/` (`todo`, `todo/a`) or an
-/// absolute path (`/tables/todo/a`). Not supported, and refused with 400: `atomicityGroup`,
-/// `dependsOn`, and a batch inside a batch.
+/// `continue-on-error`). A request's `url` is relative to `/tables/` (`todo`, `todo/a`), an
+/// absolute path (`/tables/todo/a`), or an absolute URL of this server; it must address a table or
+/// an item, decided on the parsed route (`/tables/%24batch/` is the batch endpoint too). Not
+/// supported, and refused with 400: `atomicityGroup`, `dependsOn`, and a batch, the capabilities or
+/// the change feed inside a batch.
+///
+/// ## Bounds
+///
+/// Consecutive writes run in one storage transaction (one durable commit) for at most
+/// ``writeSlice``; then it commits and the next slice waits its turn behind other writers, so a
+/// long batch never holds the writer for long. Reads run outside any transaction and see every
+/// write before them. A batch runs for at most ``RequestLimits/maximumBatchDuration``: requests it
+/// had no time for are answered 503 with `Retry-After` (not applied). Its answer holds at most
+/// ``RequestLimits/maximumBatchAnswerSize`` bytes of reads: a read that would pass it is answered
+/// 413 instead (writes always get their answer, which is bounded by the batch's own size).
 extension TableService {
     static let batchSegment = "$batch"
     static let capabilitiesSegment = "$capabilities"
-
-    /// Whether `path` is the batch endpoint (its body has the larger batch limit).
-    static func isBatchPath(_ path: String) -> Bool {
-        path.hasSuffix("/" + batchSegment) && path.split(separator: "/") == ["tables", "$batch"]
-    }
+    /// The longest one transaction of a batch holds the writer.
+    static let writeSlice: Duration = .milliseconds(100)
 
     func batch(_ request: TableRequest) async throws -> TableResponse {
         guard request.method == "POST" else {
@@ -50,30 +60,92 @@ extension TableService {
             inner.append(parsed)
         }
         let parsed = inner
-        // One durable commit for the whole batch where the storage can (SQLite): each request still
-        // succeeds or fails on its own.
-        let responses = try await storage.performBatch { [self] in
-            await IdempotencyLedger.$inBatch.withValue(true) {
-                var responses: [(id: JSONValue, response: TableResponse)] = []
-                responses.reserveCapacity(parsed.count)
-                for (id, innerRequest) in parsed {
-                    let response: TableResponse
-                    if let size = innerRequest.body?.count, size > limits.maximumBodySize {
-                        response = Self.errorResponse(
-                            ProtocolError(
-                                413, "bodyTooLarge", "the body is \(size) bytes; the limit is \(limits.maximumBodySize)"
-                            ))
-                    } else {
-                        response = await handle(innerRequest)
-                    }
-                    responses.append((id, response))
-                }
-                return responses
+        let deadline = ContinuousClock.now + limits.maximumBatchDuration
+        var responses: [(id: JSONValue, response: TableResponse)] = []
+        responses.reserveCapacity(parsed.count)
+        var readBytes = 0
+        var index = 0
+        while index < parsed.count {
+            if ContinuousClock.now >= deadline {
+                for (id, _) in parsed[index...] { responses.append((id, Self.notRunInTime(limits))) }
+                break
             }
+            let (id, innerRequest) = parsed[index]
+            guard innerRequest.method != "GET" else {
+                guard readBytes < limits.maximumBatchAnswerSize else {
+                    responses.append((id, Self.answerTooLarge(limits)))
+                    index += 1
+                    continue
+                }
+                var response = await handleInBatch(innerRequest)
+                readBytes += response.body?.count ?? 0
+                if readBytes > limits.maximumBatchAnswerSize { response = Self.answerTooLarge(limits) }
+                responses.append((id, response))
+                index += 1
+                continue
+            }
+            let end = parsed[index...].firstIndex { $0.request.method == "GET" } ?? parsed.endIndex
+            let writes = Array(parsed[index..<end])
+            let done = await writeSlice(writes, deadline: deadline)
+            responses += done
+            index += done.count
         }
         return TableResponse(
             status: 200, headers: [("Content-Type", "application/json; charset=utf-8")],
             body: Self.batchResponseBody(responses))
+    }
+
+    /// Runs writes of a batch in one storage transaction until they are done, ``writeSlice`` has
+    /// passed or the batch's time is up (at least one runs); returns the answers of those that ran.
+    /// When the transaction cannot commit, none of them is applied and each is answered with the
+    /// storage's error.
+    private func writeSlice(_ writes: [(id: JSONValue, request: TableRequest)], deadline: ContinuousClock.Instant)
+        async -> [(id: JSONValue, response: TableResponse)]
+    {
+        let sliceEnd = min(deadline, ContinuousClock.now + Self.writeSlice)
+        let ran = Mutex(0)
+        do {
+            return try await storage.transaction { [self] in
+                var done: [(id: JSONValue, response: TableResponse)] = []
+                for (id, request) in writes {
+                    if !done.isEmpty && ContinuousClock.now >= sliceEnd { break }
+                    done.append((id, await handleInBatch(request)))
+                    ran.withLock { $0 = done.count }
+                }
+                return done
+            }
+        } catch {
+            // Nothing of the slice was kept: say so for each request that ran in it (503 for a
+            // database that is busy or unreachable, which a client retries), or for the first one
+            // when the transaction could not even start, so that the batch moves on.
+            let failure = await answering { throw error }
+            return writes.prefix(max(1, ran.withLock { $0 })).map { ($0.id, failure) }
+        }
+    }
+
+    /// One request of a batch, as if alone (a body over the size limit is refused).
+    private func handleInBatch(_ request: TableRequest) async -> TableResponse {
+        let limits = configuration.limits
+        if let size = request.body?.count, size > limits.maximumBodySize {
+            return Self.errorResponse(
+                ProtocolError(413, "bodyTooLarge", "the body is \(size) bytes; the limit is \(limits.maximumBodySize)"))
+        }
+        return await handle(request)
+    }
+
+    static func notRunInTime(_ limits: RequestLimits) -> TableResponse {
+        var error = ProtocolError(
+            503, "batchTimeout",
+            "not run: the batch took longer than \(limits.maximumBatchDuration); send this request again")
+        error.retryAfter = 1
+        return errorResponse(error)
+    }
+
+    static func answerTooLarge(_ limits: RequestLimits) -> TableResponse {
+        errorResponse(
+            ProtocolError(
+                413, "batchAnswerTooLarge",
+                "not returned: the batch's reads reached \(limits.maximumBatchAnswerSize) bytes; read this page alone"))
     }
 
     static func batchRequests(_ body: [UInt8]?) throws -> [JSONValue] {
@@ -117,15 +189,21 @@ extension TableService {
             path = String(path[..<mark])
         }
         if let scheme = path.firstRange(of: "://") {
-            // An absolute URL: its path.
+            // An absolute URL: this server's only, and its path.
             let rest = path[scheme.upperBound...]
-            path = rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
+            let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
+            let origin = String(path[..<authorityEnd])
+            guard !outer.origin.isEmpty, origin.lowercased() == outer.origin.lowercased() else {
+                throw invalid(
+                    "an absolute url must be this server's (\(outer.origin.isEmpty ? "not known here" : outer.origin)); send a relative one such as \"todo/<id>\""
+                )
+            }
+            path = authorityEnd < rest.endIndex ? String(rest[authorityEnd...]) : "/"
         }
         if !path.hasPrefix("/") { path = "/tables/" + path }
-        if Self.isBatchPath(path) || path.hasSuffix("/" + Self.capabilitiesSegment)
-            || path.hasSuffix("/" + Self.changesSegment)
-        {
-            throw invalid("a batch cannot hold \(url)")
+        guard TableRoute(path: path).isTableData else {
+            throw invalid(
+                "a request in a batch addresses a table or an item (tables/{name} or tables/{name}/{id}), not \(url)")
         }
         // The batch's headers (protocol version, token, …) under the request's own; a request carries
         // no token of its own.

@@ -39,11 +39,6 @@ import Synchronization
 extension TableService {
     static let changesSegment = "$changes"
 
-    /// Whether `path` is the change feed.
-    static func isChangeFeedPath(_ path: String) -> Bool {
-        path.split(separator: "/") == ["tables", "$changes"]
-    }
-
     /// An open change feed: the bytes to write, and how to end it early (a server shutting down).
     struct OpenChangeFeed: Sendable {
         let frames: AsyncStream<[UInt8]>

@@ -9,6 +9,12 @@ import SyncCore
 /// the same request sent again (a retry after a lost answer, alone or in a batch) gets that answer
 /// back, marked `Idempotency-Replayed: true`, instead of being applied twice.
 ///
+/// One key has one effect, however the requests that carry it arrive: alone or in batches, at the
+/// same moment, through one instance or several. The key is claimed in the storage, in the same
+/// transaction as the write and the answer it records (``ServerStorage/claimOutcome(scope:key:)``):
+/// a second request with the key waits for the first one's transaction, then replays its answer.
+/// A write whose answer is not final (a 503, say) rolls back with its claim, so a retry applies it.
+///
 /// Keys are scoped to the caller (the token's subject; anonymous callers share one scope), so one
 /// user can never read another's recorded answer. A key sent again with another request (method,
 /// path or body) is refused with 422. Outcomes are kept for ``RequestLimits/idempotencyRetention``;
@@ -22,12 +28,6 @@ final class IdempotencyLedger: Sendable {
     let retention: Duration
     let logger: Logger
     private let lastSweep = Mutex<ContinuousClock.Instant?>(nil)
-    /// Keys being applied in this process: a second request with the same key waits for the first.
-    private let busy = KeyedGate()
-    /// Whether the current task handles the requests of a batch. A batch holds the storage's writes
-    /// until it commits, so it must not wait for a key held by a request that waits for the storage;
-    /// the batch's writes already run alone.
-    @TaskLocal static var inBatch = false
 
     init(storage: any ServerStorage, retention: Duration, logger: Logger) {
         self.storage = storage
@@ -35,9 +35,14 @@ final class IdempotencyLedger: Sendable {
         self.logger = logger
     }
 
+    /// An answer that is not recorded: the transaction that claimed the key rolls back with it.
+    private struct Unrecorded: Error {
+        var response: TableResponse
+    }
+
     /// Runs `apply` at most once per key: answers the recorded outcome when there is one.
     func answer(
-        key: String, scope: String, request: TableRequest, apply: () async -> TableResponse
+        key: String, scope: String, request: TableRequest, apply: @escaping @Sendable () async -> TableResponse
     ) async throws -> TableResponse {
         do throws(StorageError) {
             try RecordedOutcome.validateKey(key)
@@ -46,31 +51,35 @@ final class IdempotencyLedger: Sendable {
                 "the Idempotency-Key header: \(error.message)", code: "invalidIdempotencyKey")
         }
         let fingerprint = Self.fingerprint(request)
-        let gateKey = Self.inBatch ? nil : scope + "\u{0}" + key
-        if let gateKey { await busy.enter(gateKey) }
-        defer { if let gateKey { busy.leave(gateKey) } }
-        if let recorded = try await storage.recordedOutcome(scope: scope, key: key) {
-            return try Self.replay(recorded, fingerprint: fingerprint)
-        }
-        let response = await apply()
-        guard Self.isFinal(response.status) else { return response }
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded())
-        let outcome = RecordedOutcome(
-            scope: scope, key: key, fingerprint: fingerprint, status: response.status,
-            headers: Dictionary(response.headers.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }),
-            body: response.body.map { String(decoding: $0, as: UTF8.self) }, recordedAt: now)
+        let storage = storage
+        let response: TableResponse
         do {
-            let kept = try await storage.recordOutcome(outcome)
-            await sweepIfDue(now: now)
-            if kept != outcome { return try Self.replay(kept, fingerprint: fingerprint) }
-        } catch let error as ProtocolError {
-            throw error
-        } catch {
-            // The write is applied: its answer goes out even though a retry could not be recognised.
-            logger.warning(
-                "an idempotent outcome could not be recorded", metadata: ["ferry.error": "\(error)"])
+            response = try await storage.transaction {
+                if let recorded = try await storage.claimOutcome(scope: scope, key: key) {
+                    return try Self.replay(recorded, fingerprint: fingerprint)
+                }
+                let response = await apply()
+                guard Self.isFinal(response.status) else { throw Unrecorded(response: response) }
+                let outcome = RecordedOutcome(
+                    scope: scope, key: key, fingerprint: fingerprint, status: response.status,
+                    headers: Dictionary(
+                        response.headers.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }),
+                    body: response.body.map { String(decoding: $0, as: UTF8.self) },
+                    recordedAt: Self.milliseconds(Date()))
+                let kept = try await storage.recordOutcome(outcome)
+                // The key is held by this transaction, so the outcome is this one; a storage that
+                // kept another anyway is answered by what it kept.
+                return kept == outcome ? response : try Self.replay(kept, fingerprint: fingerprint)
+            }
+        } catch let unrecorded as Unrecorded {
+            return unrecorded.response
         }
+        await sweepIfDue()
         return response
+    }
+
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 
     /// Whether an answer is final enough to be replayed.
@@ -94,9 +103,19 @@ final class IdempotencyLedger: Sendable {
         return TableResponse(status: outcome.status, headers: headers, body: outcome.body.map { Array($0.utf8) })
     }
 
-    /// The method, the path and a digest of the body.
+    /// The method, the percent-decoded path and a digest of the body. A JSON body is digested in
+    /// its canonical form (keys sorted, no white space), so the same request written with other
+    /// spacing or member order is the same request.
     static func fingerprint(_ request: TableRequest) -> String {
-        let digest = SHA256.hash(data: request.body ?? [])
+        let canonical: [UInt8]
+        if let parsed = request.parsedBody {
+            canonical = parsed.serializedUTF8()
+        } else if let body = request.body, !body.isEmpty, let parsed = try? JSONValue(parsingUTF8: body) {
+            canonical = parsed.serializedUTF8()
+        } else {
+            canonical = request.body ?? []
+        }
+        let digest = SHA256.hash(data: canonical)
         let digits = Array("0123456789abcdef".utf8)
         var hex: [UInt8] = []
         hex.reserveCapacity(32)
@@ -104,11 +123,12 @@ final class IdempotencyLedger: Sendable {
             hex.append(digits[Int(byte >> 4)])
             hex.append(digits[Int(byte & 0x0f)])
         }
-        return "\(request.method) \(request.path) \(String(decoding: hex, as: UTF8.self))"
+        let path = request.segments.map { "/" + $0.joined(separator: "/") } ?? request.path
+        return "\(request.method) \(path) \(String(decoding: hex, as: UTF8.self))"
     }
 
     /// Forgets expired outcomes, at most once a minute per process.
-    private func sweepIfDue(now: Int64) async {
+    private func sweepIfDue() async {
         let due = lastSweep.withLock { last -> Bool in
             let clock = ContinuousClock.now
             if let last, clock - last < .seconds(60) { return false }
@@ -116,7 +136,7 @@ final class IdempotencyLedger: Sendable {
             return true
         }
         guard due else { return }
-        let cutoff = now - Int64(retention.components.seconds) * 1000
+        let cutoff = Self.milliseconds(Date()) - Int64(retention.components.seconds) * 1000
         _ = try? await storage.forgetOutcomes(recordedBefore: cutoff)
     }
 }

@@ -17,7 +17,13 @@ struct TableRequest: Sendable {
 
     /// The percent-decoded path segments (`/tables/todo/1` gives `["tables", "todo", "1"]`), or
     /// `nil` when a segment is not valid percent-encoded UTF-8.
-    var segments: [String]? {
+    var segments: [String]? { Self.segments(of: path) }
+
+    /// What the path addresses, decided on the percent-decoded segments (so `/tables/%24batch/`
+    /// is the batch endpoint as much as `/tables/$batch` is).
+    var route: TableRoute { TableRoute(path: path) }
+
+    static func segments(of path: String) -> [String]? {
         var result: [String] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             guard let decoded = Self.percentDecoded(part) else { return nil }
@@ -49,6 +55,62 @@ struct TableRequest: Sendable {
         case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
         case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
         default: nil
+        }
+    }
+}
+
+/// What a request's path addresses: the one place routes are told apart, for requests and for the
+/// requests inside a batch.
+enum TableRoute: Equatable, Sendable {
+    /// `GET /health`.
+    case health
+    /// `/tables`.
+    case tableList
+    /// `/tables/$batch`.
+    case batch
+    /// `/tables/$capabilities`.
+    case capabilities
+    /// `/tables/$changes`.
+    case changes
+    /// `/tables/{name}`.
+    case table(String)
+    /// `/tables/{name}/{id}`.
+    case item(String, id: String)
+    /// Anything else.
+    case unknown
+    /// A segment that is not valid percent-encoded UTF-8.
+    case invalidPath
+
+    /// The route of a percent-encoded path (without its query).
+    init(path: String) {
+        guard let segments = TableRequest.segments(of: path) else {
+            self = .invalidPath
+            return
+        }
+        self.init(segments: segments)
+    }
+
+    init(segments: [String]) {
+        switch segments.count {
+        case 1 where segments[0] == "health": self = .health
+        case 1 where segments[0] == "tables": self = .tableList
+        case 2 where segments[0] == "tables":
+            switch segments[1] {
+            case TableService.batchSegment: self = .batch
+            case TableService.capabilitiesSegment: self = .capabilities
+            case TableService.changesSegment: self = .changes
+            default: self = .table(segments[1])
+            }
+        case 3 where segments[0] == "tables": self = .item(segments[1], id: segments[2])
+        default: self = .unknown
+        }
+    }
+
+    /// Whether the route is a table or one of its items: what a request inside a batch may address.
+    var isTableData: Bool {
+        switch self {
+        case .table, .item: true
+        default: false
         }
     }
 }

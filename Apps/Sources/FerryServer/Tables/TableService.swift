@@ -112,29 +112,34 @@ final class TableService: Sendable {
                 "the query string is \(request.rawQuery.utf8.count) bytes; the limit is \(configuration.limits.maximumQueryLength)"
             )
         }
-        guard let segments = request.segments else { throw ProtocolError.badRequest("the path is not valid UTF-8") }
-        if segments == ["health"], request.method == "GET" {
-            return try await health()
-        }
-        if segments == ["tables"], request.method == "GET" {
-            return try await tableList(request)
-        }
-        if segments == ["tables", Self.batchSegment] || segments == ["tables", Self.capabilitiesSegment] {
+        let name: String
+        let id: String?
+        switch request.route {
+        case .invalidPath: throw ProtocolError.badRequest("the path is not valid UTF-8")
+        case .health where request.method == "GET": return try await health()
+        case .tableList where request.method == "GET": return try await tableList(request)
+        case .batch, .capabilities, .changes:
             guard configuration.offersPushExtensions else {
                 throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
             }
-            guard segments[1] == Self.capabilitiesSegment else { return try await batch(request) }
-            guard request.method == "GET" else {
-                throw ProtocolError(405, "methodNotAllowed", "the capabilities are read with GET")
+            switch request.route {
+            case .batch: return try await batch(request)
+            case .capabilities:
+                guard request.method == "GET" else {
+                    throw ProtocolError(405, "methodNotAllowed", "the capabilities are read with GET")
+                }
+                return capabilities()
+            default:
+                throw ProtocolError(405, "methodNotAllowed", "the change feed is read with GET")
             }
-            return capabilities()
-        }
-        guard segments.count == 2 || segments.count == 3, segments[0] == "tables" else {
+        case .table(let table):
+            (name, id) = (table, nil)
+        case .item(let table, let item):
+            (name, id) = (table, item)
+        case .health, .tableList, .unknown:
             throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
         }
         let version = try Self.protocolVersion(request)
-        let id = segments.count == 3 ? segments[2] : nil
-        let name = segments[1]
         let operation: TableOperation
         switch (request.method, id) {
         case ("GET", nil): operation = .query
@@ -169,9 +174,13 @@ final class TableService: Sendable {
         guard configuration.offersPushExtensions, let key = request.headers[IdempotencyLedger.header] else {
             return try await write(operation, context, id: id)
         }
+        // The body is parsed once, for the key's fingerprint and for the write.
+        if context.request.parsedBody == nil, let body = request.body, !body.isEmpty {
+            context.request.parsedBody = try? JSONValue(parsingUTF8: body)
+        }
         // After authentication and the table's rules: a replay never bypasses them.
-        return try await ledger.answer(key: key, scope: identity?.subject ?? "", request: request) {
-            [context] in
+        return try await ledger.answer(key: key, scope: identity?.subject ?? "", request: context.request) {
+            [self, context] in
             await answering { try await write(operation, context, id: id) }
         }
     }

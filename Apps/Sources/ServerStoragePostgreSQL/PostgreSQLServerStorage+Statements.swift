@@ -1,0 +1,285 @@
+import Logging
+import PostgresNIO
+import QuerySQL
+import ServerStorageCore
+import Synchronization
+
+/// One connection as the storage uses it: every statement on it is bounded.
+///
+/// postgres-nio 1.33.2 writes a statement to its connection without a promise for the write, so a
+/// statement written just as the connection closes (the server terminated it, or restarted) is
+/// dropped and its caller waits for ever; the pool meanwhile serves other requests, so only the
+/// requests behind that one hang. Every statement here therefore ends, whatever the driver does:
+/// with its rows, with the driver's error, with `unavailable` as soon as the connection closes, or
+/// with `unavailable` after ``limit`` (PostgreSQL's own `statement_timeout` plus a margin, for a
+/// connection that went silent), when the connection is closed so that the pool replaces it.
+struct PostgreSQLSession: Sendable {
+    let connection: PostgresConnection
+    /// The longest a statement may take from here.
+    let limit: Duration
+    let logger: Logger
+    let watch: ConnectionWatch
+
+    /// Runs one statement and collects its rows.
+    func rows(_ fragment: SQLFragment) async throws -> [PostgresRow] {
+        try await rows(PostgreSQLServerStorage.query(fragment))
+    }
+
+    /// Runs one statement and collects its rows.
+    func rows(_ query: PostgresQuery, cancellable: Bool = true) async throws -> [PostgresRow] {
+        let connection = connection
+        let logger = logger
+        return try await watch.bounded(connection, limit: limit, cancellable: cancellable) {
+            try await connection.query(query, logger: logger).collect()
+        }
+    }
+
+    /// Runs a statement that returns no rows worth reading (`BEGIN`, `SAVEPOINT` …).
+    func execute(_ sql: String, cancellable: Bool = true) async throws {
+        _ = try await rows(PostgresQuery(unsafeSQL: sql), cancellable: cancellable)
+    }
+}
+
+/// Ends the statement running on a connection as soon as the connection closes.
+///
+/// A connection runs one statement at a time; the watch registers one callback per connection on
+/// its close (not one per statement, which would pile up on a long-lived pooled connection) and
+/// settles whatever statement runs when it fires.
+final class ConnectionWatch: Sendable {
+    private struct Entry {
+        var current: (@Sendable (any Error) -> Void)?
+    }
+
+    private let entries = Mutex<[ObjectIdentifier: Entry]>([:])
+
+    static func closedError() -> StorageError {
+        StorageError(.unavailable, "the database connection closed (PostgreSQL restarted or ended it)")
+    }
+
+    func bounded<T: Sendable>(
+        _ connection: PostgresConnection, limit: Duration, cancellable: Bool = true,
+        _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let key = ObjectIdentifier(connection)
+        let outcome = BoundedWait.Outcome<T>()
+        let isNew: Bool = entries.withLock { entries in
+            let isNew = entries[key] == nil
+            entries[key] = Entry(current: { error in outcome.settle(.failure(error)) })
+            return isNew
+        }
+        if isNew {
+            connection.closeFuture.whenComplete { [weak self] _ in self?.closed(key) }
+        }
+        if connection.isClosed { outcome.settle(.failure(Self.closedError())) }
+        defer { entries.withLock { $0[key]?.current = nil } }
+        return try await BoundedWait.run(
+            within: limit, outcome: outcome,
+            timeout: {
+                Task { try? await connection.close() }  // the pool replaces it
+                return StorageError(
+                    .unavailable, "the database did not answer within \(limit); the connection was closed")
+            }, cancellable: cancellable, operation)
+    }
+
+    private func closed(_ key: ObjectIdentifier) {
+        let current = entries.withLock { $0.removeValue(forKey: key)?.current }
+        current?(Self.closedError())
+    }
+}
+
+/// The open transaction of the current task on one storage: its connection, its savepoints, and
+/// what to do once it commits or rolls back.
+final class PostgreSQLTransaction: Sendable {
+    @TaskLocal static var current: PostgreSQLTransaction?
+
+    let storage: ObjectIdentifier
+    let session: PostgreSQLSession
+    private let state = Mutex<(next: Int, afterCommit: [@Sendable () -> Void], afterRollback: [@Sendable () -> Void])>(
+        (0, [], []))
+
+    init(storage: ObjectIdentifier, session: PostgreSQLSession) {
+        self.storage = storage
+        self.session = session
+    }
+
+    /// Runs `body` in a savepoint: what it wrote is rolled back alone when it throws, and the
+    /// transaction goes on (a failed statement would otherwise abort the whole transaction).
+    func savepoint<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        let number = state.withLock { state in
+            defer { state.next += 1 }
+            return state.next
+        }
+        let name = "ferry_s\(number)"
+        try await session.execute("SAVEPOINT \(name)")
+        let result: T
+        do {
+            result = try await body()
+        } catch {
+            try await session.execute("ROLLBACK TO SAVEPOINT \(name)", cancellable: false)
+            try await session.execute("RELEASE SAVEPOINT \(name)", cancellable: false)
+            throw error
+        }
+        try await session.execute("RELEASE SAVEPOINT \(name)")
+        return result
+    }
+
+    /// Runs `work` once the transaction commits (caches learn only what is durable).
+    func afterCommit(_ work: @escaping @Sendable () -> Void) {
+        state.withLock { $0.afterCommit.append(work) }
+    }
+
+    /// Runs `work` if the transaction rolls back.
+    func afterRollback(_ work: @escaping @Sendable () -> Void) {
+        state.withLock { $0.afterRollback.append(work) }
+    }
+
+    func finish(committed: Bool) {
+        let work = state.withLock { state in
+            defer { (state.afterCommit, state.afterRollback) = ([], []) }
+            return committed ? state.afterCommit : state.afterRollback
+        }
+        for item in work { item() }
+    }
+}
+
+extension PostgreSQLServerStorage {
+    /// The transaction the current task runs in on this storage.
+    var currentTransaction: PostgreSQLTransaction? {
+        guard let transaction = PostgreSQLTransaction.current, transaction.storage == ObjectIdentifier(self) else {
+            return nil
+        }
+        return transaction
+    }
+
+    /// How long one statement may take before the storage gives up on it: PostgreSQL's
+    /// `statement_timeout` (which answers first when the server is alive) plus a margin.
+    var statementLimit: Duration { configuration.statementTimeout + .seconds(5) }
+
+    func session(_ connection: PostgresConnection, limit: Duration? = nil) -> PostgreSQLSession {
+        PostgreSQLSession(connection: connection, limit: limit ?? statementLimit, logger: logger, watch: watch)
+    }
+
+    /// Runs `body` on a connection, bounded and with every failure mapped to a `StorageError`:
+    /// in the current transaction (in a savepoint of it), or else on a pooled connection, waiting
+    /// at most ``Configuration/connectionWait`` for one.
+    func withConnection<T: Sendable>(
+        _ action: String, _ body: @escaping @Sendable (PostgreSQLSession) async throws -> T
+    ) async throws -> T {
+        try ensureOpen()
+        do {
+            if let transaction = currentTransaction {
+                return try await transaction.savepoint { try await body(transaction.session) }
+            }
+            return try await leased(body)
+        } catch {
+            throw mapped(error, action)
+        }
+    }
+
+    /// Runs `body` in one transaction: a transaction of its own, or a savepoint of the current one.
+    func withTransaction<T: Sendable>(
+        _ action: String, _ body: @escaping @Sendable (PostgreSQLSession) async throws -> T
+    ) async throws -> T {
+        if currentTransaction != nil { return try await withConnection(action, body) }
+        do {
+            return try await transaction { [self] in
+                try await body(currentTransaction!.session)
+            }
+        } catch {
+            throw mapped(error, action)
+        }
+    }
+
+    /// Runs `body` in one transaction on one connection: its writes (each in a savepoint) commit
+    /// together, or none does; inside another transaction it is a savepoint. Announcements go out
+    /// with the commit (PostgreSQL delivers a transaction's notifications when it commits).
+    public func transaction<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        if let current = currentTransaction { return try await current.savepoint(body) }
+        try ensureOpen()
+        let owner = ObjectIdentifier(self)
+        do {
+            return try await leased { session in
+                try await session.execute("BEGIN")
+                let transaction = PostgreSQLTransaction(storage: owner, session: session)
+                let result: T
+                do {
+                    result = try await PostgreSQLTransaction.$current.withValue(transaction) { try await body() }
+                    try await session.execute("COMMIT")
+                } catch {
+                    transaction.finish(committed: false)
+                    do {
+                        try await session.execute("ROLLBACK", cancellable: false)
+                    } catch {
+                        // A connection that cannot roll back must not go back to the pool.
+                        try? await session.connection.close()
+                    }
+                    throw error
+                }
+                transaction.finish(committed: true)
+                return result
+            }
+        } catch let error as PSQLError {
+            throw mapped(error, "running a transaction on")
+        }
+    }
+
+    /// Who won the race between a lease and its deadline.
+    private final class Lease: Sendable {
+        private enum State { case waiting, leased, timedOut }
+        private let state = Mutex(State.waiting)
+
+        /// Records the lease unless the deadline passed first.
+        func lease() -> Bool { settle(.leased) }
+        /// Records the deadline unless the lease came first.
+        func timeOut() -> Bool { settle(.timedOut) }
+
+        private func settle(_ outcome: State) -> Bool {
+            state.withLock { state in
+                guard case .waiting = state else { return false }
+                state = outcome
+                return true
+            }
+        }
+    }
+
+    /// The pool's lease with a bound on the wait: whichever of "leased" and "timed out" happens first
+    /// wins, so a statement never starts after its request was answered 503, and the caller never
+    /// waits for the pool longer than ``Configuration/connectionWait``.
+    private func leased<T: Sendable>(_ body: @escaping @Sendable (PostgreSQLSession) async throws -> T)
+        async throws -> T
+    {
+        let race = Lease()
+        let client = client
+        let wait = configuration.connectionWait
+        let connections = configuration.maximumConnections
+        return try await BoundedWait.run(
+            within: wait,
+            timeout: {
+                guard race.timeOut() else { return nil }
+                return StorageError(
+                    .busy,
+                    "no database connection became free within \(wait) (all \(connections) in use, or the database is unreachable)"
+                )
+            }
+        ) { [self] in
+            try await client.withConnection { connection in
+                guard race.lease() else { throw CancellationError() }
+                return try await body(session(connection))
+            }
+        }
+    }
+
+    /// A fragment as a postgres-nio query: the PostgreSQL text and its bound parameters.
+    static func query(_ fragment: SQLFragment) -> PostgresQuery {
+        var binds = PostgresBindings(capacity: fragment.arguments.count)
+        for value in fragment.arguments {
+            switch value {
+            case .null: binds.appendNull()
+            case .integer(let number): binds.append(number)
+            case .real(let number): binds.append(number)
+            case .text(let text): binds.append(text)
+            }
+        }
+        return PostgresQuery(unsafeSQL: fragment.sql(for: .postgreSQL), binds: binds)
+    }
+}

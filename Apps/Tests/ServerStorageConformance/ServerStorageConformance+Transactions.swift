@@ -1,0 +1,157 @@
+import ServerStorageCore
+import StoreConformance
+import SyncCore
+import Testing
+
+extension ServerStorageConformanceSuite {
+    struct Boom: Error {}
+
+    static var transactions: [ServerStorageCheck] {
+        [
+            .init("in a transaction each write succeeds or fails alone, reads see earlier writes, all commit together")
+            {
+                fixture async throws in
+                let storage = fixture.storage
+                let stream = storage.changes()
+                let seen = try await storage.transaction {
+                    let first = try await storage.insert(into: todo, id: "b1", content: ["n": 1], owner: nil)
+                    await expectError(StorageError.self, .conflict, "a duplicate in the transaction") {
+                        try await storage.insert(into: todo, id: "b1", content: ["n": 9], owner: nil)
+                    }
+                    await expectError(StorageError.self, .fieldKind, "a wrong kind in the transaction") {
+                        try await storage.insert(into: todo, id: "b2", content: ["n": "text"], owner: nil)
+                    }
+                    _ = try await storage.replace(
+                        in: todo, id: "b1", expectedVersion: first.version, content: ["n": 2], deleted: false,
+                        owner: .all)
+                    try await storage.recordOutcome(outcome("batched"))
+                    return try await storage.item(in: todo, id: "b1", owner: .all)
+                }
+                #expect(seen?.content == ["n": 2], "a read in the transaction sees its earlier writes")
+                #expect(try await storage.item(in: todo, id: "b1", owner: .all)?.content == ["n": 2])
+                #expect(try await storage.item(in: todo, id: "b2", owner: .all) == nil)
+                #expect(try await storage.recordedOutcome(scope: "user-1", key: "batched") != nil)
+                let (changes, _) = await collectChanges(stream) { $0.count >= 2 }
+                #expect(changes.count == 2 && changes.allSatisfy { $0.table == "todo" }, "\(changes)")
+                // A write after the transaction goes on as usual.
+                _ = try await storage.insert(into: todo, id: "b3", content: ["n": 3], owner: nil)
+            },
+            .init("a transaction that throws keeps nothing: rows, tables, field kinds, outcomes, announcements") {
+                fixture async throws in
+                let storage = fixture.storage
+                let before = try await storage.insert(into: todo, id: "kept", content: ["n": 1], owner: nil)
+                let stream = storage.changes()
+                let fresh = StorageTable(name: "fresh")
+                await #expect(throws: Boom.self) {
+                    try await storage.transaction {
+                        _ = try await storage.insert(into: todo, id: "gone", content: ["n": 2, "kind": 1], owner: nil)
+                        _ = try await storage.insert(into: fresh, id: "x", content: ["f": true], owner: nil)
+                        try await storage.recordOutcome(outcome("rolled-back"))
+                        throw Boom()
+                    }
+                }
+                #expect(try await storage.item(in: todo, id: "gone", owner: .all) == nil)
+                #expect(try await storage.tableExists("fresh") == false, "a table created in it is gone")
+                #expect(try await storage.recordedOutcome(scope: "user-1", key: "rolled-back") == nil)
+                // The field kind it fixed is free again, and the next write takes the next version.
+                let after = try await storage.insert(into: todo, id: "text", content: ["kind": "text"], owner: nil)
+                #expect(after.version == before.version + 1, "version \(after.version) after \(before.version)")
+                let (changes, _) = await collectChanges(stream) { $0.contains { $0.version == after.version } }
+                // (An announcement of the write before may still arrive: PostgreSQL delivers them
+                // asynchronously.)
+                #expect(
+                    changes.map(\.version).filter { $0 > before.version } == [after.version], "announced: \(changes)")
+            },
+            .init("a transaction inside another is a savepoint: it rolls back alone") { fixture async throws in
+                let storage = fixture.storage
+                let stream = storage.changes()
+                let (first, last) = try await storage.transaction {
+                    let first = try await storage.insert(into: todo, id: "a", content: ["n": 1], owner: nil)
+                    await #expect(throws: Boom.self) {
+                        try await storage.transaction {
+                            _ = try await storage.insert(into: todo, id: "b", content: ["n": 2], owner: nil)
+                            throw Boom()
+                        }
+                    }
+                    let inner = try await storage.transaction {
+                        try await storage.insert(into: todo, id: "c", content: ["n": 3], owner: nil)
+                    }
+                    return (first, inner)
+                }
+                #expect(try await storage.item(in: todo, id: "b", owner: .all) == nil)
+                #expect(try await storage.item(in: todo, id: "a", owner: .all) != nil)
+                #expect(try await storage.item(in: todo, id: "c", owner: .all) != nil)
+                #expect(last.version == first.version + 1, "the rolled-back version is taken again")
+                let (changes, _) = await collectChanges(stream) { $0.contains { $0.version == last.version } }
+                // Every announcement is of a committed write: none for the write that rolled back (its
+                // version belongs to "c" now, and a listener that heard it would skip "c").
+                #expect(Set(changes.map(\.version)).isSubset(of: [first.version, last.version]), "\(changes)")
+                #expect(changes.last?.version == last.version)
+            },
+            .init("a key claimed in a transaction has one effect among concurrent transactions") {
+                fixture async throws in
+                try await expectOneEffect(on: [fixture.storage], key: "once")
+            },
+            .init(
+                "a key claimed in a transaction has one effect across two storages on one database",
+                requires: [.sharedDatabase]
+            ) { fixture async throws in
+                let another = try await fixture.openAnother!()
+                do {
+                    try await expectOneEffect(on: [fixture.storage, another], key: "shared")
+                } catch {
+                    try? await another.close()
+                    throw error
+                }
+                try await another.close()
+            },
+            .init("a claim that rolls back frees its key; outside a transaction a claim only reads") {
+                fixture async throws in
+                let storage = fixture.storage
+                await #expect(throws: Boom.self) {
+                    try await storage.transaction {
+                        #expect(try await storage.claimOutcome(scope: "s", key: "retry") == nil)
+                        _ = try await storage.insert(into: todo, id: "first", content: [:], owner: nil)
+                        throw Boom()
+                    }
+                }
+                let applied = try await claimAndApply(storage, key: "retry", index: 2)
+                #expect(applied == "eff-2", "the key was still held after its transaction rolled back")
+                #expect(try await storage.item(in: todo, id: "first", owner: .all) == nil)
+                #expect(try await storage.claimOutcome(scope: "s", key: "retry")?.body == "eff-2")
+                #expect(try await storage.claimOutcome(scope: "s", key: "never") == nil)
+                #expect(try await storage.recordedOutcome(scope: "s", key: "never") == nil, "a read claims nothing")
+            },
+        ]
+    }
+
+    /// Claims `key` in a transaction on `storage`; when it is free, inserts `eff-<index>` and
+    /// records that id as the outcome. Returns the outcome's body: the id of the one insert the key
+    /// had.
+    static func claimAndApply(_ storage: any ServerStorage, key: String, index: Int) async throws -> String {
+        try await storage.transaction {
+            if let recorded = try await storage.claimOutcome(scope: "s", key: key) { return recorded.body ?? "" }
+            _ = try await storage.insert(into: todo, id: "eff-\(index)", content: ["i": .int(Int64(index))], owner: nil)
+            // A window for the others to arrive while the key is held.
+            try await Task.sleep(for: .milliseconds(20))
+            var claimed = outcome(key, scope: "s")
+            claimed.body = "eff-\(index)"
+            return try await storage.recordOutcome(claimed).body ?? ""
+        }
+    }
+
+    /// Twelve transactions at once, spread over `storages`, claim one key: exactly one applies.
+    static func expectOneEffect(on storages: [any ServerStorage], key: String) async throws {
+        let answers = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<12 {
+                let storage = storages[index % storages.count]
+                group.addTask { try await claimAndApply(storage, key: key, index: index) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let applied = try await storages[0].query(todo, StorageQuery(limit: 100)).items.map(\.id)
+            .filter { $0.hasPrefix("eff-") }
+        #expect(applied.count == 1, "the key was applied \(applied.count) times: \(applied)")
+        #expect(Set(answers) == Set(applied), "answers \(answers), applied \(applied)")
+    }
+}
