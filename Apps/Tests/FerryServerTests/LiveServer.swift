@@ -14,12 +14,14 @@ struct LiveServer: Sendable {
     static let secret = "ferry-test-secret-0123456789"
 
     /// Starts a server on a fresh database (in-memory SQLite, or a new schema of the test
-    /// PostgreSQL), after `seed` has filled it. On PostgreSQL without `FERRY_TEST_POSTGRES_URL` the
-    /// test is skipped with the reason.
+    /// PostgreSQL), after `seed` has filled it, or on the database of `sharing` (a second instance;
+    /// it must be on PostgreSQL). On PostgreSQL without `FERRY_TEST_POSTGRES_URL` the test is
+    /// skipped with the reason.
     static func start(
         tables: [TableSettings], allowsDynamicTables: Bool = true,
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
-        backend: ServerBackend = .sqlite, seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
+        backend: ServerBackend = .sqlite, sharing: LiveServer? = nil,
+        seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: .quietTest)
         configuration.allowsDynamicTables = allowsDynamicTables
@@ -28,13 +30,18 @@ struct LiveServer: Sendable {
         configuration.limits = limits
         var database: TestDatabase?
         let storage: any ServerStorage
-        switch backend {
-        case .sqlite:
-            storage = try sqliteStorage(.memory, logger: configuration.logger)
-        case .postgreSQL:
-            let schema = try await backend.database()
-            database = schema
-            storage = try await schema.open(logger: configuration.logger)
+        if let shared = sharing?.database {
+            // A second instance on the other server's database (which that server removes).
+            storage = try await shared.open(logger: configuration.logger)
+        } else {
+            switch backend {
+            case .sqlite:
+                storage = try sqliteStorage(.memory, logger: configuration.logger)
+            case .postgreSQL:
+                let schema = try await backend.database()
+                database = schema
+                storage = try await schema.open(logger: configuration.logger)
+            }
         }
         try await storage.prepare(tables.map { StorageTable(name: $0.name, schema: $0.schema) })
         try await seed(storage)

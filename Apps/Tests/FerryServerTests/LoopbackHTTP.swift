@@ -8,7 +8,9 @@ import Foundation
 
 /// A minimal HTTP/1.1 client over a plain loopback socket, for tests: it sends exactly the bytes
 /// of the request (any method, any header, a body on any method) and reads the answer as the
-/// server wrote it, with `Connection: close`. No redirects, caching or header rewriting.
+/// server wrote it, with `Connection: close` (``KeptAlive`` keeps a connection for several
+/// requests). No redirects, caching or header rewriting. A body shorter than its `Content-Length`,
+/// or a chunked body without its last chunk, is an error.
 #if canImport(Glibc)
     private let systemConnect = Glibc.connect
 #else
@@ -129,11 +131,15 @@ enum LoopbackHTTP {
             headers[name] = headers[name].map { $0 + ", " + value } ?? value
         }
         var body = Array(data[end.upperBound...])
+        if method == "HEAD" { return Response(status: status, headers: headers, body: []) }
         if headers["transfer-encoding"]?.lowercased().contains("chunked") == true { body = try unchunk(body) }
-        if let length = headers["content-length"].flatMap(Int.init), length < body.count {
+        if let length = headers["content-length"].flatMap(Int.init) {
+            // A body cut short is a failure, never a shorter answer.
+            guard body.count >= length else {
+                throw Failure(description: "the body is \(body.count) bytes, shorter than its Content-Length \(length)")
+            }
             body = Array(body.prefix(length))
         }
-        if method == "HEAD" { body = [] }
         return Response(status: status, headers: headers, body: body)
     }
 
@@ -149,11 +155,11 @@ enum LoopbackHTTP {
                 throw Failure(description: "bad chunk size '\(sizeText)'")
             }
             index = lineEnd.upperBound
-            if size == 0 { break }
+            if size == 0 { return output }
             guard index + size <= data.count else { throw Failure(description: "truncated chunk") }
             output.append(contentsOf: data[index..<index + size])
             index += size + 2
         }
-        return output
+        throw Failure(description: "the chunked body ended without its last chunk")
     }
 }

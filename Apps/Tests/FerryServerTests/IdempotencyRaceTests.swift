@@ -1,0 +1,175 @@
+import FerryServer
+import Foundation
+import ServerTestSupport
+import SyncCore
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One key, one effect, one recorded answer: for requests that carry the same key at the same
+/// moment, alone or in batches, through one server or two on one database. The write is a JSON
+/// Patch that appends to an array, so every application shows.
+@Suite("Idempotency keys under concurrency", .timeLimit(.minutes(3)))
+struct IdempotencyRaceTests {
+    static let tables = [TableSettings(name: "todo", softDelete: true)]
+
+    struct Answer: Sendable {
+        var status: Int
+        var replayed: Bool
+        var body: JSONValue?
+    }
+
+    /// Sends over URLSession, which does not block the cooperative pool the servers run on.
+    static func send(
+        _ session: URLSession, _ base: String, _ method: String, _ path: String, headers: [String: String],
+        body: JSONValue
+    ) async throws -> Answer {
+        var request = URLRequest(url: URL(string: base + path)!)
+        request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        request.httpBody = Data(body.serializedUTF8())
+        let (data, response) = try await session.data(for: request)
+        let http = response as? HTTPURLResponse
+        return Answer(
+            status: http?.statusCode ?? 0, replayed: http?.value(forHTTPHeaderField: "Idempotency-Replayed") == "true",
+            body: data.isEmpty ? nil : try? JSONValue(parsingUTF8: Array(data)))
+    }
+
+    static let patchHeaders = ["Content-Type": "application/json-patch+json", "ZUMO-API-VERSION": "3.0.0"]
+
+    static func append(_ tag: String) -> JSONValue {
+        [["op": "add", "path": "/tags/-", "value": .string(tag)]]
+    }
+
+    /// The same patch as the one request of a batch, with `key`.
+    static func batch(_ key: String, tag: String) -> JSONValue {
+        [
+            "requests": [
+                [
+                    "id": "1", "method": "PATCH", "url": "todo/t",
+                    "headers": .object(
+                        (patchHeaders.merging(["Idempotency-Key": key]) { $1 }).mapValues { .string($0) }),
+                    "body": append(tag),
+                ]
+            ]
+        ]
+    }
+
+    /// The answer of the one request inside a batch's answer.
+    static func inner(_ answer: Answer) -> Answer {
+        let response = answer.body?.objectValue?["responses"]?.arrayValue?.first?.objectValue ?? [:]
+        return Answer(
+            status: Int(response["status"]?.intValue ?? 0),
+            replayed: response["headers"]?.objectValue?["idempotency-replayed"] == "true", body: response["body"])
+    }
+
+    static func tags(_ server: LiveServer) async throws -> [JSONValue] {
+        let item = try await server.send("GET", "/tables/todo/t")
+        return item.json?.objectValue?["tags"]?.arrayValue ?? []
+    }
+
+    static func seed(_ server: LiveServer) async throws {
+        let created = try await server.send("POST", "/tables/todo", json: ["id": "t", "tags": []])
+        #expect(created.status == 201, "\(created.text)")
+    }
+
+    @Test(arguments: ServerBackend.allCases)
+    func tenConcurrentBatchesWithOneKeyApplyItOnce(_ backend: ServerBackend) async throws {
+        let server = try await LiveServer.start(tables: Self.tables, backend: backend)
+        try await Self.seed(server)
+        let session = URLSession(configuration: .ephemeral)
+        let base = server.server.url
+        let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
+            for _ in 0..<10 {
+                group.addTask {
+                    Self.inner(
+                        try await Self.send(
+                            session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
+                            body: Self.batch("tag-once", tag: "x")))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(try await Self.tags(server) == ["x"], "the patch was applied more than once")
+        #expect(answers.map(\.status) == Array(repeating: 200, count: 10), "\(answers.map(\.status))")
+        #expect(answers.filter { !$0.replayed }.count == 1, "one applied, nine replayed")
+        #expect(Set(answers.map { $0.body?.serialized() ?? "" }).count == 1, "one recorded answer")
+        try await server.stop()
+    }
+
+    @Test(arguments: ServerBackend.allCases)
+    func aKeySentAloneAndInABatchAtTheSameMomentAppliesOnce(_ backend: ServerBackend) async throws {
+        let server = try await LiveServer.start(tables: Self.tables, backend: backend)
+        try await Self.seed(server)
+        let session = URLSession(configuration: .ephemeral)
+        let base = server.server.url
+        for round in 0..<6 {
+            let key = "mixed-\(round)"
+            let tag = JSONValue.string("r\(round)")
+            async let alone = Self.send(
+                session, base, "PATCH", "/tables/todo/t",
+                headers: Self.patchHeaders.merging(["Idempotency-Key": key]) { $1 },
+                body: Self.append("r\(round)"))
+            async let batched = Self.send(
+                session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
+                body: Self.batch(key, tag: "r\(round)"))
+            let answers = [try await alone, Self.inner(try await batched)]
+            #expect(answers.map(\.status) == [200, 200], "round \(round): \(answers.map(\.status))")
+            #expect(answers.filter(\.replayed).count == 1, "round \(round): one replayed")
+            #expect(answers[0].body == answers[1].body, "round \(round): one recorded answer")
+            #expect(try await Self.tags(server).filter { $0 == tag }.count == 1, "round \(round) applied twice")
+        }
+        #expect(try await Self.tags(server).count == 6)
+        try await server.stop()
+    }
+
+    @Test func twoInstancesOnOneDatabaseApplyAKeyOnce() async throws {
+        let first = try await LiveServer.start(tables: Self.tables, backend: .postgreSQL)
+        let second = try await LiveServer.start(tables: Self.tables, backend: .postgreSQL, sharing: first)
+        try await Self.seed(first)
+        let session = URLSession(configuration: .ephemeral)
+        let bases = [first.server.url, second.server.url]
+        let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
+            for index in 0..<12 {
+                let base = bases[index % 2]
+                group.addTask {
+                    if index % 3 == 0 {
+                        return try await Self.send(
+                            session, base, "PATCH", "/tables/todo/t",
+                            headers: Self.patchHeaders.merging(["Idempotency-Key": "across"]) { $1 },
+                            body: Self.append("x"))
+                    }
+                    return Self.inner(
+                        try await Self.send(
+                            session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
+                            body: Self.batch("across", tag: "x")))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(try await Self.tags(first) == ["x"], "applied more than once across instances")
+        #expect(answers.map(\.status) == Array(repeating: 200, count: 12), "\(answers.map(\.status))")
+        #expect(answers.filter { !$0.replayed }.count == 1)
+        try await second.stop()
+        try await first.stop()
+    }
+
+    @Test func theSameJSONWrittenDifferentlyIsTheSameRequest() async throws {
+        let server = try await LiveServer.start(tables: Self.tables)
+        let key = [("Idempotency-Key", "spacing"), ("Content-Type", "application/json")]
+        let first = try await server.send(
+            "POST", "/tables/todo", headers: key, body: Array(#"{"id":"s","n":1,"tags":["a","b"]}"#.utf8))
+        #expect(first.status == 201)
+        let again = try await server.send(
+            "POST", "/tables/todo", headers: key,
+            body: Array("{ \"tags\" : [ \"a\", \"b\" ],\n  \"n\": 1, \"id\": \"s\" }".utf8))
+        #expect(again.status == 201, "other spacing and member order: \(again.text)")
+        #expect(again.header("Idempotency-Replayed") == "true")
+        let other = try await server.send(
+            "POST", "/tables/todo", headers: key, body: Array(#"{"id":"s","n":1,"tags":["b","a"]}"#.utf8))
+        #expect(other.status == 422, "another array order is another request")
+        try await server.stop()
+    }
+}
