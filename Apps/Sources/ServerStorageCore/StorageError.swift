@@ -40,6 +40,9 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
         /// The database cannot be reached now (down, restarting, or refusing connections); a
         /// request may succeed later. The server answers 503 with `Retry-After`.
         public static let unavailable = Code("unavailable")
+        /// The database's disk (or its configured size limit) is full: nothing was written, and a
+        /// write may succeed once room is made. The server answers 507 with `Retry-After`.
+        public static let full = Code("full")
         /// The database is damaged or is not a Ferry server database.
         public static let corrupt = Code("corrupt")
         /// Another input or output failure.

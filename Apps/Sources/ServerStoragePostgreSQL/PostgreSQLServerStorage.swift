@@ -313,21 +313,22 @@ public final class PostgreSQLServerStorage: ServerStorage {
             let state = error.serverInfo?[.sqlState] ?? ""
             let message = oneLine(error.serverInfo?[.message] ?? "an error")
             let line = "\(action) \(place) failed (PostgreSQL \(state): \(message))"
-            switch state {
-            case "57014", "55P03", "40001", "40P01":
-                return StorageError(.busy, line, underlying: error)
-            case "53300", "57P01", "57P02", "57P03", "28000", "28P01", "3D000":
-                return StorageError(.unavailable, line, underlying: error)
-            case _ where state.hasPrefix("08"):
-                return StorageError(.unavailable, line, underlying: error)
-            case "22P05", "22021", "54000":
-                return StorageError(.fieldKind, line, underlying: error)
-            default:
-                return StorageError(.io, line, underlying: error)
-            }
+            return StorageError(code(forSQLState: state), line, underlying: error)
         default:
             let reason = error.underlying.map { oneLine("\($0)") } ?? "\(error.code)"
             return StorageError(.unavailable, "\(action) \(place) failed: \(reason)", underlying: error)
+        }
+    }
+
+    /// The storage's code for a PostgreSQL error (SQLSTATE).
+    package static func code(forSQLState state: String) -> StorageError.Code {
+        switch state {
+        case "57014", "55P03", "40001", "40P01", "53200": .busy
+        case "53300", "57P01", "57P02", "57P03", "28000", "28P01", "3D000": .unavailable
+        case _ where state.hasPrefix("08"): .unavailable
+        case "53100": .full  // disk_full
+        case "22P05", "22021", "54000": .fieldKind
+        default: .io
         }
     }
 

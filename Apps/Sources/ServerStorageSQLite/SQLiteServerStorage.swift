@@ -62,16 +62,22 @@ public final class SQLiteServerStorage: ServerStorage {
         /// Where the storage logs (debug level and below, plus warnings), as its caller chose;
         /// `nil` for nowhere.
         public var logger: Logger?
+        /// The most bytes the database file may grow to (SQLite's `max_page_count`); `nil` for no
+        /// limit but the disk's. A write past it fails with `StorageError.Code.full`, as on a full
+        /// disk.
+        public var maximumSize: Int?
 
         /// A configuration; see the properties.
         public init(
             busyTimeout: Double = 5, maximumReaderCount: Int = 4,
-            now: @escaping @Sendable () -> Int64 = SQLiteServerStorage.systemMilliseconds, logger: Logger? = nil
+            now: @escaping @Sendable () -> Int64 = SQLiteServerStorage.systemMilliseconds, logger: Logger? = nil,
+            maximumSize: Int? = nil
         ) {
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
             self.now = now
             self.logger = logger
+            self.maximumSize = maximumSize
         }
     }
 
@@ -112,6 +118,10 @@ public final class SQLiteServerStorage: ServerStorage {
             // The savepoint of each write of a batch journals the pages it changes; in a file those
             // journals cost a dozen writes per request.
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            if let maximumSize = configuration.maximumSize {
+                let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
+                try db.execute(sql: "PRAGMA max_page_count = \(max(1, maximumSize / pageSize))")
+            }
         }
         switch location {
         case .file(let path):
@@ -499,6 +509,7 @@ public final class SQLiteServerStorage: ServerStorage {
         switch error.resultCode {
         case .SQLITE_CORRUPT, .SQLITE_NOTADB: code = .corrupt
         case .SQLITE_BUSY, .SQLITE_LOCKED: code = .busy
+        case .SQLITE_FULL: code = .full
         default: code = .io
         }
         return StorageError(code, "\(action) \(place) failed (SQLite: \(native))", underlying: error)

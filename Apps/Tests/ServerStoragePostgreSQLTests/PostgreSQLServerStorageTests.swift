@@ -184,6 +184,16 @@ struct PostgreSQLServerStorageTests {
         }
     }
 
+    @Test func aFullDiskIsTheFullCodeAndOverloadsAreBusyOrUnavailable() {
+        // PostgreSQL's disk cannot be filled here; its codes are mapped as the server needs them.
+        #expect(PostgreSQLServerStorage.code(forSQLState: "53100") == .full, "disk_full")
+        #expect(PostgreSQLServerStorage.code(forSQLState: "53200") == .busy, "out_of_memory")
+        #expect(PostgreSQLServerStorage.code(forSQLState: "53300") == .unavailable, "too_many_connections")
+        #expect(PostgreSQLServerStorage.code(forSQLState: "08006") == .unavailable, "connection_failure")
+        #expect(PostgreSQLServerStorage.code(forSQLState: "40P01") == .busy, "deadlock_detected")
+        #expect(PostgreSQLServerStorage.code(forSQLState: "23505") == .io, "anything else")
+    }
+
     @Test func aStatementPastItsTimeoutIsBusyAndWritesNothing() async throws {
         try await withSchema { schema in
             let storage = try await TestPostgreSQL.open(schema: schema, statementTimeout: .milliseconds(400))

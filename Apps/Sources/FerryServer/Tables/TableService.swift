@@ -99,6 +99,12 @@ final class TableService: Sendable {
             var failure = ProtocolError(503, "unavailable", "the database cannot be reached; retry later")
             failure.retryAfter = 2
             return failure
+        case .full:
+            logger.error("storage full", metadata: ["ferry.error": "\(error.message)"])
+            var failure = ProtocolError(
+                507, "storageFull", "the server's storage is full; nothing was written; retry later")
+            failure.retryAfter = 30
+            return failure
         default:
             logger.error("storage failure", metadata: ["ferry.error": "\(error)"])
             return ProtocolError(500, "storage", "the server's storage failed")
