@@ -175,7 +175,7 @@ extension PostgreSQLServerStorage {
         let query = PostgresQuery(unsafeSQL: sql, binds: binds)
         let action = "inserting into '\(target.name)'"
         do {
-            let stamps = try await withConnection(action) { connection in
+            let stamps = try await withTransaction(action) { connection in
                 var stamps: [String: (Int64, Int64)] = [:]
                 for row in try await connection.rows(query) {
                     let (id, updatedAt, version) = try row.decode((String, Int64, Int64).self)

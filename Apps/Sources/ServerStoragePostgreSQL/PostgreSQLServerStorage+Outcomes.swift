@@ -43,7 +43,7 @@ extension PostgreSQLServerStorage {
             WHERE ferry_outcomes.status = 0
             RETURNING 1
             """
-        return try await withConnection("recording an outcome") { connection in
+        return try await withTransaction("recording an outcome") { connection in
             if try await !connection.rows(insert).isEmpty { return outcome }
             // Another request recorded this key first (a separate statement: it sees that commit).
             return try await Self.fetchOutcome(connection, scope: outcome.scope, key: outcome.key) ?? outcome

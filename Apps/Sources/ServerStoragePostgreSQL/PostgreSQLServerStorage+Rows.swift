@@ -284,10 +284,7 @@ extension PostgreSQLServerStorage {
             }
             throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner)
         }
-        let action = "replacing an item of '\(table.name)'"
-        let stored =
-            unknown.isEmpty
-            ? try await withConnection(action, body) : try await withTransaction(action, body)
+        let stored = try await withTransaction("replacing an item of '\(table.name)'", body)
         remember(table.name, unknown)
         return stored
     }
@@ -306,7 +303,7 @@ extension PostgreSQLServerStorage {
             )
             SELECT id, (SELECT count(*) FROM notified) FROM removed
             """
-        try await withConnection("deleting an item of '\(table.name)'") { connection in
+        try await withTransaction("deleting an item of '\(table.name)'") { connection in
             if try await connection.rows(statement).isEmpty {
                 throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner)
             }

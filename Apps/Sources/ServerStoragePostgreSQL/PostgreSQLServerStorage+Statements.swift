@@ -6,6 +6,12 @@ import Synchronization
 
 /// One connection as the storage uses it: every statement on it is bounded.
 ///
+/// Every write runs in an explicit transaction (``PostgreSQLServerStorage/withTransaction(_:_:)``):
+/// postgres-nio completes a statement at its `CommandComplete`, before the implicit commit of an
+/// autocommit statement, so a write acknowledged that way could still roll back when its connection
+/// died at that moment (seen: 4 acknowledged inserts missing after 25 rounds of terminated
+/// connections). A `COMMIT` that completed is durable.
+///
 /// postgres-nio 1.33.2 writes a statement to its connection without a promise for the write, so a
 /// statement written just as the connection closes (the server terminated it, or restarted) is
 /// dropped and its caller waits for ever; the pool meanwhile serves other requests, so only the

@@ -133,17 +133,17 @@ extension ServerStorageConformanceSuite {
             if let recorded = try await storage.claimOutcome(scope: "s", key: key) { return recorded.body ?? "" }
             _ = try await storage.insert(into: todo, id: "eff-\(index)", content: ["i": .int(Int64(index))], owner: nil)
             // A window for the others to arrive while the key is held.
-            try await Task.sleep(for: .milliseconds(20))
+            try await Task.sleep(for: .milliseconds(5))
             var claimed = outcome(key, scope: "s")
             claimed.body = "eff-\(index)"
             return try await storage.recordOutcome(claimed).body ?? ""
         }
     }
 
-    /// Twelve transactions at once, spread over `storages`, claim one key: exactly one applies.
+    /// Eight transactions at once, spread over `storages`, claim one key: exactly one applies.
     static func expectOneEffect(on storages: [any ServerStorage], key: String) async throws {
         let answers = try await withThrowingTaskGroup(of: String.self) { group in
-            for index in 0..<12 {
+            for index in 0..<8 {
                 let storage = storages[index % storages.count]
                 group.addTask { try await claimAndApply(storage, key: key, index: index) }
             }
