@@ -51,6 +51,12 @@ public protocol ServerStorage: Sendable {
     /// Whether `table` exists.
     func tableExists(_ table: String) async throws -> Bool
 
+    /// The newest write of each table, from the catalog (one read, whatever the number of tables):
+    /// of the tables in `names` (`nil`: every table), and with `changedSince`, only those whose
+    /// newest write has an `updatedAt` at or after it (milliseconds since 1970), sorted by name.
+    /// Tables that do not exist are left out.
+    func tableStamps(named names: Set<String>?, changedSince: Int64?) async throws -> [StorageChange]
+
     /// The row `id` of `table` within `owner`'s scope, soft-deleted or not; `nil` when absent.
     func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem?
 

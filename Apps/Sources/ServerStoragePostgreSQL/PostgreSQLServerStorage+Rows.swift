@@ -19,6 +19,21 @@ extension PostgreSQLServerStorage {
         }
     }
 
+    public func tableStamps(named names: Set<String>?, changedSince: Int64?) async throws -> [StorageChange] {
+        let select: SQLFragment = """
+            SELECT name, last_version, last_updated_at FROM ferry_tables
+            WHERE last_updated_at >= \(bind: changedSince ?? Int64.min) ORDER BY name
+            """
+        return try await withConnection("reading the catalog") { connection in
+            try await connection.rows(select).compactMap { row -> StorageChange? in
+                let (name, version, updatedAt) = try row.decode((String, Int64, Int64).self)
+                guard names?.contains(name) ?? true else { return nil }
+                return StorageChange(
+                    table: name, version: version, updatedAt: Timestamp(millisecondsSince1970: updatedAt))
+            }
+        }
+    }
+
     public func tableExists(_ table: String) async throws -> Bool {
         try await tableNumber(table, creating: false) != nil
     }

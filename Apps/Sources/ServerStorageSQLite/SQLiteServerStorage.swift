@@ -217,6 +217,24 @@ public final class SQLiteServerStorage: ServerStorage {
         try await number(of: table) != nil
     }
 
+    public func tableStamps(named names: Set<String>?, changedSince: Int64?) async throws -> [StorageChange] {
+        try await read("reading the catalog") { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: """
+                        SELECT name, last_version, last_updated_at FROM ferry_tables
+                        WHERE last_updated_at >= ? ORDER BY name
+                        """),
+                arguments: [changedSince ?? Int64.min]
+            ).compactMap { row -> StorageChange? in
+                let name: String = row[0]
+                guard names?.contains(name) ?? true else { return nil }
+                return StorageChange(
+                    table: name, version: row[1], updatedAt: Timestamp(millisecondsSince1970: row[2]))
+            }
+        }
+    }
+
     /// The catalog number of `name`, or `nil` when the table does not exist.
     func number(of name: String) async throws -> Int64? {
         if let known = numbers.withLock({ $0[name] }) { return known }

@@ -28,6 +28,9 @@ final class StuckStorage: ServerStorage {
     func prepare(_ tables: [StorageTable]) async throws { try await inner.prepare(tables) }
     func tableNames() async throws -> [String] { try await inner.tableNames() }
     func tableExists(_ table: String) async throws -> Bool { try await inner.tableExists(table) }
+    func tableStamps(named names: Set<String>?, changedSince: Int64?) async throws -> [StorageChange] {
+        try await inner.tableStamps(named: names, changedSince: changedSince)
+    }
     func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {
         try await inner.item(in: table, id: id, owner: owner)
     }

@@ -31,6 +31,23 @@ extension ServerStorageConformanceSuite {
                 #expect(seen.contains { $0.table == "other" && $0.updatedAt == elsewhere.updatedAt })
                 #expect(seen.allSatisfy { $0.table == "todo" || $0.table == "other" })
             },
+            .init("the catalog gives each table's newest write, by name and since a time") { fixture async throws in
+                let storage = fixture.storage
+                fixture.clock.set(10_000)
+                let old = try await storage.insert(into: todo, id: "1", content: [:], owner: nil)
+                fixture.clock.set(20_000)
+                let other = StorageTable(name: "other")
+                let first = try await storage.insert(into: other, id: "1", content: [:], owner: nil)
+                try await storage.delete(from: other, id: "1", expectedVersion: first.version, owner: .all)
+                let all = try await storage.tableStamps(named: nil, changedSince: nil)
+                #expect(all.map(\.table) == ["other", "todo"])
+                #expect(all.first?.version == first.version + 1, "a delete is the table's newest write")
+                #expect(all.last == StorageChange(table: "todo", version: old.version, updatedAt: old.updatedAt))
+                #expect(try await storage.tableStamps(named: nil, changedSince: 20_000).map(\.table) == ["other"])
+                #expect(
+                    try await storage.tableStamps(named: ["todo", "none"], changedSince: nil).map(\.table) == ["todo"])
+                #expect(try await storage.tableStamps(named: [], changedSince: nil).isEmpty)
+            },
             .init("closing the storage ends its change streams") { fixture async throws in
                 let stream = fixture.storage.changes()
                 try await fixture.storage.close()

@@ -143,9 +143,18 @@ public struct RequestLimits: Sendable, Hashable {
     public var idempotencyRetention: Duration
     /// The most change feeds (`GET /tables/$changes`) open at once (429 above it).
     public var maximumChangeFeeds: Int
-    /// The most change feeds one token subject keeps open at once (429 above it); anonymous
-    /// callers share one allowance.
+    /// The most change feeds one token subject keeps open at once (429 above it); on a server that
+    /// takes tokens, also the most one anonymous address keeps open.
     public var maximumChangeFeedsPerUser: Int
+    /// On a server that takes tokens, the most change feeds anonymous callers keep open together
+    /// (default 64), so that they cannot take every place from users with tokens. A server without
+    /// tokens, where every caller is anonymous, bounds only the total.
+    public var maximumAnonymousChangeFeeds: Int
+    /// How far before a resumed feed's position it looks for writes to hint (default 60 s): the
+    /// longest a write may take from its stamp to its commit plus the most the clocks of several
+    /// instances may differ. More costs resumed clients a pull of a table that changed shortly
+    /// before they went away; less risks a hint that never comes.
+    public var changeFeedResumeMargin: Duration
     /// How often an open change feed sends a comment line when nothing changes, so that proxies
     /// do not close it as idle.
     public var changeFeedHeartbeat: Duration
@@ -155,8 +164,11 @@ public struct RequestLimits: Sendable, Hashable {
         maximumBatchRequests: Int = 1_000, maximumBatchBodySize: Int = 16 << 20,
         maximumBatchDuration: Duration = .seconds(30), maximumBatchAnswerSize: Int = 32 << 20,
         idempotencyRetention: Duration = .seconds(24 * 3600), maximumChangeFeeds: Int = 256,
-        maximumChangeFeedsPerUser: Int = 16, changeFeedHeartbeat: Duration = .seconds(15)
+        maximumChangeFeedsPerUser: Int = 16, maximumAnonymousChangeFeeds: Int = 64,
+        changeFeedHeartbeat: Duration = .seconds(15), changeFeedResumeMargin: Duration = .seconds(60)
     ) {
+        self.maximumAnonymousChangeFeeds = maximumAnonymousChangeFeeds
+        self.changeFeedResumeMargin = changeFeedResumeMargin
         self.maximumBodySize = maximumBodySize
         self.maximumQueryLength = maximumQueryLength
         self.maximumFilterDepth = maximumFilterDepth
@@ -187,7 +199,10 @@ public struct RequestLimits: Sendable, Hashable {
         guard idempotencyRetention >= .seconds(60) else {
             throw ConfigurationError("idempotencyRetention must be at least 60 seconds")
         }
-        guard maximumChangeFeeds >= 0, maximumChangeFeedsPerUser >= 0 else {
+        guard changeFeedResumeMargin >= .zero else {
+            throw ConfigurationError("changeFeedResumeMargin must not be negative")
+        }
+        guard maximumChangeFeeds >= 0, maximumChangeFeedsPerUser >= 0, maximumAnonymousChangeFeeds >= 0 else {
             throw ConfigurationError("the change feed limits must be 0 (no feed) or more")
         }
         guard changeFeedHeartbeat >= .milliseconds(10) else {

@@ -109,7 +109,9 @@ final class ConnectionRegistry: Sendable {
 /// queueing the response's end dropped what the socket had not taken yet (a 45 MB page arrived as
 /// 3.9 MB under a correct `Content-Length`). For the same reason the idle timer starts when the
 /// response's end was written, not when it was queued. Large bodies are written in 64 KiB pieces so
-/// that a reader's progress is seen, and the write timer measures the time without progress.
+/// that a reader's progress is seen, and the write timer measures the time without progress. A
+/// client that closes its side while a stream without end (a change feed) goes out is gone: the
+/// connection closes at once.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -131,9 +133,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var closesAfterResponse = false
     /// Writes handed to the socket and not yet written.
     private var pendingWrites = 0
-    /// The version of the request being answered (an HTTP/1.0 client gets an HTTP/1.0 answer, so
-    /// that a body of unknown length is delimited by the close rather than chunked).
+    /// The version of the request being answered (an HTTP/1.0 client gets a body of unknown length
+    /// delimited by the close, never chunked).
     private var requestVersion = HTTPVersion.http1_1
+    /// Whether the response being written has no length: a stream that ends when the server ends it.
+    private var respondingWithStream = false
 
     init(limits: ConnectionLimits, registry: ConnectionRegistry, logger: Logger) {
         self.limits = limits
@@ -224,24 +228,34 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard event is ChannelShouldQuiesceEvent else {
-            context.fireUserInboundEventTriggered(event)
+        if event is ChannelShouldQuiesceEvent {
+            // The server is shutting down: close an idle connection now, a busy one after its response.
+            closesAfterResponse = true
+            if requestsInProgress == 0 && !readingRequest && pendingWrites == 0 { context.close(promise: nil) }
             return
         }
-        // The server is shutting down: close an idle connection now, a busy one after its response.
-        closesAfterResponse = true
-        if requestsInProgress == 0 && !readingRequest && pendingWrites == 0 { context.close(promise: nil) }
+        if case .inputClosed = event as? ChannelEvent {
+            // The client closed its side (the server allows half-closure). A response of known length
+            // still goes out; a stream without end (a change feed) has nobody left to read it, and an
+            // idle or half-sent request never completes: close now, which ends the feed and frees
+            // its place at once instead of at its next write.
+            closesAfterResponse = true
+            if readingRequest || requestsInProgress == 0 || respondingWithStream { context.close(promise: nil) }
+        }
+        context.fireUserInboundEventTriggered(event)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var head):
-            if requestVersion == .http1_0 {
+            if requestVersion == .http1_0 && !head.headers.contains(name: "content-length") {
+                // An HTTP/1.0 client cannot read chunks: a body without length is answered as
+                // HTTP/1.0 (NIO then does not chunk it) and ends where the connection does.
                 head.version = .http1_0
-                // Without a length, an HTTP/1.0 body ends where the connection does.
-                if !head.headers.contains(name: "content-length") { closesAfterResponse = true }
+                closesAfterResponse = true
             }
             if closesAfterResponse { head.headers.replaceOrAdd(name: "connection", value: "close") }
+            respondingWithStream = !head.headers.contains(name: "content-length")
             tracked(context, .head(head), promise)
         case .body(.byteBuffer(var buffer)) where buffer.readableBytes > Self.writePiece:
             while buffer.readableBytes > Self.writePiece, let piece = buffer.readSlice(length: Self.writePiece) {

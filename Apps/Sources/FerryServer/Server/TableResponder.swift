@@ -8,7 +8,7 @@ import ServiceLifecycle
 /// The Hummingbird side: collects the body within the size limit, hands the request to
 /// ``TableService`` and logs one line per request.
 struct TableResponder: HTTPResponder {
-    typealias Context = BasicRequestContext
+    typealias Context = FerryRequestContext
 
     let service: TableService
     let limits: RequestLimits
@@ -73,12 +73,13 @@ struct TableResponder: HTTPResponder {
         _ request: Request, headers: [(name: String, value: String)], method: String, context: Context
     ) async -> Response {
         let path = request.uri.path
-        let feed: TableService.OpenChangeFeed
+        let feed: ChangeFeed
         do {
             feed = try await service.openChangeFeed(
                 TableRequest(
                     method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
-                    body: nil, origin: ""))
+                    body: nil, origin: ""),
+                peer: context.channel.remoteAddress?.ipAddress)
         } catch {
             let answer = await service.answering { throw error }
             context.logger.info("\(method) \(path) \(answer.status)", metadata: ["ferry.status": "\(answer.status)"])
@@ -90,21 +91,22 @@ struct TableResponder: HTTPResponder {
                 status: HTTPResponse.Status(code: answer.status), headers: fields,
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body ?? [])))
         }
+        // A client that goes away frees the feed's place at once, not at the next write.
+        context.channel.closeFuture.whenComplete { _ in feed.close() }
         context.logger.info("\(method) \(path) 200 (feed opened)", metadata: ["ferry.status": "200"])
         var fields = HTTPFields()
         fields[.contentType] = "text/event-stream; charset=utf-8"
         fields[.cacheControl] = "no-cache"
         fields[HTTPField.Name("x-zumo-server-version")!] = TableService.serverVersion
         fields[HTTPField.Name("X-Accel-Buffering")!] = "no"  // nginx: do not hold the events back
-        let frames = feed.frames
-        let end = feed.end
         return Response(
             status: .ok, headers: fields,
             body: ResponseBody { writer in
+                defer { feed.close() }
                 try await withGracefulShutdownHandler {
-                    for await frame in frames { try await writer.write(ByteBuffer(bytes: frame)) }
+                    while let bytes = await feed.next() { try await writer.write(ByteBuffer(bytes: bytes)) }
                 } onGracefulShutdown: {
-                    end()
+                    feed.end()
                 }
                 try await writer.finish(nil)
             })
@@ -120,5 +122,17 @@ struct TableResponder: HTTPResponder {
             throw ProtocolError(400, "invalidHost", "the Host header is not a valid host and port")
         }
         return origin.text
+    }
+}
+
+/// Hummingbird's basic request context, and the connection a request came on (its client's
+/// address, and its close, which ends a change feed at once).
+struct FerryRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    let channel: any Channel
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = CoreRequestContextStorage(source: source)
+        channel = source.channel
     }
 }

@@ -9,41 +9,45 @@ import Synchronization
 ///
 /// ```text
 /// GET /tables/$changes?tables=todo,notes          (optional: only these tables)
-/// Last-Event-ID: notes=7;todo=12                  (optional: resume after this event)
+/// Last-Event-ID: t1764130000123                   (optional: resume after this event)
 ///
 /// retry: 2000
 /// event: ready
-/// id: notes=7;todo=12
+/// id: t1764130000123
 /// data: {"tables":{"notes":7,"todo":12}}
 ///
 /// event: change
-/// id: notes=7;todo=13
+/// id: t1764130000456
 /// data: {"table":"todo","version":13}
 ///
 /// : heartbeat
 /// ```
 ///
-/// Without `Last-Event-ID` the feed starts with `ready`, the versions of every table the caller
-/// may read. With it, the feed first sends a `change` for every table that moved past the version
-/// the id gives (nothing is missed while a client was away), then goes on. An event's id is the
-/// version of every table the feed has reported, so the last id received is all a client keeps.
+/// Without `Last-Event-ID` the feed starts with `ready`, the versions of the tables it watches that
+/// the caller may read (one read of the catalog, plus one query per table the caller sees only in
+/// part). With it, the feed first sends a `change` for every watched table written since the
+/// position, then goes on. A position is the server's clock when the event was sent (`t` and
+/// milliseconds), whatever the number of tables: a resumed feed hints every watched table whose
+/// newest write is later than the position less ``RequestLimits/changeFeedResumeMargin`` (writes
+/// that committed late, clocks of several instances a little apart). Hints are hints: one more
+/// than needed costs a pull that brings nothing; none is ever missing. (Positions of the form
+/// `notes=7;todo=12`, which earlier Ferry servers sent, are still taken.)
 ///
 /// A caller learns nothing about rows it could not read: tables it may not query are left out
 /// (a table that requires a token, an anonymous caller on a per-user table, a table whose queries
 /// are disabled); on a per-user table or one with a data view, the version is that of the newest
-/// row the caller sees, checked on every change of the table. The feed is fed by the storage's
-/// change stream, so on PostgreSQL a write through one instance reaches feeds open on every other.
-/// A comment line goes out every ``RequestLimits/changeFeedHeartbeat`` so that proxies keep the
-/// connection; feeds are bounded in total and per token subject (429 above), end when the token
-/// expires, and end when the server shuts down.
+/// row the caller sees. The feed is fed by the storage's change stream, so on PostgreSQL a write
+/// through one instance reaches feeds open on every other.
+///
+/// A feed's cost does not grow with tables it does not watch, nor with a reader that does not read:
+/// changes waiting to be written are folded into one per table (they are hints), and a reader that
+/// takes nothing is closed after the connection's write timeout. A comment line goes out every
+/// ``RequestLimits/changeFeedHeartbeat`` so that proxies keep the connection. Feeds are bounded in
+/// total and per token subject, and (on a server that takes tokens) anonymous ones per address and
+/// together (429 above); a feed ends when its token expires, when its client goes away (its place
+/// is free at once), and when the server shuts down.
 extension TableService {
     static let changesSegment = "$changes"
-
-    /// An open change feed: the bytes to write, and how to end it early (a server shutting down).
-    struct OpenChangeFeed: Sendable {
-        let frames: AsyncStream<[UInt8]>
-        let end: @Sendable () -> Void
-    }
 
     /// How a caller sees one table through the feed.
     enum FeedAccess: Sendable, Equatable {
@@ -53,8 +57,37 @@ extension TableService {
         case some(OwnerScope, QueryExpression?)
     }
 
-    /// Opens a feed for `request`, or throws the error to answer instead.
-    func openChangeFeed(_ request: TableRequest) async throws -> OpenChangeFeed {
+    /// Where a feed resumes.
+    enum FeedPosition: Sendable, Equatable {
+        /// After the event sent at this time of the server's clock, in milliseconds since 1970.
+        case time(Int64)
+        /// After these versions (the positions of earlier Ferry servers).
+        case versions([String: Int64])
+
+        init?(parsing text: String) {
+            if text.first == "t", let milliseconds = Int64(text.dropFirst()), milliseconds >= 0 {
+                self = .time(milliseconds)
+                return
+            }
+            guard text.utf8.count <= 64 << 10 else { return nil }
+            var versions: [String: Int64] = [:]
+            for entry in text.split(separator: ";") {
+                let parts = entry.split(separator: "=", maxSplits: 1)
+                guard parts.count == 2, let version = Int64(parts[1]), version >= 0,
+                    (try? StoreValidation.validateTableName(String(parts[0]))) != nil
+                else { return nil }
+                versions[String(parts[0])] = version
+            }
+            self = .versions(versions)
+        }
+
+        /// The position of an event sent now.
+        static func now() -> String { "t\(IdempotencyLedger.milliseconds(Date()))" }
+    }
+
+    /// Opens a feed for `request` from `peer` (the client's address), or throws the error to
+    /// answer instead.
+    func openChangeFeed(_ request: TableRequest, peer: String?) async throws -> ChangeFeed {
         guard request.method == "GET" else {
             throw ProtocolError(405, "methodNotAllowed", "the change feed is read with GET")
         }
@@ -72,17 +105,21 @@ extension TableService {
             }
             wanted = Set(names)
         }
-        var resumeFrom: [String: Int64]?
+        var resume: FeedPosition?
         if let text = request.headers["last-event-id"] ?? parameters.value(for: "lastEventId"), !text.isEmpty {
-            guard let parsed = Self.feedPosition(parsing: text) else {
-                throw ProtocolError.badRequest(
-                    "Last-Event-ID is not an id this feed sent (table=version;…)", code: "invalidFeed")
+            guard let position = FeedPosition(parsing: text) else {
+                throw ProtocolError.badRequest("Last-Event-ID is not a position this feed sent", code: "invalidFeed")
             }
-            resumeFrom = parsed
+            resume = position
         }
         let limits = configuration.limits
-        let owner = identity?.subject ?? ""
-        guard feeds.reserve(owner, total: limits.maximumChangeFeeds, perUser: limits.maximumChangeFeedsPerUser) else {
+        // Anonymous callers of a server that takes tokens are counted by address, and together
+        // hold at most their share: they cannot take every place from users with tokens.
+        let takesTokens = verifier != nil
+        let place = FeedRegistry.Place(
+            owner: identity.map { "user:" + $0.subject } ?? (takesTokens ? "address:" + (peer ?? "?") : nil),
+            anonymous: identity == nil && takesTokens)
+        guard feeds.reserve(place, limits: limits) else {
             var error = ProtocolError(429, "tooManyFeeds", "too many change feeds are open; retry later")
             error.retryAfter = 5
             throw error
@@ -90,78 +127,46 @@ extension TableService {
         // Subscribed before the state is read: a change in between shows in both, and is sent once.
         let changes = storage.changes()
         var sent: [String: Int64] = [:]
+        var access: [String: FeedAccess] = [:]
         var first: [UInt8] = Array("retry: 2000\n".utf8)
-        var known: [String: FeedAccess?] = [:]
+        let position = FeedPosition.now()
         do {
-            let names = Set(try await storage.tableNames()).union(declared.keys)
-            for name in names.sorted() where wanted?.contains(name) ?? true {
-                guard let access = try await feedAccess(name, identity) else { continue }
-                known.updateValue(access, forKey: name)
-                let version = try await visibleVersion(name, access)
-                if let resumeFrom {
-                    let before = resumeFrom[name] ?? 0
-                    sent[name] = before
-                    if version > before {
-                        sent[name] = version
-                        first += Self.changeFrame(name, version, sent)
+            let margin =
+                Int64(limits.changeFeedResumeMargin.components.seconds) * 1000
+                + limits.changeFeedResumeMargin.components.attoseconds / 1_000_000_000_000_000
+            var since: Int64?
+            if case .time(let milliseconds)? = resume { since = milliseconds - margin }
+            for stamp in try await storage.tableStamps(named: wanted, changedSince: since) {
+                guard let seen = feedAccess(stamp.table, identity) else { continue }
+                access[stamp.table] = seen
+                var (version, updatedAt) = (stamp.version, stamp.updatedAt.millisecondsSince1970)
+                if seen != .all { (version, updatedAt) = try await visibleNewest(stamp.table, seen) }
+                switch resume {
+                case nil:
+                    sent[stamp.table] = version
+                case .time?:
+                    sent[stamp.table] = version
+                    if version > 0 && updatedAt >= since ?? 0 {
+                        first += Self.changeFrame(stamp.table, version, position: position)
                     }
-                } else {
-                    sent[name] = version
+                case .versions(let before)?:
+                    let known = before[stamp.table] ?? 0
+                    sent[stamp.table] = max(known, version)
+                    if version > known { first += Self.changeFrame(stamp.table, version, position: position) }
                 }
             }
-            if resumeFrom == nil { first += Self.readyFrame(sent) }
+            if resume == nil { first += Self.readyFrame(sent, position: position) }
         } catch {
-            feeds.release(owner)
+            feeds.release(place)
             throw error
         }
-        let (frames, continuation) = AsyncStream.makeStream(of: [UInt8].self)
-        continuation.yield(first)
-        let producer = Task { [sent, known] in
-            var sent = sent
-            var known = known
-            for await change in changes {
-                let name = change.table
-                if let wanted, !wanted.contains(name) { continue }
-                if known[name] == nil {
-                    let access = try? await feedAccess(name, identity)
-                    known.updateValue(access, forKey: name)
-                }
-                guard let access = known[name] ?? nil else { continue }
-                var version = change.version
-                if access != .all {
-                    guard let seen = try? await visibleVersion(name, access) else { continue }
-                    version = seen
-                }
-                if version > sent[name] ?? 0 {
-                    sent[name] = version
-                    continuation.yield(Self.changeFrame(name, version, sent))
-                }
-            }
-            continuation.finish()  // the storage closed
-        }
-        let heartbeat = limits.changeFeedHeartbeat
-        let expiry = identity?.expiresAt
-        let timer = Task {
-            while !Task.isCancelled {
-                if let expiry, expiry <= Date() {
-                    continuation.finish()  // the token expired: the client reconnects with a new one
-                    return
-                }
-                try? await Task.sleep(for: heartbeat)
-                continuation.yield(Array(": heartbeat\n\n".utf8))
-            }
-        }
-        let feeds = feeds
-        continuation.onTermination = { _ in
-            producer.cancel()
-            timer.cancel()
-            feeds.release(owner)
-        }
-        return OpenChangeFeed(frames: frames, end: { continuation.finish() })
+        return ChangeFeed(
+            service: self, identity: identity, wanted: wanted, changes: changes, first: first, sent: sent,
+            access: access, place: place)
     }
 
     /// How the caller sees `name`, or `nil` when it may not query it.
-    func feedAccess(_ name: String, _ identity: TokenVerifier.Identity?) async throws -> FeedAccess? {
+    func feedAccess(_ name: String, _ identity: TokenVerifier.Identity?) -> FeedAccess? {
         let table: TableSettings
         if let declared = declared[name] {
             table = declared
@@ -180,8 +185,9 @@ extension TableService {
         return .all
     }
 
-    /// The version of the newest row of `name` the caller sees (deleted rows too), or 0.
-    func visibleVersion(_ name: String, _ access: FeedAccess) async throws -> Int64 {
+    /// The version and `updatedAt` of the newest row of `name` the caller sees (deleted rows too),
+    /// or zeros.
+    func visibleNewest(_ name: String, _ access: FeedAccess) async throws -> (version: Int64, updatedAt: Int64) {
         var query = StorageQuery(
             orderBy: [SortKey(.field("updatedAt"), descending: true)], limit: 1, includeDeleted: true)
         if case .some(let owner, let view) = access {
@@ -190,68 +196,24 @@ extension TableService {
         }
         let schema = declared[name]?.schema ?? configuration.dynamicTableDefaults.schema
         do {
-            return try await storage.query(StorageTable(name: name, schema: schema), query).items.first?.version ?? 0
+            let newest = try await storage.query(StorageTable(name: name, schema: schema), query).items.first
+            return (newest?.version ?? 0, newest?.updatedAt.millisecondsSince1970 ?? 0)
         } catch let error as StorageError where error.code == .noSuchTable {
-            return 0
+            return (0, 0)
         }
     }
 
     // MARK: - Frames
 
-    /// `notes=7;todo=12`: the position of a feed, sorted by table.
-    static func feedPosition(_ sent: [String: Int64]) -> String {
-        sent.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ";")
-    }
-
-    /// The versions an event id gives, or `nil` when it is not one.
-    static func feedPosition(parsing text: String) -> [String: Int64]? {
-        var result: [String: Int64] = [:]
-        guard text.utf8.count <= 1 << 20 else { return nil }
-        for entry in text.split(separator: ";") {
-            let parts = entry.split(separator: "=", maxSplits: 1)
-            guard parts.count == 2, let version = Int64(parts[1]), version >= 0 else { return nil }
-            let name = String(parts[0])
-            guard (try? StoreValidation.validateTableName(name)) != nil else { return nil }
-            result[name] = version
-        }
-        return result
-    }
-
-    static func readyFrame(_ sent: [String: Int64]) -> [UInt8] {
+    static func readyFrame(_ sent: [String: Int64], position: String) -> [UInt8] {
         var tables: JSONObject = [:]
         for (name, version) in sent { tables[name] = .int(version) }
         let data = JSONValue.object(["tables": .object(tables)]).serialized()
-        return Array("event: ready\nid: \(feedPosition(sent))\ndata: \(data)\n\n".utf8)
+        return Array("event: ready\nid: \(position)\ndata: \(data)\n\n".utf8)
     }
 
-    static func changeFrame(_ name: String, _ version: Int64, _ sent: [String: Int64]) -> [UInt8] {
+    static func changeFrame(_ name: String, _ version: Int64, position: String) -> [UInt8] {
         let data = JSONValue.object(["table": .string(name), "version": .int(version)]).serialized()
-        return Array("event: change\nid: \(feedPosition(sent))\ndata: \(data)\n\n".utf8)
+        return Array("event: change\nid: \(position)\ndata: \(data)\n\n".utf8)
     }
-}
-
-/// The change feeds open on one server, in total and by token subject.
-final class FeedRegistry: Sendable {
-    private let open = Mutex<(total: Int, byOwner: [String: Int])>((0, [:]))
-
-    /// Takes a place for a feed of `owner`; `false` when a limit is reached.
-    func reserve(_ owner: String, total: Int, perUser: Int) -> Bool {
-        open.withLock { open in
-            guard open.total < total, open.byOwner[owner, default: 0] < perUser else { return false }
-            open.total += 1
-            open.byOwner[owner, default: 0] += 1
-            return true
-        }
-    }
-
-    func release(_ owner: String) {
-        open.withLock { open in
-            open.total -= 1
-            open.byOwner[owner, default: 1] -= 1
-            if open.byOwner[owner] == 0 { open.byOwner.removeValue(forKey: owner) }
-        }
-    }
-
-    /// How many feeds are open.
-    var count: Int { open.withLock { $0.total } }
 }
