@@ -44,6 +44,25 @@ struct HTTPResponse: Sendable {
         return item
     }
 
+    /// How long the server asked to wait before trying again: `Retry-After` as seconds or as an
+    /// HTTP date (RFC 9110 §10.2.3), or `nil` when absent or unreadable.
+    var retryAfter: Duration? {
+        guard let text = header("Retry-After")?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
+        if let seconds = Int64(text) { return seconds >= 0 ? .seconds(seconds) : nil }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: text) else { return nil }
+        return .milliseconds(max(0, Int64(date.timeIntervalSinceNow * 1000)))
+    }
+
+    /// The error for this answer (a status of 400 or more), with `action` in its message and the
+    /// wait the server asked for.
+    func failure(_ action: String, serverItem: JSONObject? = nil) -> RemoteError {
+        RemoteError(status: status, "\(action): \(errorMessage)", serverItem: serverItem, retryAfter: retryAfter)
+    }
+
     /// The one-line message of an error answer, for people.
     ///
     /// The body of a 409 or 412 is the server's item (both protocols), which is the user's data, so
@@ -242,8 +261,14 @@ struct HTTPClient: Sendable {
                 logger.debug("401 from \(method) \(url.path): asking the token provider again")
                 continue
             }
-            if isSafe, [429, 502, 503, 504].contains(response.status), attempt < configuration.retry.maximumAttempts {
-                try await pause(beforeAttempt: attempt + 1, after: "\(method) \(url.path): HTTP \(response.status)")
+            // A server that asks for a longer wait than the policy's longest gets its answer back: the
+            // caller (automatic sync) waits that long instead of this request.
+            if isSafe, [429, 502, 503, 504].contains(response.status), attempt < configuration.retry.maximumAttempts,
+                (response.retryAfter ?? .zero) <= configuration.retry.maximumDelay
+            {
+                try await pause(
+                    beforeAttempt: attempt + 1, retryAfter: response.retryAfter,
+                    after: "\(method) \(url.path): HTTP \(response.status)")
                 attempt += 1
                 continue
             }
@@ -281,8 +306,10 @@ struct HTTPClient: Sendable {
         }
     }
 
-    private func pause(beforeAttempt attempt: Int, after reason: String) async throws(RemoteError) {
-        let delay = configuration.retry.delay(beforeAttempt: attempt)
+    private func pause(beforeAttempt attempt: Int, retryAfter: Duration? = nil, after reason: String)
+        async throws(RemoteError)
+    {
+        let delay = configuration.retry.delay(beforeAttempt: attempt, retryAfter: retryAfter)
         logger.debug("retrying in \(delay) after \(reason)")
         do {
             try await Task.sleep(for: delay)
@@ -358,6 +385,9 @@ struct HTTPClient: Sendable {
             guard let http = response as? HTTPURLResponse else {
                 throw RemoteError(.invalidResponse, "\(method) \(path): the answer is not HTTP")
             }
+            guard data.count <= configuration.maximumResponseSize else {
+                throw failure(URLError(.dataLengthExceedsMaximum), method: method, path: path)
+            }
             let headers = http.stringHeaders
             logger.trace("\(method) \(path) → \(http.statusCode)")
             return HTTPResponse(status: http.statusCode, headers: headers, body: data)
@@ -373,7 +403,7 @@ struct HTTPClient: Sendable {
         let method = request.httpMethod ?? "GET"
         let path = request.url?.path ?? "?"
         do {
-            let answer = try await sockets.exchange(request)
+            let answer = try await sockets.exchange(request, limit: configuration.maximumResponseSize)
             logger.trace("\(method) \(path) → \(answer.status)")
             return HTTPResponse(status: answer.status, headers: answer.headers, body: answer.body)
         } catch {
@@ -386,6 +416,12 @@ struct HTTPClient: Sendable {
         if Task.isCancelled || (error as? URLError)?.code == .cancelled {
             return RemoteError(
                 .cancelled, "\(method) \(path) was cancelled; the server may or may not have applied it")
+        }
+        if (error as? URLError)?.code == .dataLengthExceedsMaximum {
+            return RemoteError(
+                .invalidResponse,
+                "\(method) \(path): the server's answer is larger than \(configuration.maximumResponseSize) bytes (maximumResponseSize)",
+                underlying: error)
         }
         let reason = (error as? URLError).map(Self.describe) ?? "\(error)"
         return RemoteError(

@@ -89,7 +89,7 @@ extension HTTPRemote {
         let response = try await client.send(
             "POST", tables.appendingPathComponent("$batch"), body: ["requests": .array(requests)])
         guard response.status == 200 else {
-            throw RemoteError(status: response.status, "sending a batch of \(writes.count): \(response.errorMessage)")
+            throw response.failure("sending a batch of \(writes.count)")
         }
         guard case .object(let document)? = try? response.json(), case .array(let answers)? = document["responses"]
         else {

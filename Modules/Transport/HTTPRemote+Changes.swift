@@ -49,7 +49,7 @@ extension HTTPRemote {
                 }
             } catch {}
             let response = HTTPResponse(status: opened.status, headers: opened.headers, body: Data(text))
-            throw RemoteError(status: opened.status, "opening the change feed: \(response.errorMessage)")
+            throw response.failure("opening the change feed")
         }
         let body = opened.body
         return AsyncThrowingStream { continuation in

@@ -38,12 +38,16 @@ public struct HTTPRemote: RemoteService {
         public var retry: RetryPolicy
         /// Extra headers sent with every request.
         public var additionalHeaders: [String: String]
+        /// The largest answer body read, in bytes (default 128 MiB): a larger one fails with
+        /// ``RemoteError/Code/invalidResponse`` instead of filling the device's memory.
+        public var maximumResponseSize: Int
 
         public init(
             serverURL: URL, protocolVersion: ProtocolVersion = .v3, tablesPath: String = "tables",
             timeout: Duration = .seconds(30), retry: RetryPolicy = RetryPolicy(),
-            additionalHeaders: [String: String] = [:]
+            additionalHeaders: [String: String] = [:], maximumResponseSize: Int = 128 << 20
         ) {
+            self.maximumResponseSize = max(1024, maximumResponseSize)
             self.serverURL = serverURL
             self.protocolVersion = protocolVersion
             self.tablesPath = tablesPath
@@ -54,8 +58,10 @@ public struct HTTPRemote: RemoteService {
     }
 
     /// Retries of safe requests (`GET`) after a network failure, a 429 or a 502/503/504, with
-    /// exponential backoff and jitter. Writes are never retried by the transport: the sync engine
-    /// decides, because only it knows how to retry a write whose outcome is unknown.
+    /// exponential backoff and jitter (``Backoff``), never sooner than the server's `Retry-After`; an
+    /// answer asking for a longer wait than ``maximumDelay`` is not retried here but returned, with
+    /// ``RemoteError/retryAfter``, for the caller to wait. Writes are never retried by the transport:
+    /// the sync engine decides, because only it knows how to retry a write whose outcome is unknown.
     ///
     /// ```swift
     /// let patient = RetryPolicy(maximumAttempts: 5, initialDelay: .milliseconds(500))
@@ -77,12 +83,11 @@ public struct HTTPRemote: RemoteService {
             self.maximumDelay = maximumDelay
         }
 
-        /// The wait before attempt `attempt` (2 = the first retry), with up to 25% jitter.
-        func delay(beforeAttempt attempt: Int) -> Duration {
-            let base = initialDelay * Int(1 << min(20, max(0, attempt - 2)))
-            let capped = min(base, maximumDelay)
-            let jitter = Double.random(in: 0.75...1.0)
-            return capped * jitter
+        /// The wait before attempt `attempt` (2 = the first retry), with up to 25% jitter, and at
+        /// least what the server asked for.
+        func delay(beforeAttempt attempt: Int, retryAfter: Duration? = nil) -> Duration {
+            Backoff(initial: initialDelay, maximum: maximumDelay, jitter: 0.25)
+                .delay(after: attempt - 1, retryAfter: retryAfter)
         }
     }
 
@@ -139,7 +144,7 @@ public struct HTTPRemote: RemoteService {
                 "the server does not list its tables (Ferry's server does; with others, name the table)")
         }
         guard response.status == 200 else {
-            throw RemoteError(status: response.status, "listing the tables: \(response.errorMessage)")
+            throw response.failure("listing the tables")
         }
         guard case .object(let body)? = try? JSONValue(parsingUTF8: Array(response.body)),
             case .array(let names)? = body["tables"]

@@ -199,7 +199,7 @@ public struct OnlineTable: RemoteTable {
         if response.status == 404, response.errorBodyCode == "invalidTableName" {
             return RemoteError(.invalidTableName, status: 404, "\(action): \(response.errorMessage)")
         }
-        return RemoteError(status: response.status, "\(action): \(response.errorMessage)", serverItem: serverItem)
+        return response.failure(action, serverItem: serverItem)
     }
 }
 

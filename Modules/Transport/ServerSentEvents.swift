@@ -20,9 +20,13 @@ struct ServerSentEventParser: Sendable {
     private var afterCarriageReturn = false
     private var name = ""
     private var data: [String] = []
+    private var dataSize = 0
     private var lastID: String?
     /// The longest line kept (a longer one is cut there): a server cannot exhaust the client's memory.
     static let maximumLineLength = 1 << 20
+    /// The most data one event may hold; an event with more is dropped (its data lines are not
+    /// kept past it), so a server that never ends an event cannot exhaust the client's memory.
+    static let maximumEventData = 1 << 20
 
     /// The events completed by `bytes`.
     mutating func parse(_ bytes: [UInt8]) -> [ServerSentEvent] {
@@ -52,8 +56,9 @@ struct ServerSentEventParser: Sendable {
             defer {
                 name = ""
                 data = []
+                dataSize = 0
             }
-            guard !data.isEmpty else { return nil }
+            guard !data.isEmpty, dataSize <= Self.maximumEventData else { return nil }
             return ServerSentEvent(
                 name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n"), id: lastID)
         }
@@ -71,7 +76,9 @@ struct ServerSentEventParser: Sendable {
         }
         switch field {
         case "event": name = String(value)
-        case "data": data.append(String(value))
+        case "data":
+            dataSize += value.utf8.count + 1
+            if dataSize <= Self.maximumEventData { data.append(String(value)) }
         case "id" where !value.contains("\u{0}"): lastID = String(value)
         default: break  // retry, and fields the format ignores
         }

@@ -59,7 +59,11 @@
 
         /// Sends `request` and reads the whole answer. Failures are `URLError`s, as from `URLSession`
         /// (the caller maps them), so that both paths describe failures alike.
-        func exchange(_ request: URLRequest) async throws -> (status: Int, headers: [String: String], body: Data) {
+        /// One request and its answer, whose body may hold at most `limit` bytes (a larger one fails
+        /// with `URLError(.dataLengthExceedsMaximum)` before it is read).
+        func exchange(_ request: URLRequest, limit: Int = .max) async throws -> (
+            status: Int, headers: [String: String], body: Data
+        ) {
             guard let url = request.url, let host = url.host else { throw URLError(.badURL) }
             let port = url.port ?? 80
             let server = "\(host):\(port)"
@@ -80,7 +84,7 @@
                             with: Result {
                                 try self.run(
                                     server: server, host: host, port: port, head: head, body: body, method: method,
-                                    timeout: timeout, repeatable: repeatable, socket: socket)
+                                    timeout: timeout, repeatable: repeatable, socket: socket, limit: limit)
                             })
                     }
                     thread.stackSize = 256 * 1024
@@ -152,7 +156,7 @@
         /// The blocking exchange, on a thread of its own.
         private func run(
             server: String, host: String, port: Int, head: [UInt8], body: Data, method: String, timeout: Double,
-            repeatable: Bool, socket: InFlight
+            repeatable: Bool, socket: InFlight, limit: Int
         ) throws -> (status: Int, headers: [String: String], body: Data) {
             while true {
                 let reused = takeIdle(server)
@@ -165,7 +169,7 @@
                     Self.setTimeout(fd, timeout)
                     try Self.sendAll(fd, head)
                     if !body.isEmpty { try body.withUnsafeBytes { try Self.sendAll(fd, $0) } }
-                    var reader = Reader(fd: fd)
+                    var reader = Reader(fd: fd, limit: limit)
                     let answer = try reader.readResponse(method: method)
                     if socket.clear(), answer.keepAlive, reader.isDrained {
                         putIdle(server, fd)
@@ -359,14 +363,29 @@
         // MARK: - Answers
 
         /// Reads one answer from a socket.
+        /// Every size it reads is bounded: a head by 64 KiB, a chunk-size line by 1 KiB, a body by
+        /// `limit` (checked against `Content-Length` before reading, and as chunked or
+        /// close-delimited bodies arrive), and a streamed chunk is handed on in pieces as it arrives,
+        /// never allocated whole. A hostile or broken server cannot make the client allocate without
+        /// bound.
         struct Reader {
             let fd: Int32
+            /// The largest body of an answer read whole.
+            let limit: Int
             private var buffer: [UInt8] = []
             private var start = 0
             private var received = 0
             private var ended = false
 
-            init(fd: Int32) { self.fd = fd }
+            /// The longest chunk-size line (with its extensions).
+            static let maximumLineLength = 1024
+
+            init(fd: Int32, limit: Int = .max) {
+                self.fd = fd
+                self.limit = limit
+            }
+
+            var tooLarge: Failure { Failure(URLError(.dataLengthExceedsMaximum), nothingReceived: false) }
 
             /// Whether every byte read belonged to the answer (the connection can carry the next).
             var isDrained: Bool { start == buffer.count && !ended }
@@ -396,9 +415,11 @@
                         // no body
                     } else if headers["transfer-encoding"]?.lowercased().contains("chunked") == true {
                         body = try readChunked()
-                    } else if let text = headers["content-length"],
-                        let length = Int(text.trimmingCharacters(in: .whitespaces)), length >= 0
-                    {
+                    } else if let text = headers["content-length"] {
+                        guard let length = Int(text.trimmingCharacters(in: .whitespaces)), length >= 0 else {
+                            throw Failure(URLError(.badServerResponse), nothingReceived: false)
+                        }
+                        guard length <= limit else { throw tooLarge }
                         body = try readExactly(length)
                     } else {
                         body = try readToEnd()
@@ -565,18 +586,26 @@
                         start = end + 2
                         return line
                     }
+                    guard buffer.count - start <= Self.maximumLineLength else {
+                        throw Failure(URLError(.badServerResponse), nothingReceived: false)
+                    }
                     guard try fill() else { throw Failure(URLError(.networkConnectionLost), nothingReceived: false) }
                 }
             }
 
             mutating func readChunked() throws -> [UInt8] {
                 var body: [UInt8] = []
-                try readChunks { body += $0 }
+                let limit = limit
+                let tooLarge = tooLarge
+                try readChunks { piece in
+                    guard body.count + piece.count <= limit else { throw tooLarge }
+                    body += piece
+                }
                 return body
             }
 
             /// Reads a chunked body, handing each chunk to `deliver` as it arrives.
-            mutating func readChunks(_ deliver: ([UInt8]) -> Void) throws {
+            mutating func readChunks(_ deliver: ([UInt8]) throws -> Void) throws {
                 while true {
                     let line = try readLine()
                     let sizeText =
@@ -590,7 +619,20 @@
                         while try !readLine().isEmpty {}  // trailers, then the empty line
                         return
                     }
-                    deliver(try readExactly(size))
+                    // Handed on as it arrives: a chunk that claims gigabytes is never allocated whole.
+                    var remaining = size
+                    while remaining > 0 {
+                        if start == buffer.count {
+                            guard try fill() else {
+                                throw Failure(URLError(.networkConnectionLost), nothingReceived: false)
+                            }
+                        }
+                        let end = min(buffer.count, start + remaining)
+                        let piece = Array(buffer[start..<end])
+                        start = end
+                        remaining -= piece.count
+                        try deliver(piece)
+                    }
                     guard try readLine().isEmpty else {
                         throw Failure(URLError(.badServerResponse), nothingReceived: false)
                     }
@@ -598,7 +640,9 @@
             }
 
             mutating func readToEnd() throws -> [UInt8] {
-                while try fill() {}
+                while try fill() {
+                    if buffer.count - start > limit { throw tooLarge }
+                }
                 let bytes = Array(buffer[start...])
                 start = buffer.count
                 return bytes
@@ -615,7 +659,11 @@
 
         func handles(_ url: URL) -> Bool { false }
 
-        func exchange(_ request: URLRequest) async throws -> (status: Int, headers: [String: String], body: Data) {
+        /// One request and its answer, whose body may hold at most `limit` bytes (a larger one fails
+        /// with `URLError(.dataLengthExceedsMaximum)` before it is read).
+        func exchange(_ request: URLRequest, limit: Int = .max) async throws -> (
+            status: Int, headers: [String: String], body: Data
+        ) {
             throw URLError(.unsupportedURL)
         }
 

@@ -114,6 +114,24 @@ struct AutomaticSyncTests {
         await device.context.stopAutomaticSync()
     }
 
+    /// A server that answers 503 with `Retry-After` is not asked again sooner, whatever the backoff.
+    @Test func aServerThatAsksToWaitIsNotAskedAgainSooner() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        server.inject(.busy(retryAfter: .seconds(2)), on: .insert, count: 1)
+        await device.context.startAutomaticSync([SyncSubscription(table: "todo")], configuration: Self.fast)
+        try await device.table().insert(["id": "a", "title": "Milk"])
+        try await eventually("the first attempt") { !server.requests.filter { $0.kind == .insert }.isEmpty }
+        // The backoff alone would retry after 20 ms, 40 ms, …: a dozen attempts in a second.
+        try await Task.sleep(for: .seconds(1))
+        #expect(server.requests.filter { $0.kind == .insert }.count == 1, "asked again before the 2 s")
+        try await eventually("the item arrives once the wait is over") {
+            let queued = try await device.context.queuedOperationCount()
+            return server.row("todo", id: "a") != nil && queued == 0
+        }
+        await device.context.stopAutomaticSync()
+    }
+
     @Test func nothingIsSentWhileOffline() async throws {
         let server = ModelServer()
         server.seed("todo", [["id": "s", "title": "From the server"]])

@@ -54,6 +54,8 @@ public final class ModelServer: Sendable {
         case cancelAfterApply
         /// The server answers this status without applying anything (401, 400, 500…).
         case status(Int, String)
+        /// 503 asking the client to wait (`Retry-After`): `RemoteError.retryAfter`.
+        case busy(retryAfter: Duration)
         /// Runs `hook` while the request is on the wire (before the server applies it), then carries on
         /// with the fault the hook returns (`nil`: normally). Use it to make local edits while an
         /// operation is in flight.
@@ -248,6 +250,8 @@ public final class ModelServer: Sendable {
             throw RemoteError(.network, "could not connect to the server", wasNotSent: true)
         case .status(let status, let message)?:
             throw RemoteError(status: status, message.isEmpty ? "scripted failure" : message)
+        case .busy(let retryAfter)?:
+            throw RemoteError(status: 503, "scripted: busy", retryAfter: retryAfter)
         default:
             break
         }

@@ -47,11 +47,10 @@ public struct AutomaticSyncConfiguration: Sendable, Hashable {
     }
 
     /// The wait before retry `failures` (1 = after the first failure): exponential, capped, with
-    /// jitter (between half and all of it), so that many devices do not retry in step.
-    func retryWait(after failures: Int) -> Duration {
-        let exponent = min(max(0, failures - 1), 20)
-        let base = min(retryDelay * (1 << exponent), maximumRetryDelay)
-        return base * Double.random(in: 0.5...1.0)
+    /// jitter (between half and all of it), so that many devices do not retry in step, and at least
+    /// what the server asked for (`Retry-After`).
+    func retryWait(after failures: Int, retryAfter: Duration? = nil) -> Duration {
+        Backoff(initial: retryDelay, maximum: maximumRetryDelay).delay(after: failures, retryAfter: retryAfter)
     }
 }
 
@@ -301,7 +300,8 @@ struct AutomaticSyncRun: Sendable {
         case poll
         case online(Bool)
         case openFeed
-        case feedEnded(heardAnything: Bool)
+        /// The feed ended (or could not open); `retryAfter` is the wait the server asked for.
+        case feedEnded(heardAnything: Bool, retryAfter: Duration?)
     }
 
     var tables: Set<String> { Set(subscriptions.map(\.table)) }
@@ -334,7 +334,9 @@ struct AutomaticSyncRun: Sendable {
         var pushWanted = true
         var dirty = tables
         var failures = 0
-        var retryPending = false
+        // After a failure, nothing is tried before this instant (the backoff, or the server's
+        // Retry-After), whatever triggers come meanwhile (a failed operation changes the queue).
+        var retryNotBefore: ContinuousClock.Instant?
         var workScheduled = false
         var retryFailedOperations = false
         var feedFailures = 0
@@ -389,6 +391,7 @@ struct AutomaticSyncRun: Sendable {
                 pushWanted = true
                 dirty = tables
                 failures = 0
+                retryNotBefore = nil  // a new network: try at once
                 await askForFeed()  // opens the feed when there is one
                 if offersFeed {
                     post.yield(.openFeed)  // still closed after coming back online
@@ -401,20 +404,20 @@ struct AutomaticSyncRun: Sendable {
                 feedActive = true
                 feed = Task { await readFeed(post) }
                 continue
-            case .feedEnded(let heardAnything):
+            case .feedEnded(let heardAnything, let retryAfter):
                 feed = nil
                 feedActive = false
                 guard online, !Task.isCancelled else { continue }
                 feedFailures = heardAnything ? 1 : feedFailures + 1
                 // Changes may have come while it was closed: the reopened feed reports them
                 // (it resumes from its last position); until then nothing is assumed.
-                after(configuration.retryWait(after: feedFailures), .openFeed)
+                after(configuration.retryWait(after: feedFailures, retryAfter: retryAfter), .openFeed)
                 continue
             case .work:
-                retryPending = false
                 workScheduled = false
+                if let notBefore = retryNotBefore, ContinuousClock.now >= notBefore { retryNotBefore = nil }
             }
-            guard online, !retryPending else { continue }
+            guard online, retryNotBefore == nil else { continue }
             guard pushWanted || !dirty.isEmpty else { continue }
             // The work: a push if the queue changed, then the pulls of the tables that changed.
             do {
@@ -431,7 +434,10 @@ struct AutomaticSyncRun: Sendable {
                         let result = try await context.push()
                         if result.failed.contains(where: { Self.isTransient($0.statusCode) }) {
                             retryFailedOperations = true
-                            throw SyncError(.remote, "the server failed \(result.failed.count) operations")
+                            throw SyncError(
+                                .remote, "the server failed \(result.failed.count) operations",
+                                underlying: RemoteError(
+                                    .server, "the server failed operations for now", retryAfter: result.retryAfter))
                         }
                     }
                 }
@@ -467,8 +473,9 @@ struct AutomaticSyncRun: Sendable {
                     pushWanted = true
                     dirty = tables
                     failures += 1
-                    retryPending = true
-                    after(configuration.retryWait(after: failures), .work)
+                    let wait = configuration.retryWait(after: failures, retryAfter: failure.remoteError?.retryAfter)
+                    retryNotBefore = .now + wait
+                    after(wait, .work)
                 }
                 await refreshCounts(caughtUp: false)
             }
@@ -519,6 +526,7 @@ struct AutomaticSyncRun: Sendable {
     /// Reads the change feed until it ends, posting the tables it says changed.
     func readFeed(_ post: AsyncStream<Trigger>.Continuation) async {
         var heardAnything = false
+        var retryAfter: Duration?
         do {
             let position = await context.feedPosition
             let events = try await context.remote.changeFeed(tables: tables.sorted(), after: position)
@@ -535,7 +543,9 @@ struct AutomaticSyncRun: Sendable {
                     post.yield(.work)
                 }
             }
-        } catch {}
-        post.yield(.feedEnded(heardAnything: heardAnything))
+        } catch {
+            retryAfter = (error as? RemoteError)?.retryAfter
+        }
+        post.yield(.feedEnded(heardAnything: heardAnything, retryAfter: retryAfter))
     }
 }

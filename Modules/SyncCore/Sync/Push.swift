@@ -5,6 +5,9 @@ public struct PushResult: Sendable, Hashable {
     /// Operations that failed during this push; their errors are in the errors table
     /// (``SyncContext/operationErrors(table:)``) and they stay queued.
     public var failed: [OperationErrorRecord] = []
+    /// The longest wait the server asked for (`Retry-After`) when it failed operations for now
+    /// (503, 429): a retry should not come sooner.
+    public var retryAfter: Duration?
 
     public init(pushed: Int = 0, failed: [OperationErrorRecord] = []) {
         self.pushed = pushed
@@ -153,8 +156,9 @@ extension SyncContext {
         case .pushed(let operation):
             result.pushed += 1
             hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
-        case .failed(let record):
+        case .failed(let record, let retryAfter):
             result.failed.append(record)
+            if let retryAfter { result.retryAfter = max(result.retryAfter ?? .zero, retryAfter) }
             hub.emit(.operationFailed(record))
         case .gone:
             break
@@ -392,7 +396,8 @@ extension SyncContext {
 
     enum PushOutcome: Sendable {
         case pushed(QueuedOperation)
-        case failed(OperationErrorRecord)
+        /// Failed, with the wait the server asked for, if any.
+        case failed(OperationErrorRecord, retryAfter: Duration? = nil)
         /// The operation disappeared (its item was removed, or it collapsed away).
         case gone
     }
@@ -430,7 +435,7 @@ extension SyncContext {
                     message: "could not check an earlier attempt: \(error)", serverItem: nil, keepInFlight: true,
                     in: tx)
             }
-            return record.map { .failed($0) } ?? .gone
+            return record.map { .failed($0, retryAfter: error.retryAfter) } ?? .gone
         }
         let previous = operation.item ?? body
         if let server, ItemFields.sameContent(server, previous) || ItemFields.sameContent(server, body) {
@@ -539,7 +544,7 @@ extension SyncContext {
                 operationID: operation.id, status: error.status, message: error.description,
                 serverItem: error.serverItem, keepInFlight: false, in: tx)
         }
-        return record.map { .failed($0) } ?? .gone
+        return record.map { .failed($0, retryAfter: error.retryAfter) } ?? .gone
     }
 
     /// Asks the conflict handler and applies its decision.

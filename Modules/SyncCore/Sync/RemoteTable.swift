@@ -174,10 +174,13 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
     /// RemoteError(.network, "the device is offline", wasNotSent: true)
     /// ```
     public var wasNotSent: Bool
+    /// How long the server asked the client to wait before trying again (`Retry-After` of a 503 or
+    /// 429, say), when it did. Retries wait at least this long (``Backoff``).
+    public var retryAfter: Duration?
 
     public init(
         _ code: Code, status: Int? = nil, _ message: String, serverItem: JSONObject? = nil,
-        underlying: (any Error & Sendable)? = nil, wasNotSent: Bool = false
+        underlying: (any Error & Sendable)? = nil, wasNotSent: Bool = false, retryAfter: Duration? = nil
     ) {
         self.code = code
         self.status = status
@@ -185,6 +188,7 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
         self.serverItem = serverItem
         self.underlying = underlying
         self.wasNotSent = wasNotSent
+        self.retryAfter = retryAfter
     }
 
     /// The error a transport reports for an HTTP status of 400 or more.
@@ -193,7 +197,7 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
     /// RemoteError(status: 412, "precondition failed", serverItem: body).code  // .conflict
     /// RemoteError(status: 503, "unavailable").code                            // .server
     /// ```
-    public init(status: Int, _ message: String, serverItem: JSONObject? = nil) {
+    public init(status: Int, _ message: String, serverItem: JSONObject? = nil, retryAfter: Duration? = nil) {
         let code: Code =
             switch status {
             case 401: .unauthorized
@@ -202,7 +206,7 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
             case 500...: .server
             default: .badRequest
             }
-        self.init(code, status: status, message, serverItem: serverItem)
+        self.init(code, status: status, message, serverItem: serverItem, retryAfter: retryAfter)
     }
 
     public var description: String {
