@@ -53,11 +53,12 @@ struct TestServer: Sendable {
     let databasePath: String
 
     static func start(
-        in scratch: Scratch, port: Int = 0, pageSize: Int = 100, pushExtensions: Bool = true
+        in scratch: Scratch, port: Int = 0, pageSize: Int = 100, pushExtensions: Bool = true,
+        limits: RequestLimits = RequestLimits()
     ) async throws -> TestServer {
         var logger = Logger(label: "ferry.e2e")
         logger.logLevel = .critical
-        var configuration = ServerConfiguration(host: "127.0.0.1", port: port, logger: logger)
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: port, limits: limits, logger: logger)
         configuration.offersPushExtensions = pushExtensions
         configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
         let path = scratch.url.appendingPathComponent("server.sqlite").path

@@ -9,7 +9,7 @@ import Transport
 
 /// The client (SyncCore + Transport + a store) against the reference server over real HTTP on
 /// loopback, in both protocol versions.
-@Suite("End to end over HTTP", .serialized)
+@Suite("End to end over HTTP", .serialized, .timeLimit(.minutes(10)))
 struct EndToEndTests {
     static let matrix: [(ProtocolVersion, StoreKind)] = ProtocolVersion.both.flatMap { version in
         StoreKind.allCases.map { (version, $0) }

@@ -8,7 +8,7 @@ import SyncCore
 import Testing
 import Transport
 
-@Suite("Pushes whose requests and answers are lost")
+@Suite("Pushes whose requests and answers are lost", .timeLimit(.minutes(10)))
 struct LostAnswerTests {
     /// Random local writes pushed through a proxy that loses a third of the requests or their
     /// answers (before the server, after it applied them, or halfway through the answer), many

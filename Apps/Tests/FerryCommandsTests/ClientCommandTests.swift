@@ -52,7 +52,7 @@ func temporaryDirectory() throws -> String {
     return path
 }
 
-@Suite("ferry client commands")
+@Suite("ferry client commands", .timeLimit(.minutes(10)))
 struct ClientCommandTests {
     @Test func theCommandTreeParsesEveryClientCommand() throws {
         let query = try FerryCommand.parseAsRoot([
@@ -210,7 +210,7 @@ struct ClientCommandTests {
 }
 
 /// The built `ferry` binary, run as a user would.
-@Suite("ferry binary")
+@Suite("ferry binary", .timeLimit(.minutes(10)))
 struct FerryBinaryTests {
     static func ferryURL() -> URL? {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
@@ -267,7 +267,7 @@ struct FerryBinaryTests {
     }
 }
 
-@Suite("ferry import")
+@Suite("ferry import", .timeLimit(.minutes(10)))
 struct ImportCommandTests {
     @Test func importsJSONLinesAndArraysAtomically() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(

@@ -8,7 +8,7 @@ import Testing
 @testable import FerryCommands
 
 /// Commands that used to answer success for a failure, or crash on odd surroundings.
-@Suite("ferry commands under hostile conditions")
+@Suite("ferry commands under hostile conditions", .timeLimit(.minutes(10)))
 struct HardeningCommandTests {
     @Test func aPullTellsAnEmptyTableFromAWrongServer() async throws {
         let server = try await startServer()

@@ -7,7 +7,7 @@ import Transport
 /// `ferry push` killed with SIGKILL in the middle of its pushes, again and again, then run to the
 /// end: the server holds every item once, each applied exactly once, nothing failed, and the
 /// device's queue is empty. With batches and keys, and against a server without them.
-@Suite("ferry push killed mid-push")
+@Suite("ferry push killed mid-push", .timeLimit(.minutes(10)))
 struct KilledPushTests {
     static let items = 6_000
 
@@ -55,17 +55,31 @@ struct KilledPushTests {
             .write(toFile: lines, atomically: true, encoding: .utf8)
         let imported = try await Self.run(["import", "things", lines, "--store", store])
         #expect(imported.status == 0, "\(imported.errors)")
-        var random = SystemRandomNumberGenerator()
-        var killed = 0
-        var finishedEarly: [String] = []
-        for _ in 0..<4 {
-            let delay = Int.random(in: 200...900, using: &random)
-            switch try await Self.pushKilled(after: delay, ferry: ferry, store: store, server: serverURL) {
-            case nil: killed += 1
-            case let early?: finishedEarly.append(early)
+        // Kills that land mid-push: the server held more items after the kill than before it, and
+        // not all of them. The delay adapts: longer when a push was killed before it sent anything,
+        // shorter when one finished first.
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: serverURL)!))
+        var delay = 400
+        var midPush: [Int] = []
+        var missed: [String] = []
+        var onServerBefore = 0
+        for _ in 0..<10 where midPush.count < 3 {
+            let outcome = try await Self.pushKilled(after: delay, ferry: ferry, store: store, server: serverURL)
+            let onServer =
+                try await remote.onlineTable("things").query(TableQuery().top(0).includingTotalCount()).totalCount ?? 0
+            if let early = outcome {
+                missed.append("after \(delay) ms: \(early)")
+                delay = max(50, delay / 2)
+            } else if onServer == onServerBefore {
+                missed.append("after \(delay) ms: killed before it sent anything")
+                delay += 300
+            } else if onServer < Self.items {
+                midPush.append(onServer)
             }
+            onServerBefore = onServer
+            if onServer == Self.items { break }
         }
-        #expect(killed > 0, "no push was killed: \(finishedEarly)")
+        #expect(!midPush.isEmpty, "no kill landed mid-push: \(missed)")
         let finished = try await Self.run(["push", "--store", store, "--server", serverURL])
         #expect(finished.status == 0, "\(finished.errors)")
         let status = try await Self.run(["status", "--store", store])
@@ -75,7 +89,6 @@ struct KilledPushTests {
         let log = try String(contentsOf: directory.appendingPathComponent("serve.log"), encoding: .utf8)
         #expect(log.contains("POST /tables/$batch 200") == pushExtensions, "\(log.suffix(400))")
 
-        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: serverURL)!))
         let onServer = try await remote.onlineTable("things").all(TableQuery(), limit: 10 * Self.items)
         #expect(onServer.count == Self.items)
         #expect(Set(onServer.compactMap(\.id)).count == Self.items)

@@ -1,3 +1,4 @@
+import ServerTestSupport
 import ArgumentParser
 import FerryClient
 import FerryServer
@@ -8,7 +9,7 @@ import Transport
 
 @testable import FerryCommands
 
-@Suite("ferry watch, auto and status: live sync from the command line")
+@Suite("ferry watch, auto and status: live sync from the command line", .timeLimit(.minutes(10)))
 struct LiveCommandTests {
     /// `ferry watch` prints the table again when another client writes to it.
     @Test func watchShowsWhatAnotherDeviceWrites() async throws {
@@ -21,10 +22,10 @@ struct LiveCommandTests {
             try FerryCommand.parseAsRoot(["watch", "todo", "--seconds", "20"]) as? WatchCommand)
         let watching = Task { try await watch.execute(on: watcher, output: transcript.output) }
         // The first view (empty), then a write by another client shows up.
-        try await waitFor("the first view") { transcript.value.contains("todo on \(url.absoluteString): 0 rows") }
+        try await eventually("the first view") { transcript.value.contains("todo on \(url.absoluteString): 0 rows") }
         let other = HTTPRemote(HTTPRemote.Configuration(serverURL: url))
         _ = try await other.onlineTable("todo").insert(["id": "from-b", "title": "Written elsewhere"])
-        try await waitFor("the other client's row") { transcript.value.contains("Written elsewhere") }
+        try await eventually("the other client's row") { transcript.value.contains("Written elsewhere") }
         #expect(transcript.value.contains("1 row"))
         watching.cancel()
         _ = await watching.result
@@ -43,10 +44,10 @@ struct LiveCommandTests {
         try await session.execute(#"insert todo '{"id":"a","title":"Milk"}'"#)
         // Pushed by itself: nobody typed push.
         let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
-        try await waitFor("the insert reaches the server") {
+        try await eventually("the insert reaches the server") {
             (try? await remote.onlineTable("todo").item(id: "a")) != nil
         }
-        try await waitFor("the device knows it") {
+        try await eventually("the device knows it") {
             let status = try await session.currentDevice().status()
             return status.operations.isEmpty && status.lastSyncedAt != nil
         }
@@ -70,14 +71,4 @@ struct LiveCommandTests {
         status.lastSyncedAt = nil
         #expect(Rendering.status(status, format: .table, now: now).contains("never synced"))
     }
-}
-
-func waitFor(
-    _ what: String, sourceLocation: SourceLocation = #_sourceLocation, _ condition: () async throws -> Bool
-) async throws {
-    for _ in 0..<1_500 {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(10))
-    }
-    Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
 }

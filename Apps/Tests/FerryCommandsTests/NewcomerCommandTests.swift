@@ -10,7 +10,7 @@ import Transport
 @testable import FerryCommands
 
 /// What a newcomer meets in the CLI: clear errors, tokens for a development server, items from files.
-@Suite("ferry for newcomers")
+@Suite("ferry for newcomers", .timeLimit(.minutes(10)))
 struct NewcomerCommandTests {
     @Test func aFilterErrorPointsAtItsPositionOnce() async throws {
         let result = try await FerryBinaryTests.run([
@@ -134,7 +134,7 @@ struct NewcomerCommandTests {
     }
 }
 
-@Suite("tables that fit")
+@Suite("tables that fit", .timeLimit(.minutes(10)))
 struct TablesThatFitTests {
     @Test func wideCharactersCountTwoColumns() {
         #expect(TextTable.displayWidth("abc") == 3)
@@ -208,7 +208,7 @@ struct TablesThatFitTests {
     }
 }
 
-@Suite("Ctrl-C in the REPL")
+@Suite("Ctrl-C in the REPL", .timeLimit(.minutes(10)))
 struct ReplInterruptTests {
     /// A loopback port that accepts connections and never answers.
     static func silentServer() throws -> (descriptor: Int32, port: Int) {
@@ -258,7 +258,7 @@ struct ReplInterruptTests {
     }
 }
 
-@Suite("REPL banner, prompt and colours")
+@Suite("REPL banner, prompt and colours", .timeLimit(.minutes(10)))
 struct ReplLookTests {
     @Test func theBannerAndThePromptSayWhereYouAre() async throws {
         let session = try ReplSession(
@@ -293,7 +293,7 @@ struct ReplLookTests {
     }
 }
 
-@Suite("Conflicts you can read")
+@Suite("Conflicts you can read", .timeLimit(.minutes(10)))
 struct ConflictViewTests {
     @Test func mineAndTheServersSideBySideWithTheDifferencesMarked() {
         let error = OperationErrorRecord(
@@ -339,7 +339,7 @@ struct ConflictViewTests {
     }
 }
 
-@Suite("REPL help and completion")
+@Suite("REPL help and completion", .timeLimit(.minutes(10)))
 struct ReplHelpTests {
     @Test func helpShowsOnlyWhatWorksInTheREPL() async throws {
         let transcript = Transcript()
@@ -364,7 +364,7 @@ struct ReplHelpTests {
     }
 }
 
-@Suite("Output formats for scripts")
+@Suite("Output formats for scripts", .timeLimit(.minutes(10)))
 struct OutputFormatTests {
     @Test func csvAndJSONLines() async throws {
         let device = try Device(name: "formats", store: .memory, server: nil)
@@ -391,7 +391,7 @@ struct OutputFormatTests {
     }
 }
 
-@Suite("Progress lines")
+@Suite("Progress lines", .timeLimit(.minutes(10)))
 struct ProgressLineTests {
     @Test func rowsRatesTotalsAndTimeLeft() {
         #expect(Progress.line(rows: 1_200, operations: 0, total: nil, seconds: 0.25) == "1,200 rows (4,800 rows/s)")
@@ -412,7 +412,7 @@ struct ProgressLineTests {
     }
 }
 
-@Suite("The server's data without a local store")
+@Suite("The server's data without a local store", .timeLimit(.minutes(10)))
 struct RemoteCommandTests {
     /// Runs the binary on a Dispatch thread: the in-process server needs the cooperative pool.
     static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
@@ -445,7 +445,7 @@ struct RemoteCommandTests {
     }
 }
 
-@Suite("Status of a device with many queued operations")
+@Suite("Status of a device with many queued operations", .timeLimit(.minutes(10)))
 struct StatusSummaryTests {
     static func status(_ count: Int) -> DeviceStatus {
         var operations: [QueuedOperation] = []

@@ -11,7 +11,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-@Suite("ferry serve")
+@Suite("ferry serve", .timeLimit(.minutes(10)))
 struct ServeCommandTests {
     @Test func parsesServeAndItsOptions() throws {
         let command = try FerryCommand.parseAsRoot([

@@ -1,7 +1,7 @@
 import FerryConsole
 import Testing
 
-@Suite("Line editing")
+@Suite("Line editing", .timeLimit(.minutes(10)))
 struct LineEditingTests {
     @Test func decodesCharactersControlKeysAndEscapeSequences() {
         var decoder = KeyDecoder()
@@ -92,7 +92,7 @@ struct LineEditingTests {
     }
 }
 
-@Suite("Text tables")
+@Suite("Text tables", .timeLimit(.minutes(10)))
 struct TextTableTests {
     @Test func alignsColumnsAndCutsLongCells() {
         let table = TextTable.render(

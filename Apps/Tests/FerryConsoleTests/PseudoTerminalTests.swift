@@ -12,7 +12,7 @@ import Testing
 /// The line editor on a real pseudo-terminal 20 columns wide, its output replayed on a small
 /// terminal model: long lines wrap over several rows and redraw in place, wide characters keep the
 /// cursor right.
-@Suite("Line editor on a pseudo-terminal")
+@Suite("Line editor on a pseudo-terminal", .timeLimit(.minutes(10)))
 struct PseudoTerminalTests {
     /// A pseudo-terminal pair: the editor gets the terminal side, the test types into the other.
     struct PseudoTerminal {

@@ -3,7 +3,7 @@ import Foundation
 import SyncCore
 import Testing
 
-@Suite("Authentication and per-user tables")
+@Suite("Authentication and per-user tables", .timeLimit(.minutes(10)))
 struct AuthTests {
     static let tables = [
         TableSettings(name: "private", requiresAuth: true),

@@ -8,7 +8,7 @@ import StoreConformance
 import SyncCore
 import Testing
 
-@Suite("Batch requests and idempotency keys")
+@Suite("Batch requests and idempotency keys", .timeLimit(.minutes(10)))
 struct BatchTests {
     static let tables = [
         TableSettings(name: "todo", softDelete: true),

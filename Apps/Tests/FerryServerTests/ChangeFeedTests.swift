@@ -62,7 +62,7 @@ final class FeedReader: Sendable {
     func stop() { task.cancel() }
 }
 
-@Suite("The change feed (GET /tables/$changes)")
+@Suite("The change feed (GET /tables/$changes)", .timeLimit(.minutes(10)))
 struct ChangeFeedTests {
     static func remote(_ port: Int, token: String? = nil) -> HTTPRemote {
         HTTPRemote(

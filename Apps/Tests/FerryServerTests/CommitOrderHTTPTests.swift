@@ -6,7 +6,7 @@ import Testing
 
 /// DESIGN §3 over the wire: concurrent writers through HTTP, and a reader that pages with a keyset
 /// cursor on (updatedAt, id) expressed as a plain OData filter, misses nothing.
-@Suite("Commit-ordered stamps over HTTP")
+@Suite("Commit-ordered stamps over HTTP", .timeLimit(.minutes(10)))
 struct CommitOrderHTTPTests {
     @Test(arguments: ServerBackend.allCases)
     func aKeysetReaderMissesNoRowWhileWritersRun(_ backend: ServerBackend) async throws {

@@ -10,7 +10,7 @@ import Testing
 /// queries with extreme numbers, dates and nesting, every function with every arity, odd encodings,
 /// and bodies no server should store. Every answer must be below 500, the server must still answer
 /// `/health`, and the rows written before must read back byte for byte.
-@Suite("HTTP fuzz")
+@Suite("HTTP fuzz", .timeLimit(.minutes(10)))
 struct HTTPFuzzTests {
     static let requestCount = 2_000
 

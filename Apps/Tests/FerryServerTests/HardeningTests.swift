@@ -12,7 +12,7 @@ import Testing
 #endif
 
 /// What an outside probe of the server found (one defect per test), each checked over real HTTP.
-@Suite("Server hardening over HTTP")
+@Suite("Server hardening over HTTP", .timeLimit(.minutes(10)))
 struct HardeningTests {
     static func start(
         tables: [TableSettings] = [TableSettings(name: "todo")],

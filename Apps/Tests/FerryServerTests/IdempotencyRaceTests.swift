@@ -65,6 +65,21 @@ struct IdempotencyRaceTests {
             replayed: response["headers"]?.objectValue?["idempotency-replayed"] == "true", body: response["body"])
     }
 
+    /// The patch appending `tag`, alone, with `key`.
+    static func alone(_ session: URLSession, _ base: String, key: String, tag: String) async throws -> Answer {
+        try await send(
+            session, base, "PATCH", "/tables/todo/t", headers: patchHeaders.merging(["Idempotency-Key": key]) { $1 },
+            body: append(tag))
+    }
+
+    /// The patch appending `tag`, in a batch of its own, with `key`: the answer of the one request.
+    static func batched(_ session: URLSession, _ base: String, key: String, tag: String) async throws -> Answer {
+        inner(
+            try await send(
+                session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
+                body: batch(key, tag: tag)))
+    }
+
     static func tags(_ server: LiveServer) async throws -> [JSONValue] {
         let item = try await server.send("GET", "/tables/todo/t")
         return item.json?.objectValue?["tags"]?.arrayValue ?? []
@@ -83,12 +98,7 @@ struct IdempotencyRaceTests {
         let base = server.server.url
         let answers = try await withThrowingTaskGroup(of: Answer.self) { group in
             for _ in 0..<10 {
-                group.addTask {
-                    Self.inner(
-                        try await Self.send(
-                            session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
-                            body: Self.batch("tag-once", tag: "x")))
-                }
+                group.addTask { try await Self.batched(session, base, key: "tag-once", tag: "x") }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }
@@ -108,14 +118,9 @@ struct IdempotencyRaceTests {
         for round in 0..<6 {
             let key = "mixed-\(round)"
             let tag = JSONValue.string("r\(round)")
-            async let alone = Self.send(
-                session, base, "PATCH", "/tables/todo/t",
-                headers: Self.patchHeaders.merging(["Idempotency-Key": key]) { $1 },
-                body: Self.append("r\(round)"))
-            async let batched = Self.send(
-                session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
-                body: Self.batch(key, tag: "r\(round)"))
-            let answers = [try await alone, Self.inner(try await batched)]
+            async let alone = Self.alone(session, base, key: key, tag: "r\(round)")
+            async let batched = Self.batched(session, base, key: key, tag: "r\(round)")
+            let answers = [try await alone, try await batched]
             #expect(answers.map(\.status) == [200, 200], "round \(round): \(answers.map(\.status))")
             #expect(answers.filter(\.replayed).count == 1, "round \(round): one replayed")
             #expect(answers[0].body == answers[1].body, "round \(round): one recorded answer")
@@ -135,16 +140,9 @@ struct IdempotencyRaceTests {
             for index in 0..<12 {
                 let base = bases[index % 2]
                 group.addTask {
-                    if index % 3 == 0 {
-                        return try await Self.send(
-                            session, base, "PATCH", "/tables/todo/t",
-                            headers: Self.patchHeaders.merging(["Idempotency-Key": "across"]) { $1 },
-                            body: Self.append("x"))
-                    }
-                    return Self.inner(
-                        try await Self.send(
-                            session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
-                            body: Self.batch("across", tag: "x")))
+                    index % 3 == 0
+                        ? try await Self.alone(session, base, key: "across", tag: "x")
+                        : try await Self.batched(session, base, key: "across", tag: "x")
                 }
             }
             return try await group.reduce(into: []) { $0.append($1) }

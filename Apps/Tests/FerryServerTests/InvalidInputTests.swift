@@ -7,7 +7,7 @@ import Testing
 
 /// Hostile and malformed input: every answer is a 4xx with a JSON message, never a 5xx, and the data
 /// is intact afterwards.
-@Suite("Invalid input over HTTP")
+@Suite("Invalid input over HTTP", .timeLimit(.minutes(10)))
 struct InvalidInputTests {
     static let movies = TableSettings(
         name: "movies", softDelete: true,

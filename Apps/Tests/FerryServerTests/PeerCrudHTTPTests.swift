@@ -10,7 +10,7 @@ import Testing
 /// loopback HTTP. Each case runs on a fresh server whose tables are configured from the case's
 /// table description; the peers' prose bodies and expectations are turned into requests and
 /// checks by the interpreter below.
-@Suite("Peer CRUD cases over HTTP")
+@Suite("Peer CRUD cases over HTTP", .timeLimit(.minutes(10)))
 struct PeerCrudHTTPTests {
     /// Cases where Ferry deliberately answers differently; each is explained in
     /// docs/server-peer-differences.md.

@@ -8,7 +8,7 @@ import Testing
 
 /// Replays the peers' 774 query cases (`query-cases.json`) against the reference server over real
 /// loopback HTTP, with the datasets and table settings of `datasets.json`.
-@Suite("Peer query cases over HTTP")
+@Suite("Peer query cases over HTTP", .timeLimit(.minutes(10)))
 struct PeerQueryHTTPTests {
     /// Cases where Ferry deliberately answers differently; each is explained in
     /// docs/server-peer-differences.md.

@@ -6,7 +6,7 @@ import StoreConformance
 import SyncCore
 import Testing
 
-@Suite("Table protocol over HTTP")
+@Suite("Table protocol over HTTP", .timeLimit(.minutes(10)))
 struct ProtocolTests {
     static let v2: [(String, String)] = [("ZUMO-API-VERSION", "2.0.0")]
 
@@ -213,7 +213,7 @@ struct ProtocolTests {
     }
 }
 
-@Suite("Starting and stopping the server")
+@Suite("Starting and stopping the server", .timeLimit(.minutes(10)))
 struct LifecycleTests {
     @Test func startsOnAFreePortAndStopsCleanly() async throws {
         let configuration = ServerConfiguration(port: 0, logger: .quietTest)

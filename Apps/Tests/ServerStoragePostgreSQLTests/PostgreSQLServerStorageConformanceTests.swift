@@ -8,7 +8,7 @@ import Testing
 
 @Suite(
     "PostgreSQLServerStorage conformance",
-    .enabled(if: TestPostgreSQL.url != nil, TestPostgreSQL.skipReason))
+    .enabled(if: TestPostgreSQL.url != nil, TestPostgreSQL.skipReason), .timeLimit(.minutes(10)))
 struct PostgreSQLServerStorageConformanceTests {
     @Test("on PostgreSQL", arguments: ServerStorageConformanceSuite.checks)
     func postgreSQL(_ check: ServerStorageCheck) async throws {

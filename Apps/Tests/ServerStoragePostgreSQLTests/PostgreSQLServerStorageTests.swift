@@ -10,7 +10,9 @@ import Testing
 
 /// What only a shared database can show: several instances, migrations racing, the change stream
 /// across instances and reconnections, and the faults of a server over the network.
-@Suite("PostgreSQLServerStorage", .enabled(if: TestPostgreSQL.isAvailable, TestPostgreSQL.skipReason))
+@Suite(
+    "PostgreSQLServerStorage", .enabled(if: TestPostgreSQL.isAvailable, TestPostgreSQL.skipReason),
+    .timeLimit(.minutes(10)))
 struct PostgreSQLServerStorageTests {
     static let todo = StorageTable(name: "todo")
 

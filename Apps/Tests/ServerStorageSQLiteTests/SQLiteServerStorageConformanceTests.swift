@@ -6,7 +6,7 @@ import StoreConformance
 import SyncCore
 import Testing
 
-@Suite("SQLiteServerStorage conformance")
+@Suite("SQLiteServerStorage conformance", .timeLimit(.minutes(10)))
 struct SQLiteServerStorageConformanceTests {
     static func inMemory(_ clock: ManualClock) throws -> ServerStorageFixture {
         ServerStorageFixture(

@@ -7,7 +7,7 @@ import SyncCore
 import Synchronization
 import Testing
 
-@Suite("SQLiteServerStorage specifics")
+@Suite("SQLiteServerStorage specifics", .timeLimit(.minutes(10)))
 struct SQLiteServerStorageTests {
     @Test func refusesFilesThatAreNotItsDatabases() async throws {
         let directory = try TemporaryDirectory()
