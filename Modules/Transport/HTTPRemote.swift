@@ -39,7 +39,7 @@ public struct HTTPRemote: RemoteService {
         /// Extra headers sent with every request.
         public var additionalHeaders: [String: String]
         /// The largest answer body read, in bytes (default 128 MiB): a larger one fails with
-        /// ``RemoteError/Code/invalidResponse`` instead of filling the device's memory.
+        /// `RemoteError.Code.invalidResponse` instead of filling the device's memory.
         public var maximumResponseSize: Int
 
         public init(
@@ -58,9 +58,9 @@ public struct HTTPRemote: RemoteService {
     }
 
     /// Retries of safe requests (`GET`) after a network failure, a 429 or a 502/503/504, with
-    /// exponential backoff and jitter (``Backoff``), never sooner than the server's `Retry-After`; an
+    /// exponential backoff and jitter (`Backoff`), never sooner than the server's `Retry-After`; an
     /// answer asking for a longer wait than ``maximumDelay`` is not retried here but returned, with
-    /// ``RemoteError/retryAfter``, for the caller to wait. Writes are never retried by the transport:
+    /// `RemoteError.retryAfter`, for the caller to wait. Writes are never retried by the transport:
     /// the sync engine decides, because only it knows how to retry a write whose outcome is unknown.
     ///
     /// ```swift
