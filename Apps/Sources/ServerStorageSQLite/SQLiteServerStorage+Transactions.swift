@@ -170,8 +170,9 @@ extension SQLiteServerStorage {
         async throws -> T
     {
         let (name, mark) = transaction.openSavepoint()
+        defer { transaction.closeSavepoint() }
         do {
-            try onTransactionConnection { db in try db.execute(sql: "SAVEPOINT \(name)") }
+            try onTransactionConnection { db in try db.cachedStatement(sql: "SAVEPOINT \(name)").execute() }
         } catch {
             throw Self.mapped(error, "starting a savepoint on", location)
         }
@@ -180,15 +181,15 @@ extension SQLiteServerStorage {
             result = try await body()
         } catch {
             _ = try? onTransactionConnection { db in
-                try db.execute(sql: "ROLLBACK TO SAVEPOINT \(name)")
-                try db.execute(sql: "RELEASE SAVEPOINT \(name)")
+                try db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT \(name)").execute()
+                try db.cachedStatement(sql: "RELEASE SAVEPOINT \(name)").execute()
             }
             transaction.dropChanges(after: mark)
             forgetCaches()
             throw error
         }
         do {
-            try onTransactionConnection { db in try db.execute(sql: "RELEASE SAVEPOINT \(name)") }
+            try onTransactionConnection { db in try db.cachedStatement(sql: "RELEASE SAVEPOINT \(name)").execute() }
         } catch {
             throw Self.mapped(error, "releasing a savepoint on", location)
         }
@@ -210,7 +211,7 @@ final class SQLiteTransaction: Sendable {
 
     /// The storage whose transaction it is.
     let storage: ObjectIdentifier
-    private let state = Mutex<(changes: [StorageChange], savepoints: Int)>(([], 0))
+    private let state = Mutex<(changes: [StorageChange], depth: Int)>(([], 0))
 
     init(storage: ObjectIdentifier) { self.storage = storage }
 
@@ -219,12 +220,18 @@ final class SQLiteTransaction: Sendable {
         state.withLock { $0.changes.append(change) }
     }
 
-    /// A new savepoint's name, and where its announcements start.
+    /// A new savepoint's name, and where its announcements start. Named by its depth: a savepoint
+    /// opened after another one closed takes the same name (and the same cached statements).
     func openSavepoint() -> (name: String, mark: Int) {
         state.withLock { state in
-            defer { state.savepoints += 1 }
-            return ("ferry_s\(state.savepoints)", state.changes.count)
+            defer { state.depth += 1 }
+            return ("ferry_s\(state.depth)", state.changes.count)
         }
+    }
+
+    /// The innermost savepoint ended.
+    func closeSavepoint() {
+        state.withLock { $0.depth -= 1 }
     }
 
     /// Drops the announcements of a savepoint that rolled back: its versions will be written again.
