@@ -82,7 +82,7 @@ let package = Package(
 
         .testTarget(
             name: "SyncCoreTests",
-            dependencies: ["SyncCore", "StoreConformance"],
+            dependencies: ["SyncCore", "StoreConformance", "SyncTesting"],
             path: "Tests/SyncCoreTests"
         ),
         .testTarget(

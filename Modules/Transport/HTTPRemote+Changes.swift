@@ -90,6 +90,8 @@ extension HTTPRemote {
         case "change":
             guard let table = data["table"]?.stringValue, let version = data["version"]?.intValue else { return nil }
             return .changed(table: table, version: version, position: position)
+        case "caught-up":
+            return .caughtUp(position: position)
         default:
             return nil
         }

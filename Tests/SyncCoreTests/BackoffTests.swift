@@ -1,14 +1,6 @@
 import SyncCore
+import SyncTesting
 import Testing
-
-/// A random source that always gives the same sequence.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-        return state
-    }
-}
 
 @Suite("Backoff")
 struct BackoffTests {

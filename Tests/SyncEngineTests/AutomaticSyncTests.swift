@@ -178,7 +178,7 @@ struct AutomaticSyncTests {
             [SyncSubscription(table: "todo")],
             configuration: AutomaticSyncConfiguration(pushDelay: .milliseconds(5), pollInterval: .seconds(3_600)))
         try await eventually("the feed is opened") { remote.feedOpened }
-        #expect(context.status.snapshot.usesChangeFeed)
+        try await eventually("the status says the feed is used") { context.status.snapshot.usesChangeFeed }
         server.seed("todo", [["id": "s", "title": "From the server"]])
         remote.hint("todo")
         try await eventually("the hint pulls the table") {

@@ -62,9 +62,18 @@ struct TestServer: Sendable {
         configuration.offersPushExtensions = pushExtensions
         configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
         let path = scratch.url.appendingPathComponent("server.sqlite").path
-        let server = try await ReferenceServer.start(
-            configuration, storage: try await scratch.database.open(logger: logger), ownsStorage: true)
-        return TestServer(server: server, databasePath: path)
+        // A server started again on its old port may find it taken for a moment: the system hands the
+        // same range of ports to other tests' client connections.
+        for attempt in 1... {
+            do {
+                let server = try await ReferenceServer.start(
+                    configuration, storage: try await scratch.database.open(logger: logger), ownsStorage: true)
+                return TestServer(server: server, databasePath: path)
+            } catch let error as ServerStartError where port != 0 && attempt < 100 && error.message.contains("in use") {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        fatalError("unreachable")
     }
 
     var url: URL { URL(string: server.url)! }

@@ -33,24 +33,33 @@ public struct AutomaticSyncConfiguration: Sendable, Hashable {
     public var maximumRetryDelay: Duration
     /// Whether to use the server's change feed when it offers one (otherwise: poll).
     public var usesChangeFeed: Bool
+    /// The longest wait between two attempts to open the change feed (from 100 ms, doubling): a
+    /// feed that drops is how a device hears of changes, so it is reopened soon after the server
+    /// comes back, and a server that stays down is asked at most this often (and never sooner than
+    /// its `Retry-After`). Ferry's server sends `retry: 2000`.
+    public var maximumFeedRetryDelay: Duration
 
     public init(
         pushDelay: Duration = .milliseconds(10), pollInterval: Duration = .seconds(30),
         retryDelay: Duration = .milliseconds(500), maximumRetryDelay: Duration = .seconds(60),
-        usesChangeFeed: Bool = true
+        usesChangeFeed: Bool = true, maximumFeedRetryDelay: Duration = .seconds(2)
     ) {
         self.pushDelay = pushDelay
         self.pollInterval = pollInterval
         self.retryDelay = retryDelay
         self.maximumRetryDelay = maximumRetryDelay
         self.usesChangeFeed = usesChangeFeed
+        self.maximumFeedRetryDelay = maximumFeedRetryDelay
     }
 
     /// The wait before retry `failures` (1 = after the first failure): exponential, capped, with
     /// jitter (between half and all of it), so that many devices do not retry in step, and at least
     /// what the server asked for (`Retry-After`).
-    func retryWait(after failures: Int, retryAfter: Duration? = nil) -> Duration {
-        Backoff(initial: retryDelay, maximum: maximumRetryDelay).delay(after: failures, retryAfter: retryAfter)
+    func retryWait(
+        after failures: Int, retryAfter: Duration? = nil, using generator: inout some RandomNumberGenerator
+    ) -> Duration {
+        Backoff(initial: retryDelay, maximum: maximumRetryDelay).delay(
+            after: failures, retryAfter: retryAfter, using: &generator)
     }
 }
 
@@ -108,6 +117,8 @@ public final class SyncStatus: Observable, Sendable {
         public var isRunning = false
         /// Whether the device can reach the network (as the connectivity monitor says).
         public var isOnline = true
+        /// Whether the server answers: reachable since when, or unreachable since when and why.
+        public var reachability = ServerReachability.unknown
         /// Whether a push is running.
         public var isPushing = false
         /// Whether a pull is running.
@@ -116,23 +127,34 @@ public final class SyncStatus: Observable, Sendable {
         public var pendingOperations = 0
         /// Queued operations that failed and wait for the app (see the errors table).
         public var failedOperations = 0
-        /// The last failure of automatic sync, until the next success.
-        public var lastError: String?
-        /// When automatic sync last pushed and pulled everything it had to.
+        /// Why the last push failed, until one succeeds.
+        public var uploadProblem: SyncProblem?
+        /// Why the last pull, or the change feed, failed, until one succeeds.
+        public var downloadProblem: SyncProblem?
+        /// When automatic sync last pulled what it had to.
         public var lastSyncedAt: Timestamp?
         /// Whether the server's change feed tells this device of changes (else it polls).
         public var usesChangeFeed = false
-        /// Whether nothing waits: online, nothing queued, nothing known to be left to pull, no
-        /// failure since the last sync.
+        /// Whether nothing waits: online, the server answering, nothing queued, the subscriptions
+        /// pulled since the server last started answering (with a feed, an open one that said so),
+        /// no failure since.
         public var isCaughtUp = false
 
         public init() {}
 
+        /// The last failure, upload first, for one line.
+        public var lastError: String? { (uploadProblem ?? downloadProblem)?.message }
+
         /// One line for people: "everything synced", "3 changes waiting to be pushed", "offline
-        /// (2 changes waiting)", "sync failed: …".
+        /// (2 changes waiting)", "server unreachable: could not connect to the server", "sync
+        /// failed: …", "connecting to the server".
         public var summary: String {
             let waiting = pendingOperations == 1 ? "1 change waiting" : "\(pendingOperations) changes waiting"
             if !isOnline { return pendingOperations == 0 ? "offline" : "offline (\(waiting))" }
+            if case .unreachable(_, let reason) = reachability {
+                let line = "server unreachable: \(reason.message)"
+                return pendingOperations == 0 ? line : "\(line) (\(waiting))"
+            }
             if let lastError { return "sync failed: \(lastError)" }
             if failedOperations > 0 {
                 return failedOperations == 1
@@ -140,7 +162,8 @@ public final class SyncStatus: Observable, Sendable {
             }
             if pendingOperations > 0 { return waiting + " to be pushed" }
             if isCaughtUp { return "everything synced" }
-            return isRunning ? "syncing" : "not syncing"
+            guard isRunning else { return "not syncing" }
+            return reachability == .unknown ? "connecting to the server" : "syncing"
         }
     }
 
@@ -281,271 +304,5 @@ extension SyncContext {
                 options: PullOptions(pushesFirst: false))
         }
         return report
-    }
-}
-
-/// One run of automatic sync, from start to stop: every trigger (local writes, feed hints, timers,
-/// connectivity) goes through one inbox, and one loop does the work, one step at a time.
-struct AutomaticSyncRun: Sendable {
-    let context: SyncContext
-    let subscriptions: [SyncSubscription]
-    let configuration: AutomaticSyncConfiguration
-    let connectivity: any ConnectivityMonitor
-
-    enum Trigger: Sendable {
-        case queueChanged
-        case tablesChanged(Set<String>)
-        case everythingChanged
-        case work
-        case poll
-        case online(Bool)
-        case openFeed
-        /// The feed ended (or could not open); `retryAfter` is the wait the server asked for.
-        case feedEnded(heardAnything: Bool, retryAfter: Duration?)
-    }
-
-    var tables: Set<String> { Set(subscriptions.map(\.table)) }
-
-    func run() async {
-        let (inbox, post) = AsyncStream.makeStream(of: Trigger.self)
-        var helpers: [Task<Void, Never>] = []
-        // Local writes (and anything else that changes the queue).
-        let queueSignals = context.tableChanges.subscribe(tables: [], queue: true)
-        helpers.append(
-            Task {
-                for await _ in queueSignals { post.yield(.queueChanged) }
-            })
-        let paths = connectivity.paths()
-        helpers.append(
-            Task {
-                for await online in paths { post.yield(.online(online)) }
-            })
-        var timers: [Task<Void, Never>] = []
-        func after(_ delay: Duration, _ trigger: Trigger) {
-            timers.removeAll { $0.isCancelled }
-            timers.append(
-                Task {
-                    try? await Task.sleep(for: delay)
-                    if !Task.isCancelled { post.yield(trigger) }
-                })
-        }
-        var feed: Task<Void, Never>?
-        var online = false
-        var pushWanted = true
-        var dirty = tables
-        var failures = 0
-        // After a failure, nothing is tried before this instant (the backoff, or the server's
-        // Retry-After), whatever triggers come meanwhile (a failed operation changes the queue).
-        var retryNotBefore: ContinuousClock.Instant?
-        var workScheduled = false
-        var retryFailedOperations = false
-        var feedFailures = 0
-        var feedActive = false
-        var polling = false
-        // Asked when the device comes online, and again after each sync while the answer is no:
-        // a server that could not be asked (it was down) may well have a feed.
-        var offersFeed = false
-        func askForFeed() async {
-            guard configuration.usesChangeFeed, !offersFeed else { return }
-            offersFeed = await context.remote.offersChangeFeed()
-            context.status.update { [offersFeed] in $0.usesChangeFeed = offersFeed }
-            if offersFeed { post.yield(.openFeed) }
-        }
-
-        for await trigger in inbox {
-            if Task.isCancelled { break }
-            switch trigger {
-            case .queueChanged:
-                pushWanted = true
-                if !workScheduled {
-                    // The first write of a burst: the status shows it, and the push follows shortly.
-                    workScheduled = true
-                    await refreshCounts(caughtUp: false)
-                    after(configuration.pushDelay, .work)
-                }
-                continue
-            case .tablesChanged(let changed):
-                dirty.formUnion(changed.intersection(tables))
-            case .everythingChanged:
-                dirty = tables
-            case .poll:
-                // Polling stops once the feed is there (the feed resumes from its position when it
-                // drops, so nothing needs polling then).
-                guard !offersFeed else {
-                    polling = false
-                    continue
-                }
-                dirty = tables
-                if polling { after(configuration.pollInterval, .poll) }
-            case .online(let now):
-                let cameBack = now && !online
-                online = now
-                context.status.update { $0.isOnline = now }
-                if !now {
-                    feed?.cancel()
-                    feed = nil
-                    feedActive = false
-                    continue
-                }
-                guard cameBack else { continue }
-                pushWanted = true
-                dirty = tables
-                failures = 0
-                retryNotBefore = nil  // a new network: try at once
-                await askForFeed()  // opens the feed when there is one
-                if offersFeed {
-                    post.yield(.openFeed)  // still closed after coming back online
-                } else if !polling {
-                    polling = true
-                    after(configuration.pollInterval, .poll)
-                }
-            case .openFeed:
-                guard online, offersFeed, feed == nil else { continue }
-                feedActive = true
-                feed = Task { await readFeed(post) }
-                continue
-            case .feedEnded(let heardAnything, let retryAfter):
-                feed = nil
-                feedActive = false
-                guard online, !Task.isCancelled else { continue }
-                feedFailures = heardAnything ? 1 : feedFailures + 1
-                // Changes may have come while it was closed: the reopened feed reports them
-                // (it resumes from its last position); until then nothing is assumed.
-                after(configuration.retryWait(after: feedFailures, retryAfter: retryAfter), .openFeed)
-                continue
-            case .work:
-                workScheduled = false
-                if let notBefore = retryNotBefore, ContinuousClock.now >= notBefore { retryNotBefore = nil }
-            }
-            guard online, retryNotBefore == nil else { continue }
-            guard pushWanted || !dirty.isEmpty else { continue }
-            // The work: a push if the queue changed, then the pulls of the tables that changed.
-            do {
-                if pushWanted {
-                    pushWanted = false
-                    // After operations failed on the server's side (5xx, 429), they are failed in the
-                    // queue: the retry pushes them again.
-                    let retrying = retryFailedOperations
-                    retryFailedOperations = false
-                    let toPush = try await hasOperationsToPush()
-                    if retrying || toPush {
-                        context.status.update { $0.isPushing = true }
-                        defer { context.status.update { $0.isPushing = false } }
-                        let result = try await context.push()
-                        if result.failed.contains(where: { Self.isTransient($0.statusCode) }) {
-                            retryFailedOperations = true
-                            throw SyncError(
-                                .remote, "the server failed \(result.failed.count) operations",
-                                underlying: RemoteError(
-                                    .server, "the server failed operations for now", retryAfter: result.retryAfter))
-                        }
-                    }
-                }
-                if !dirty.isEmpty {
-                    context.status.update { $0.isPulling = true }
-                    defer { context.status.update { $0.isPulling = false } }
-                    for table in dirty.sorted() {
-                        for subscription in subscriptions where subscription.table == table {
-                            try await context.pull(
-                                table, query: subscription.query, queryID: subscription.queryID,
-                                options: PullOptions(pushesFirst: false))
-                        }
-                        dirty.remove(table)
-                    }
-                }
-                failures = 0
-                let now = ItemFields.now()
-                context.status.update {
-                    $0.lastSyncedAt = now
-                    $0.lastError = nil
-                }
-                await askForFeed()
-                await refreshCounts(caughtUp: feedActive || !offersFeed)
-            } catch {
-                let failure = SyncError.wrapping(error, "automatic sync")
-                if Task.isCancelled || failure.code == .cancelled { break }
-                context.status.update {
-                    $0.lastError = failure.message
-                    $0.isCaughtUp = false
-                }
-                if failure.code == .network || failure.code == .remote {
-                    // Try again later, everything that was wanted.
-                    pushWanted = true
-                    dirty = tables
-                    failures += 1
-                    let wait = configuration.retryWait(after: failures, retryAfter: failure.remoteError?.retryAfter)
-                    retryNotBefore = .now + wait
-                    after(wait, .work)
-                }
-                await refreshCounts(caughtUp: false)
-            }
-        }
-        feed?.cancel()
-        for task in helpers + timers { task.cancel() }
-        post.finish()
-    }
-
-    /// A failure worth retrying: the server's (5xx), or too many requests.
-    static func isTransient(_ status: Int?) -> Bool {
-        guard let status else { return false }
-        return status >= 500 || status == 429 || status == 408
-    }
-
-    /// Whether the queue holds an operation that a push would send for the first time, or again
-    /// after an unknown outcome (failed ones wait for the app, or for the next local write).
-    func hasOperationsToPush() async throws -> Bool {
-        var after: Int64?
-        while true {
-            let page = try await context.read("automatic sync") { [after] in
-                try $0.operations(after: after, table: nil, limit: 500)
-            }
-            if page.contains(where: { $0.state != .failed }) { return true }
-            guard let last = page.last, page.count == 500 else { return false }
-            after = last.id
-        }
-    }
-
-    func refreshCounts(caughtUp: Bool) async {
-        guard
-            let (queued, failed) = try? await context.read(
-                "automatic sync",
-                { reader in
-                    (
-                        try reader.operationCount(table: nil),
-                        Set(try reader.operationErrors(table: nil).map(\.operationID)).count
-                    )
-                })
-        else { return }
-        context.status.update {
-            $0.pendingOperations = queued
-            $0.failedOperations = failed
-            $0.isCaughtUp = caughtUp && queued == 0 && $0.lastError == nil && $0.isOnline
-        }
-    }
-
-    /// Reads the change feed until it ends, posting the tables it says changed.
-    func readFeed(_ post: AsyncStream<Trigger>.Continuation) async {
-        var heardAnything = false
-        var retryAfter: Duration?
-        do {
-            let position = await context.feedPosition
-            let events = try await context.remote.changeFeed(tables: tables.sorted(), after: position)
-            for try await event in events {
-                heardAnything = true
-                await context.setFeedPosition(event.position)
-                switch event {
-                case .ready:
-                    // Whatever changed before the feed opened is pulled now.
-                    post.yield(.everythingChanged)
-                    post.yield(.work)
-                case .changed(let table, _, _):
-                    post.yield(.tablesChanged([table]))
-                    post.yield(.work)
-                }
-            }
-        } catch {
-            retryAfter = (error as? RemoteError)?.retryAfter
-        }
-        post.yield(.feedEnded(heardAnything: heardAnything, retryAfter: retryAfter))
     }
 }

@@ -6,6 +6,7 @@
 ///     switch event {
 ///     case .ready(let versions, let position): print(versions); savedPosition = position
 ///     case .changed(let table, _, let position): try await context.pull(table); savedPosition = position
+///     case .caughtUp(let position): savedPosition = position
 ///     }
 /// }
 /// ```
@@ -14,12 +15,15 @@ public enum RemoteChangeEvent: Sendable, Hashable {
     case ready(versions: [String: Int64], position: String)
     /// `table` changed; its newest row the caller may read has `version`.
     case changed(table: String, version: Int64, position: String)
+    /// The feed resumed from a position and has told every table that changed since: the device is
+    /// up to date once it pulled those (Ferry's server sends it after a resumed position's hints).
+    case caughtUp(position: String)
 
     /// Where the feed was after this event: give it to ``RemoteService/changeFeed(tables:after:)``
     /// to resume without missing a change.
     public var position: String {
         switch self {
-        case .ready(_, let position), .changed(_, _, let position): position
+        case .ready(_, let position), .changed(_, _, let position), .caughtUp(let position): position
         }
     }
 }

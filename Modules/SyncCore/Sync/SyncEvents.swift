@@ -52,7 +52,7 @@ final class EventHub: Sendable {
 
     private let subscribers = Mutex(Subscribers())
     /// Every event also goes to the logger the app gave the context (swift-log).
-    private let logger: Logger
+    let logger: Logger
 
     init(logger: Logger) {
         self.logger = logger

@@ -26,7 +26,8 @@ import Synchronization
 /// Without `Last-Event-ID` the feed starts with `ready`, the versions of the tables it watches that
 /// the caller may read (one read of the catalog, plus one query per table the caller sees only in
 /// part). With it, the feed first sends a `change` for every watched table written since the
-/// position, then goes on. A position is the server's clock when the event was sent (`t` and
+/// position, then `caught-up` (every change since the position has been told; clients of earlier
+/// versions ignore it), then goes on. A position is the server's clock when the event was sent (`t` and
 /// milliseconds), whatever the number of tables: a resumed feed hints every watched table whose
 /// newest write is later than the position less ``RequestLimits/changeFeedResumeMargin`` (writes
 /// that committed late, clocks of several instances a little apart). Hints are hints: one more
@@ -155,7 +156,8 @@ extension TableService {
                     if version > known { first += Self.changeFrame(stamp.table, version, position: position) }
                 }
             }
-            if resume == nil { first += Self.readyFrame(sent, position: position) }
+            // After the hints of a resumed position: every table that changed since has been told.
+            first += resume == nil ? Self.readyFrame(sent, position: position) : Self.caughtUpFrame(position: position)
         } catch {
             feeds.release(place)
             throw error
@@ -210,6 +212,10 @@ extension TableService {
         for (name, version) in sent { tables[name] = .int(version) }
         let data = JSONValue.object(["tables": .object(tables)]).serialized()
         return Array("event: ready\nid: \(position)\ndata: \(data)\n\n".utf8)
+    }
+
+    static func caughtUpFrame(position: String) -> [UInt8] {
+        Array("event: caught-up\nid: \(position)\ndata: {}\n\n".utf8)
     }
 
     static func changeFrame(_ name: String, _ version: Int64, position: String) -> [UInt8] {

@@ -1,0 +1,223 @@
+import Logging
+
+/// One run of automatic sync, from start to stop: the driver of ``AutomaticSyncMachine``. Every
+/// trigger (local writes, feed events, timers, connectivity) goes through one inbox; the machine
+/// decides, and this carries its actions out with the real clock, one step at a time: a push and
+/// its pulls run before the next event is taken, timers and the feed run in tasks of their own.
+struct AutomaticSyncRun: Sendable {
+    let context: SyncContext
+    let subscriptions: [SyncSubscription]
+    let configuration: AutomaticSyncConfiguration
+    let connectivity: any ConnectivityMonitor
+
+    typealias Event = AutomaticSyncMachine.Event
+
+    var tables: Set<String> { Set(subscriptions.map(\.table)) }
+
+    func run() async {
+        let (inbox, post) = AsyncStream.makeStream(of: Event.self)
+        var helpers: [Task<Void, Never>] = []
+        // Local writes (and anything else that changes the queue).
+        let queueSignals = context.tableChanges.subscribe(tables: [], queue: true)
+        helpers.append(Task { for await _ in queueSignals { post.yield(.queueChanged) } })
+        let paths = connectivity.paths()
+        helpers.append(Task { for await online in paths { post.yield(.online(online)) } })
+        var timers: [AutomaticSyncMachine.Timer: Task<Void, Never>] = [:]
+        var feed: Task<Void, Never>?
+        var machine = AutomaticSyncMachine(tables: tables, configuration: configuration)
+        var random = SystemRandomNumberGenerator()
+        let clock = ContinuousClock()
+        await refreshStatus(machine)
+
+        var pending: [Event] = []
+        var iterator = inbox.makeAsyncIterator()
+        while true {
+            let event: Event
+            if pending.isEmpty {
+                guard let next = await iterator.next(), !Task.isCancelled else { break }
+                event = next
+            } else {
+                event = pending.removeFirst()
+            }
+            for action in machine.handle(event, now: clock.now, using: &random) {
+                switch action {
+                case .schedule(let timer, let instant):
+                    timers[timer]?.cancel()
+                    timers[timer] = Task {
+                        guard (try? await clock.sleep(until: instant)) != nil else { return }
+                        post.yield(.timer(timer))
+                    }
+                case .work(let push, let retryFailed, let pull):
+                    // Inline: the next event waits until the push and its pulls end.
+                    pending.append(.workFinished(await work(push: push, retryFailed: retryFailed, pull: pull)))
+                case .askForFeed:
+                    helpers.append(Task { post.yield(.feedOffer(await context.remote.offersChangeFeed())) })
+                case .openFeed:
+                    feed = Task { await readFeed(post) }
+                case .closeFeed:
+                    feed?.cancel()
+                    feed = nil
+                case .refreshCounts:
+                    break  // below, after every event
+                }
+            }
+            if Task.isCancelled { break }
+            await refreshStatus(machine)
+        }
+        feed?.cancel()
+        for task in helpers + Array(timers.values) { task.cancel() }
+        post.finish()
+    }
+
+    /// Pushes, then pulls the subscriptions of `pull`.
+    func work(push: Bool, retryFailed: Bool, pull: Set<String>) async -> AutomaticSyncMachine.WorkOutcome {
+        var outcome = AutomaticSyncMachine.WorkOutcome()
+        if push {
+            do {
+                // After operations failed on the server's side (5xx, 429), they are failed in the
+                // queue: a retry pushes them again.
+                let toPush = try await hasOperationsToPush()
+                if retryFailed || toPush {
+                    context.status.update { $0.isPushing = true }
+                    defer { context.status.update { $0.isPushing = false } }
+                    let result = try await context.push()
+                    if let failed = result.failed.first(where: { Self.isTransient($0.statusCode) }) {
+                        outcome.retryFailed = true
+                        outcome.retryAfter = result.retryAfter
+                        outcome.pushProblem = SyncProblem(
+                            code: .remote,
+                            message: "the server failed \(result.failed.count) operation(s) for now: \(failed.message)",
+                            status: failed.statusCode)
+                        return outcome
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return outcome }
+                outcome.pushProblem = SyncProblem(error)
+                outcome.retryAfter = SyncError.wrapping(error, "push").remoteError?.retryAfter
+                log(error, "push")
+                return outcome
+            }
+        }
+        guard !pull.isEmpty else { return outcome }
+        context.status.update { $0.isPulling = true }
+        defer { context.status.update { $0.isPulling = false } }
+        do {
+            for table in pull.sorted() {
+                for subscription in subscriptions where subscription.table == table {
+                    try await context.pull(
+                        table, query: subscription.query, queryID: subscription.queryID,
+                        options: PullOptions(pushesFirst: false))
+                }
+            }
+            let now = ItemFields.now()
+            context.status.update { $0.lastSyncedAt = now }
+        } catch {
+            if Task.isCancelled { return outcome }
+            outcome.pullProblem = SyncProblem(error)
+            outcome.retryAfter = SyncError.wrapping(error, "pull").remoteError?.retryAfter
+            log(error, "pull")
+        }
+        return outcome
+    }
+
+    func log(_ error: any Error, _ step: String) {
+        context.hub.logger.warning(
+            "automatic sync: the \(step) failed; retrying later", metadata: ["ferry.error": "\(error)"])
+    }
+
+    /// A failure worth retrying: the server's (5xx), or too many requests.
+    static func isTransient(_ status: Int?) -> Bool {
+        guard let status else { return false }
+        return status >= 500 || status == 429 || status == 408
+    }
+
+    /// Whether the queue holds an operation that a push would send for the first time, or again
+    /// after an unknown outcome (failed ones wait for the app, or for the next local write).
+    func hasOperationsToPush() async throws -> Bool {
+        var after: Int64?
+        while true {
+            let page = try await context.read("automatic sync") { [after] in
+                try $0.operations(after: after, table: nil, limit: 500)
+            }
+            if page.contains(where: { $0.state != .failed }) { return true }
+            guard let last = page.last, page.count == 500 else { return false }
+            after = last.id
+        }
+    }
+
+    /// The status from the machine's facts and the store's counts.
+    func refreshStatus(_ machine: AutomaticSyncMachine) async {
+        let counts = try? await context.read(
+            "automatic sync",
+            { reader in
+                (
+                    try reader.operationCount(table: nil),
+                    Set(try reader.operationErrors(table: nil).map(\.operationID)).count
+                )
+            })
+        let reachability = ServerReachability(machine.reachability)
+        context.status.update {
+            if let (queued, failed) = counts {
+                $0.pendingOperations = queued
+                $0.failedOperations = failed
+            }
+            $0.isOnline = machine.online
+            $0.reachability = reachability
+            $0.uploadProblem = machine.uploadProblem
+            $0.downloadProblem = machine.downloadProblem
+            $0.usesChangeFeed = machine.usesChangeFeed
+            $0.isCaughtUp = counts.map { machine.isCaughtUp(queued: $0.0) } ?? false
+        }
+    }
+
+    /// Reads the change feed until it ends, posting what it says.
+    func readFeed(_ post: AsyncStream<Event>.Continuation) async {
+        var opened = false
+        var end = AutomaticSyncMachine.FeedEnd(wasOpen: false)
+        do {
+            let position = await context.feedPosition
+            let events = try await context.remote.changeFeed(tables: tables.sorted(), after: position)
+            opened = true
+            post.yield(.feedOpened)
+            for try await event in events {
+                await context.setFeedPosition(event.position)
+                switch event {
+                case .ready:
+                    // Whatever changed before the feed opened is pulled now.
+                    post.yield(.everythingChanged)
+                case .changed(let table, _, _):
+                    post.yield(.tablesChanged([table]))
+                case .caughtUp:
+                    post.yield(.feedCaughtUp)
+                }
+            }
+        } catch {
+            if Task.isCancelled { return }
+            end.problem = SyncProblem(error)
+            end.retryAfter = (error as? RemoteError)?.retryAfter
+            context.hub.logger.warning(
+                "automatic sync: the change feed \(opened ? "ended" : "could not open"); reopening",
+                metadata: ["ferry.error": "\(error)"])
+        }
+        if Task.isCancelled { return }
+        end.wasOpen = opened
+        post.yield(.feedEnded(end))
+    }
+}
+
+extension ServerReachability {
+    /// The machine's reachability, its instants as wall-clock times.
+    init(_ machine: AutomaticSyncMachine.Reachability, now: ContinuousClock.Instant = .now) {
+        func wallClock(_ instant: ContinuousClock.Instant) -> Timestamp {
+            let ago = now - instant
+            let milliseconds = ago.components.seconds * 1000 + ago.components.attoseconds / 1_000_000_000_000_000
+            return Timestamp(millisecondsSince1970: ItemFields.now().millisecondsSince1970 - milliseconds)
+        }
+        switch machine {
+        case .unknown: self = .unknown
+        case .reachable(let since): self = .reachable(since: wallClock(since))
+        case .unreachable(let since, let reason): self = .unreachable(since: wallClock(since), reason: reason)
+        }
+    }
+}

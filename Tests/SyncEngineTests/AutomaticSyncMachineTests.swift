@@ -1,0 +1,231 @@
+@testable import SyncCore
+import SyncTesting
+import Testing
+
+/// The decisions of automatic sync, driven event by event with instants: no clock, no sleep.
+@Suite("Automatic sync's state machine")
+struct AutomaticSyncMachineTests {
+    typealias Machine = AutomaticSyncMachine
+    static let configuration = AutomaticSyncConfiguration(
+        pushDelay: .milliseconds(10), pollInterval: .seconds(30), retryDelay: .milliseconds(500),
+        maximumRetryDelay: .seconds(60), maximumFeedRetryDelay: .seconds(2))
+    static let t0 = ContinuousClock.now
+
+    /// A machine and its time, for one test.
+    struct Run {
+        var machine = Machine(tables: ["todo", "notes"], configuration: AutomaticSyncMachineTests.configuration)
+        var now = AutomaticSyncMachineTests.t0
+        var random = SeededGenerator(state: 42)
+
+        mutating func handle(_ event: Machine.Event, after elapsed: Duration = .zero) -> [Machine.Action] {
+            now += elapsed
+            return machine.handle(event, now: now, using: &random)
+        }
+
+        /// When `timer` was set to go off, in `actions`.
+        func due(_ timer: Machine.Timer, in actions: [Machine.Action]) -> Duration? {
+            for case .schedule(let set, let instant) in actions where set == timer { return instant - now }
+            return nil
+        }
+
+        func works(_ actions: [Machine.Action]) -> [Machine.Action] {
+            actions.filter { if case .work = $0 { true } else { false } }
+        }
+
+        static let network = SyncProblem(code: .network, message: "could not connect to the server")
+
+        /// Online with a server that has a feed, the feed open and every table pulled.
+        static func synced() -> Run {
+            var run = Run()
+            _ = run.handle(.online(true))
+            _ = run.handle(.workFinished(.success))
+            _ = run.handle(.feedOffer(true))
+            _ = run.handle(.feedOpened)
+            _ = run.handle(.everythingChanged)
+            _ = run.handle(.workFinished(.success))
+            return run
+        }
+    }
+
+    @Test func comingOnlineAsksForTheFeedAndPushesAndPullsEverything() {
+        var run = Run()
+        #expect(run.works(run.handle(.queueChanged)).isEmpty && run.due(.work, in: run.handle(.timer(.work))) == nil)
+        let actions = run.handle(.online(true))
+        #expect(actions.contains(.askForFeed))
+        #expect(actions.contains(.work(push: true, retryFailed: false, pull: ["todo", "notes"])))
+    }
+
+    @Test func aBurstOfWritesIsOnePushAfterThePushDelay() {
+        var run = Run.synced()
+        let first = run.handle(.queueChanged)
+        #expect(run.due(.work, in: first) == .milliseconds(10))
+        #expect(run.handle(.queueChanged, after: .milliseconds(2)).isEmpty)
+        #expect(run.handle(.queueChanged, after: .milliseconds(2)).isEmpty)
+        let fired = run.handle(.timer(.work), after: .milliseconds(6))
+        #expect(fired == [.work(push: true, retryFailed: false, pull: [])])
+    }
+
+    @Test func failuresBackOffExponentiallyAndNothingCutsTheWaitShort() {
+        var run = Run.synced()
+        var waits: [Duration] = []
+        for _ in 0..<10 {
+            _ = run.handle(.queueChanged)
+            _ = run.handle(.timer(.work), after: .milliseconds(10))
+            let failed = run.handle(.workFinished(.init(pushProblem: Run.network)))
+            guard let wait = run.due(.work, in: failed) else {
+                Issue.record("no retry was set: \(failed)")
+                return
+            }
+            waits.append(wait)
+            // A write during the wait does not push before it is over.
+            let write = run.handle(.queueChanged, after: wait / 2)
+            #expect(run.works(write).isEmpty)
+            #expect(run.due(.work, in: write).map { $0 >= wait / 2 } ?? true)
+            #expect(run.works(run.handle(.timer(.work), after: wait / 2)).count == 1, "the retry runs when due")
+        }
+        for (index, wait) in waits.enumerated() {
+            let base = min(Duration.milliseconds(500) * (1 << index), .seconds(60))
+            #expect(wait >= base / 2 && wait <= base, "retry \(index + 1): \(wait), base \(base)")
+        }
+    }
+
+    @Test func theServersRetryAfterIsWaitedWhateverTheBackoff() {
+        var run = Run.synced()
+        _ = run.handle(.queueChanged)
+        _ = run.handle(.timer(.work), after: .milliseconds(10))
+        let failed = run.handle(
+            .workFinished(
+                .init(pushProblem: SyncProblem(code: .remote, message: "busy", status: 503), retryAfter: .seconds(30))))
+        #expect(run.due(.work, in: failed) == .seconds(30))
+        // A timer set earlier (a burst's push) going off before then does nothing.
+        #expect(run.works(run.handle(.timer(.work), after: .seconds(1))).isEmpty)
+        #expect(run.works(run.handle(.timer(.work), after: .seconds(29))).count == 1)
+    }
+
+    @Test func aServerThatCouldNotBeAskedAtFirstIsAskedAgainAfterASync() {
+        // The bug CI found: a server down at start was polled once an hour from then on.
+        var run = Run()
+        _ = run.handle(.online(true))
+        let afterSync = run.handle(.workFinished(.success))
+        #expect(!afterSync.contains(.askForFeed), "still waiting for the first answer")
+        let noAnswer = run.handle(.feedOffer(nil))
+        #expect(noAnswer.contains(.askForFeed), "asked again: a sync succeeded meanwhile")
+        #expect(run.handle(.feedOffer(true)).contains(.openFeed))
+        #expect(run.handle(.timer(.poll), after: .seconds(30)).isEmpty, "no polling once the feed is there")
+    }
+
+    @Test func theDeviceIsCaughtUpOnlyOnceTheFeedSaidSoAndItsHintsArePulled() {
+        var run = Run()
+        _ = run.handle(.online(true))
+        _ = run.handle(.workFinished(.success))
+        _ = run.handle(.feedOffer(true))
+        #expect(!run.machine.isCaughtUp(queued: 0), "the feed is not open yet")
+        _ = run.handle(.feedOpened)
+        #expect(!run.machine.isCaughtUp(queued: 0), "the feed has not said it is up to date")
+        let ready = run.handle(.everythingChanged)
+        #expect(ready == [.work(push: false, retryFailed: false, pull: ["todo", "notes"])])
+        _ = run.handle(.workFinished(.success))
+        #expect(run.machine.isCaughtUp(queued: 0))
+        #expect(!run.machine.isCaughtUp(queued: 1))
+    }
+
+    @Test func aDeadFeedMakesTheServerUnreachableAndIsReopenedSoonButNotTooOften() {
+        var run = Run.synced()
+        #expect(run.machine.isCaughtUp(queued: 0))
+        // The server goes away: the feed ends, and cannot open again.
+        var actions = run.handle(.feedEnded(.init(wasOpen: true, problem: nil)))
+        #expect(!run.machine.isCaughtUp(queued: 0), "a closed feed hears nothing")
+        var attempts = 0
+        var elapsed = Duration.zero
+        var waits: [Duration] = []
+        while elapsed < .seconds(60) {
+            guard let wait = run.due(.openFeed, in: actions) else {
+                Issue.record("the feed is not reopened: \(actions)")
+                return
+            }
+            waits.append(wait)
+            elapsed += wait
+            #expect(run.handle(.timer(.openFeed), after: wait) == [.openFeed])
+            attempts += 1
+            actions = run.handle(.feedEnded(.init(wasOpen: false, problem: Run.network)))
+        }
+        guard case .unreachable(let since, let reason) = run.machine.reachability else {
+            Issue.record("not unreachable: \(run.machine.reachability)")
+            return
+        }
+        #expect(reason.code == .network)
+        #expect(since < Self.t0 + waits[0] + .milliseconds(1), "unreachable since the first failed attempt")
+        #expect(waits.allSatisfy { $0 <= .seconds(2) }, "\(waits)")
+        #expect(attempts <= 60, "\(attempts) attempts in a minute")
+        #expect(waits.suffix(10).allSatisfy { $0 >= .seconds(1) }, "\(waits.suffix(10))")
+        // It comes back: the next attempt (at most 2 s later) opens the feed, which resumes.
+        #expect(run.handle(.timer(.openFeed), after: waits.last!) == [.openFeed])
+        _ = run.handle(.feedOpened)
+        #expect(run.machine.reachability == .reachable(since: run.now))
+        #expect(!run.machine.isCaughtUp(queued: 0), "not before the resumed position's hints")
+        #expect(run.handle(.tablesChanged(["todo"])) == [.work(push: false, retryFailed: false, pull: ["todo"])])
+        _ = run.handle(.feedCaughtUp)
+        _ = run.handle(.workFinished(.success))
+        #expect(run.machine.isCaughtUp(queued: 0))
+    }
+
+    @Test func aRefusedTokenOnTheFeedShowsAsUnreachableWithItsCode() {
+        var run = Run.synced()
+        _ = run.handle(
+            .feedEnded(.init(wasOpen: false, problem: SyncProblem(code: .unauthorized, message: "401", status: 401))))
+        guard case .unreachable(_, let reason) = run.machine.reachability else {
+            Issue.record("\(run.machine.reachability)")
+            return
+        }
+        #expect(reason.code == .unauthorized)
+        #expect(run.machine.downloadProblem?.status == 401)
+    }
+
+    @Test func aFailedPushIsAnUploadProblemAndAFailedPullADownloadOne() {
+        var run = Run.synced()
+        _ = run.handle(.queueChanged)
+        _ = run.handle(.timer(.work), after: .milliseconds(10))
+        _ = run.handle(.workFinished(.init(pushProblem: Run.network)))
+        #expect(run.machine.uploadProblem == Run.network && run.machine.downloadProblem == nil)
+        let refused = SyncProblem(code: .invalidQuery, message: "the filter is invalid", status: 400)
+        var other = Run.synced()
+        _ = other.handle(.tablesChanged(["todo"]))
+        _ = other.handle(.workFinished(.init(pullProblem: refused)))
+        #expect(other.machine.downloadProblem == refused && other.machine.uploadProblem == nil)
+        #expect(other.machine.reachability.isReachableForTests, "a refusal is an answer")
+    }
+
+    @Test func offlineSendsNothingAndForgetsWhatItKnewOfTheServer() {
+        var run = Run.synced()
+        #expect(run.handle(.online(false)).contains(.closeFeed))
+        #expect(run.machine.reachability == .unknown)
+        _ = run.handle(.queueChanged)
+        #expect(run.works(run.handle(.timer(.work), after: .seconds(1))).isEmpty)
+        let back = run.handle(.online(true))
+        #expect(back.contains(.openFeed))
+        #expect(back.contains(.work(push: true, retryFailed: false, pull: ["todo", "notes"])))
+    }
+
+    @Test func withoutAFeedTheDeviceIsCaughtUpAfterAFullPullAndPolls() {
+        var run = Run()
+        _ = run.handle(.online(true))
+        _ = run.handle(.workFinished(.success))
+        let noFeed = run.handle(.feedOffer(false))
+        #expect(run.due(.poll, in: noFeed) == .seconds(30))
+        // Asked again (a sync succeeded while it was asked): up to date once the answer is in.
+        #expect(noFeed.contains(.askForFeed))
+        #expect(!run.machine.isCaughtUp(queued: 0), "not before it is known how changes come")
+        _ = run.handle(.feedOffer(false))
+        #expect(run.machine.isCaughtUp(queued: 0))
+        let poll = run.handle(.timer(.poll), after: .seconds(30))
+        #expect(poll.contains(.work(push: false, retryFailed: false, pull: ["todo", "notes"])))
+        #expect(run.due(.poll, in: poll) == .seconds(30))
+    }
+}
+
+extension AutomaticSyncMachine.Reachability {
+    var isReachableForTests: Bool {
+        if case .reachable = self { return true }
+        return false
+    }
+}
