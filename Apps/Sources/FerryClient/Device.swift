@@ -259,6 +259,33 @@ public actor Device {
     /// Where sync stands (automatic sync keeps it current).
     public var syncStatus: SyncStatus.Snapshot { context.status.snapshot }
 
+    /// Where sync stands now, then each change, until the stream is dropped.
+    public func syncStatusUpdates() -> AsyncStream<SyncStatus.Snapshot> { context.status.updates() }
+
+    /// Whether the server answers now, asked with one request that waits at most `timeout`; `nil`
+    /// without a server, or while the device is offline. Any answer counts (a server of the family
+    /// that does not list its tables answers 404); a 401 or 403 is a refusal of the token.
+    public func checkServer(timeout: Duration = .seconds(5)) async -> ServerReachability? {
+        guard let server, isOnline else { return nil }
+        let token = server.token
+        let probe = HTTPRemote(
+            HTTPRemote.Configuration(
+                serverURL: server.url, protocolVersion: server.protocolVersion, timeout: timeout,
+                retry: .init(maximumAttempts: 1)),
+            tokenProvider: token.map { token -> HTTPRemote.TokenProvider in { @Sendable _ in token } })
+        let now = Timestamp(millisecondsSince1970: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+        do {
+            _ = try await probe.tableNames()
+        } catch  where error.code == .notFound || error.code == .badRequest {
+            // An answer, even a refusal of the path: the server is there.
+        } catch  where error.status.map({ $0 < 500 && $0 != 401 && $0 != 403 && $0 != 429 }) ?? false {
+            // Likewise.
+        } catch {
+            return .unreachable(since: now, reason: SyncProblem(error))
+        }
+        return .reachable(since: now)
+    }
+
     /// The results of a query, now and after every change (local, pulled, pushed).
     public func observe(_ table: String, query: TableQuery) -> AsyncThrowingStream<[JSONObject], any Error> {
         context.table(table).observe(query)
@@ -389,6 +416,15 @@ public actor Device {
             operations: operations, errors: errors, deltaTokens: tokens)
         status.lastSyncedAt = try await context.lastSyncedAt()
         status.automaticTables = automaticTables
+        status.server = server?.url.absoluteString
+        if automaticTables != nil {
+            let sync = context.status.snapshot
+            status.sync = sync
+            // Automatic sync knows; without it, the server is asked.
+            status.reachability = sync.reachability == .unknown ? await checkServer() : sync.reachability
+        } else {
+            status.reachability = await checkServer()
+        }
         return status
     }
 
@@ -424,6 +460,12 @@ public struct DeviceStatus: Sendable {
     public var lastSyncedAt: Timestamp?
     /// The tables automatic sync keeps in sync, when it runs.
     public var automaticTables: [String]?
+    /// The server's URL, when the device has one.
+    public var server: String?
+    /// Whether the server answered when the status was taken (`nil`: no server, or offline).
+    public var reachability: ServerReachability?
+    /// Where automatic sync stands, while it runs.
+    public var sync: SyncStatus.Snapshot?
 
     /// A status; see the properties.
     public init(

@@ -251,10 +251,14 @@ public enum Rendering: Sendable {
             }
             return JSONValue.object([
                 "device": .string(status.device), "store": .string(status.store), "online": .bool(status.online),
+                "server": status.server.map(JSONValue.string) ?? .null,
+                "reachable": status.reachability.map { .bool($0.isReachable) } ?? .null,
+                "unreachableReason": status.reachability.flatMap(Self.unreachableReason).map(JSONValue.string) ?? .null,
                 "queued": .object(queued), "errors": .array(status.errors.map { .object($0.json) }),
                 "deltaTokens": .object(tokens),
                 "lastSyncedAt": status.lastSyncedAt.map { .string($0.iso8601) } ?? .null,
                 "automaticSync": status.automaticTables.map { .array($0.map(JSONValue.string)) } ?? .null,
+                "syncSummary": status.sync.map { .string($0.summary) } ?? .null,
             ]).serialized()
         case .table, .csv:
             var lines = [
@@ -262,17 +266,30 @@ public enum Rendering: Sendable {
                     + "\(grouped(status.operations.count)) queued operation\(status.operations.count == 1 ? "" : "s"), "
                     + "\(status.errors.count) error\(status.errors.count == 1 ? "" : "s")"
             ]
+            if let server = status.server {
+                switch status.reachability {
+                case nil: lines.append("server \(server): not asked (offline)")
+                case .reachable?, .unknown?: lines.append("server \(server): reachable")
+                case .unreachable(let since, let reason)?:
+                    // Automatic sync knows since when; a status taken once only knows it now.
+                    let when = status.sync == nil ? "" : " since \(Self.ago(from: since, to: now))"
+                    lines.append("server \(server): unreachable\(when): \(reason.message)")
+                }
+            }
+            // "everything synced" only when the server answers (or there is none to ask).
+            let reachable = status.server == nil || status.reachability?.isReachable == true
             if status.operations.isEmpty && status.errors.isEmpty {
-                lines[0] += ": " + Self.synced(status.lastSyncedAt, now: now)
+                lines[0] += ": " + (reachable ? Self.synced(status.lastSyncedAt, now: now) : "nothing queued")
             }
             if let tables = status.automaticTables {
-                lines.append("syncing automatically: \(tables.joined(separator: ", "))")
+                let summary = status.sync.map { " (\($0.summary))" } ?? ""
+                lines.append("syncing automatically: \(tables.joined(separator: ", "))\(summary)")
             }
             if status.operations.count > Self.operationListLimit {
                 // Many (after an import): a count per table, operation and state, not a line each.
                 var counts: [[String]: Int] = [:]
                 for operation in status.operations {
-                    counts[[operation.table, operation.kind.rawValue, operation.state.rawValue], default: 0] += 1
+                    counts[[operation.table, operation.kind.rawValue, Self.words(operation.state)], default: 0] += 1
                 }
                 let rows = counts.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map {
                     $0.key + [grouped($0.value)]
@@ -280,7 +297,7 @@ public enum Rendering: Sendable {
                 lines.append(TextTable.render(headers: ["table", "operation", "state", "count"], rows: rows))
             } else if !status.operations.isEmpty {
                 let rows = status.operations.map {
-                    [String($0.id), $0.table, $0.itemID, $0.kind.rawValue, $0.state.rawValue]
+                    [String($0.id), $0.table, $0.itemID, $0.kind.rawValue, Self.words($0.state)]
                 }
                 lines.append(TextTable.render(headers: ["#", "table", "item", "operation", "state"], rows: rows))
             }
@@ -296,6 +313,20 @@ public enum Rendering: Sendable {
             }
             return lines.joined(separator: "\n")
         }
+    }
+
+    /// An operation's state for people: "waiting", "sent, no answer yet", "failed".
+    static func words(_ state: OperationState) -> String {
+        switch state {
+        case .pending: "waiting"
+        case .inFlight: "sent, no answer yet"
+        case .failed: "failed"
+        }
+    }
+
+    static func unreachableReason(_ reachability: ServerReachability) -> String? {
+        if case .unreachable(_, let reason) = reachability { return reason.message }
+        return nil
     }
 
     static func cell(_ value: JSONValue?) -> String {

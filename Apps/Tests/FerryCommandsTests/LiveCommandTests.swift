@@ -71,4 +71,51 @@ struct LiveCommandTests {
         status.lastSyncedAt = nil
         #expect(Rendering.status(status, format: .table, now: now).contains("never synced"))
     }
+
+    /// `status` asks the server: an unreachable one is said so, and nothing is "everything synced".
+    @Test func statusSaysWhenTheServerCannotBeReached() async throws {
+        let closed = try await startServer()
+        let url = URL(string: closed.url)!
+        try await closed.shutdown()  // nothing listens there now
+        let device = try Device(name: "phone", store: .memory, server: ServerSettings(url: url))
+        let status = try await device.status()
+        guard case .unreachable(_, let reason)? = status.reachability else {
+            Issue.record("the server was not found unreachable: \(String(describing: status.reachability))")
+            return
+        }
+        #expect(reason.code == .network)
+        let text = Rendering.status(status, format: .table)
+        #expect(text.contains("server \(url.absoluteString): unreachable: "), "\(text)")
+        #expect(!text.contains("everything synced"), "\(text)")
+        #expect(!text.contains("online; 0 queued operations, 0 errors: everything"), "\(text)")
+        let json = try JSONValue(parsing: Rendering.status(status, format: .json)).objectValue ?? [:]
+        #expect(json["reachable"] == false)
+        // Operations read in words, not the engine's state names.
+        var queued = status
+        queued.operations = [
+            QueuedOperation(
+                id: 1, table: "todo", itemID: "a", kind: .insert, state: .inFlight, item: [:],
+                createdAt: Timestamp(millisecondsSince1970: 1_800_000_000_000))
+        ]
+        #expect(Rendering.status(queued, format: .table).contains("sent, no answer yet"))
+        try await device.close()
+    }
+
+    /// `watch` shows the server going away without waiting for the rows to change.
+    @Test func watchShowsTheServerGoingAway() async throws {
+        let server = try await startServer()
+        let url = URL(string: server.url)!
+        let watcher = try Device(name: "watcher", store: .memory, server: ServerSettings(url: url))
+        let transcript = Transcript()
+        let watch = try #require(try FerryCommand.parseAsRoot(["watch", "todo", "--seconds", "30"]) as? WatchCommand)
+        let watching = Task { try await watch.execute(on: watcher, output: transcript.output) }
+        try await eventually("caught up") { transcript.value.contains("0 rows; everything synced") }
+        try await server.shutdown()
+        try await eventually("the view says the server is gone") {
+            transcript.value.contains("0 rows; server unreachable: ")
+        }
+        watching.cancel()
+        _ = await watching.result
+        try await watcher.close()
+    }
 }

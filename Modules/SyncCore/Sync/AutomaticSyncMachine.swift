@@ -14,11 +14,12 @@ public struct SyncProblem: Sendable, Hashable, CustomStringConvertible {
         self.status = status
     }
 
-    /// The problem of `error` (a `SyncError`, a `RemoteError`, or another).
+    /// The problem of `error` (a `SyncError`, a `RemoteError`, or another), in the words of the
+    /// server's answer when there was one.
     public init(_ error: any Error) {
         let failure = SyncError.wrapping(error, "sync")
         code = failure.code
-        message = failure.message
+        message = (error as? RemoteError)?.message ?? failure.message
         status = failure.remoteError?.status
     }
 
@@ -158,6 +159,8 @@ struct AutomaticSyncMachine: Sendable {
     let configuration: AutomaticSyncConfiguration
 
     private(set) var online = false
+    /// Whether the connectivity monitor has spoken yet (until then the device is not said offline).
+    private(set) var connectivityKnown = false
     private(set) var pushWanted = true
     private var retryFailed = false
     private(set) var dirty: Set<String>
@@ -231,6 +234,7 @@ struct AutomaticSyncMachine: Sendable {
         case .online(let isOnline):
             let cameBack = isOnline && !online
             online = isOnline
+            connectivityKnown = true
             guard isOnline else {
                 // Offline: nothing is sent, and nothing is known of the server until it is asked again.
                 feedState = .closed

@@ -162,7 +162,7 @@ struct AutomaticSyncRun: Sendable {
                 $0.pendingOperations = queued
                 $0.failedOperations = failed
             }
-            $0.isOnline = machine.online
+            $0.isOnline = machine.online || !machine.connectivityKnown
             $0.reachability = reachability
             $0.uploadProblem = machine.uploadProblem
             $0.downloadProblem = machine.downloadProblem

@@ -2,6 +2,7 @@ public import ArgumentParser
 public import FerryClient
 import Foundation
 import SyncCore
+import Synchronization
 
 /// `ferry watch TABLE [--filter …]`: a live view of a table.
 public struct WatchCommand: DeviceCommand, Sendable {
@@ -31,20 +32,20 @@ public struct WatchCommand: DeviceCommand, Sendable {
         let redraws = output.format == .table && isatty(1) == 1
         let table = table
         let server = await device.server?.url.absoluteString ?? ""
+        let statuses = await device.syncStatusUpdates()
+        let view = WatchView(table: table, server: server, output: output, redraws: redraws)
+        // The view is drawn again when the rows change, and (on a terminal) when the sync's status
+        // does: a server that goes away shows at once, not at the next change of the rows.
         let watching = Task {
-            for try await items in stream {
-                let status = await device.syncStatus
-                let view = Rendering.items(items, format: output.format, width: output.terminalWidth)
-                switch output.format {
-                case .json, .jsonLines:
-                    output.print(JSONValue.array(items.map(JSONValue.object)).serialized())
-                case .table, .csv:
-                    let header =
-                        "\(table) on \(server): \(items.count) row\(items.count == 1 ? "" : "s"); \(status.summary)"
-                    // Clear the screen and draw from the top, or print after the last view.
-                    output.write(
-                        redraws ? "\u{1B}[H\u{1B}[2J" + header + "\n" + view + "\n" : header + "\n" + view + "\n\n")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await items in stream { view.show(items: items) }
                 }
+                group.addTask {
+                    for await status in statuses { view.show(status: status) }
+                }
+                try await group.next()
+                group.cancelAll()
             }
         }
         // Ctrl-C (and a deadline) end the view; the sync stops at a safe point and the store closes.
@@ -62,10 +63,62 @@ public struct WatchCommand: DeviceCommand, Sendable {
                 watching.cancel()
             }
         }
-        let result = await watching.result
+        // The caller's cancellation (a test, the REPL) ends the view too.
+        let result = await withTaskCancellationHandler {
+            await watching.result
+        } onCancel: {
+            watching.cancel()
+        }
         await device.stopAutomaticSync()
         if case .failure(let error) = result, !(error is CancellationError) {
             throw ClientError.from(error)
         }
+    }
+}
+
+/// What `watch` shows: the newest rows and status, drawn again when either changes.
+final class WatchView: Sendable {
+    private let table: String
+    private let server: String
+    private let output: CommandOutput
+    private let redraws: Bool
+    private let state = Mutex<(items: [JSONObject]?, status: SyncStatus.Snapshot?)>((nil, nil))
+
+    init(table: String, server: String, output: CommandOutput, redraws: Bool) {
+        self.table = table
+        self.server = server
+        self.output = output
+        self.redraws = redraws
+    }
+
+    func show(items: [JSONObject]) {
+        let status = state.withLock { state in
+            state.items = items
+            return state.status
+        }
+        switch output.format {
+        case .json, .jsonLines:
+            output.print(JSONValue.array(items.map(JSONValue.object)).serialized())
+        case .table, .csv:
+            draw(items, status)
+        }
+    }
+
+    func show(status: SyncStatus.Snapshot) {
+        let (items, changed) = state.withLock { state in
+            defer { state.status = status }
+            return (state.items, state.status?.summary != status.summary)
+        }
+        // JSON prints rows only; a table is drawn again with the new status line.
+        guard let items, changed, output.format == .table || output.format == .csv else { return }
+        draw(items, status)
+    }
+
+    private func draw(_ items: [JSONObject], _ status: SyncStatus.Snapshot?) {
+        let rows = Rendering.items(items, format: output.format, width: output.terminalWidth)
+        let header =
+            "\(table) on \(server): \(items.count) row\(items.count == 1 ? "" : "s"); \(status?.summary ?? "starting")"
+        // Clear the screen and draw from the top, or print after the last view.
+        output.write(redraws ? "\u{1B}[H\u{1B}[2J" + header + "\n" + rows + "\n" : header + "\n" + rows + "\n\n")
     }
 }
