@@ -75,6 +75,7 @@ let package = Package(
                 .product(name: "StoreSQLite", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/SyncBenchmark"
         ),

@@ -11,9 +11,9 @@ extension HTTPRemote {
     /// Opens the server's change feed, `GET <server>/tables/$changes` (an extension of Ferry's
     /// server): Server-Sent Events saying which tables changed, until the server or the network
     /// ends the connection, or the consumer stops reading. Resumes after `position` (the
-    /// `Last-Event-ID` of the feed) when given. The longest wait between bytes is the configured
-    /// timeout or three heartbeats, whichever is longer: a connection that went silent fails with
-    /// a network error.
+    /// `Last-Event-ID` of the feed) when given. The longest wait between bytes is two and a half of
+    /// the server's heartbeats: a connection that went silent (a server gone without a close, a
+    /// network path that drops everything) fails with a network error.
     ///
     /// ```swift
     /// for try await event in try await remote.changeFeed(tables: ["todo"], after: nil) {
@@ -37,8 +37,10 @@ extension HTTPRemote {
         }
         var headers = ["Accept": "text/event-stream"]
         if let position { headers["Last-Event-ID"] = position.filter { $0 != "\r" && $0 != "\n" } }
+        // A feed that stays silent for two and a half heartbeats is dead (a server gone without a
+        // close, a network path that black-holes): its read fails, and the caller reconnects.
         let heartbeat = Double(offer?.heartbeatSeconds ?? 15)
-        let timeout = max(configuration.timeout.seconds, heartbeat * 3)
+        let timeout = max(1, heartbeat * 2.5)
         let opened = try await client.openStream(url, headers: headers, timeout: timeout)
         guard opened.status == 200 else {
             var text: [UInt8] = []

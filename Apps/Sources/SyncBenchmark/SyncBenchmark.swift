@@ -38,6 +38,10 @@ enum SyncBenchmarkMain {
             try await LiveBenchmark.run(options: options, directory: directory)
             return
         }
+        if options.outage > 0 {
+            try await OutageBenchmark.run(options: options, directory: directory)
+            return
+        }
         let pullRate = try await pullBenchmark(
             rows: options.rows, options: options, directory: directory, baseline: true)
         if let big = options.memoryRows {
@@ -172,6 +176,8 @@ struct Options {
     var memoryRows: Int?
     /// Writes of the live-sync latency benchmark (0: not run).
     var live = 0
+    /// Rounds of the outage benchmark (0: not run).
+    var outage = 0
     var idleSeconds = 60
     /// A PostgreSQL URL for the live benchmark across two instances.
     var postgres: String?
@@ -195,6 +201,7 @@ struct Options {
             case "--push": push = value
             case "--memory-rows": memoryRows = value
             case "--live": live = value
+            case "--outage": outage = value
             case "--idle-seconds": idleSeconds = max(1, value)
             default: throw BenchmarkError("unknown option \(flag) (see Tools/README.md)")
             }
@@ -330,6 +337,13 @@ final class ServerProcess: @unchecked Sendable {
     func stop() {
         guard process.isRunning else { return }
         process.terminate()
+        process.waitUntilExit()
+    }
+
+    /// Sends `signal` (SIGKILL, SIGTERM) and waits until the process ended.
+    func kill(_ signal: Int32) {
+        guard process.isRunning else { return }
+        Foundation.kill(process.processIdentifier, signal)
         process.waitUntilExit()
     }
 }
