@@ -65,7 +65,7 @@ struct AutomaticSyncTests {
             return queued == 0 && onA == rows && onB == rows
         }
         try await eventually("the status says so") { b.context.status.snapshot.isCaughtUp }
-        #expect(b.context.status.summary == "everything synced")
+        #expect(b.context.status.snapshot.summary == "everything synced")
         fromA.stop()
         await a.context.stopAutomaticSync()
         await b.context.stopAutomaticSync()
@@ -141,7 +141,7 @@ struct AutomaticSyncTests {
             [SyncSubscription(table: "todo")], configuration: Self.fast, connectivity: network)
         try await device.table().insert(["id": "a", "title": "Written offline"])
         try await eventually("the status counts the write") {
-            device.context.status.summary == "offline (1 change waiting)"
+            device.context.status.snapshot.summary == "offline (1 change waiting)"
         }
         try await Task.sleep(for: .milliseconds(300))
         #expect(server.requests.isEmpty, "\(server.requests.count) requests while offline")

@@ -36,6 +36,6 @@ import Testing
         try await Task.sleep(for: .milliseconds(10))
     }
     #expect(server.row("todo", id: "milk") != nil, "pushed without a push")
-    #expect(context.status.summary == "everything synced")
+    #expect(context.status.snapshot.summary == "everything synced")
     await context.stopAutomaticSync()
 }

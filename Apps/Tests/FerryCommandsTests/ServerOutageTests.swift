@@ -58,7 +58,8 @@ struct ServerOutageTests {
                 return false
             }
             #expect(!device.status.snapshot.isCaughtUp)
-            #expect(device.status.summary.hasPrefix("server unreachable: "), "\(device.status.summary)")
+            #expect(
+                device.status.snapshot.summary.hasPrefix("server unreachable: "), "\(device.status.snapshot.summary)")
             (process, url) = try await Self.serve(ferry, database: database, port: port)
             let id = "after-\(round)"
             _ = try await HTTPRemote(HTTPRemote.Configuration(serverURL: url)).onlineTable("outage").insert([

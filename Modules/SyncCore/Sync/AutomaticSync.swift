@@ -1,4 +1,3 @@
-public import Observation
 import Synchronization
 
 /// A query that automatic sync keeps pulled (incrementally, under its query id).
@@ -103,92 +102,6 @@ public final class ManualConnectivity: ConnectivityMonitor {
     public func paths() -> AsyncStream<Bool> { online.watch() }
 }
 
-/// Where a context's sync stands, for people and for SwiftUI: observable (`Observation`), and as
-/// an `AsyncStream` of snapshots (``updates()``) for code outside SwiftUI.
-///
-/// ```swift
-/// Text(context.status.summary)          // "everything synced", "3 changes waiting", "offline"
-/// for await status in context.status.updates() { print(status.pendingOperations) }
-/// ```
-public final class SyncStatus: Observable, Sendable {
-    /// One moment of the status.
-    public struct Snapshot: Sendable, Hashable {
-        /// Whether automatic sync is running.
-        public var isRunning = false
-        /// Whether the device can reach the network (as the connectivity monitor says).
-        public var isOnline = true
-        /// Whether the server answers: reachable since when, or unreachable since when and why.
-        public var reachability = ServerReachability.unknown
-        /// Whether a push is running.
-        public var isPushing = false
-        /// Whether a pull is running.
-        public var isPulling = false
-        /// Queued operations not yet accepted by the server (failed ones included).
-        public var pendingOperations = 0
-        /// Queued operations that failed and wait for the app (see the errors table).
-        public var failedOperations = 0
-        /// Why the last push failed, until one succeeds.
-        public var uploadProblem: SyncProblem?
-        /// Why the last pull, or the change feed, failed, until one succeeds.
-        public var downloadProblem: SyncProblem?
-        /// When automatic sync last pulled what it had to.
-        public var lastSyncedAt: Timestamp?
-        /// Whether the server's change feed tells this device of changes (else it polls).
-        public var usesChangeFeed = false
-        /// Whether nothing waits: online, the server answering, nothing queued, the subscriptions
-        /// pulled since the server last started answering (with a feed, an open one that said so),
-        /// no failure since.
-        public var isCaughtUp = false
-
-        public init() {}
-
-        /// The last failure, upload first, for one line.
-        public var lastError: String? { (uploadProblem ?? downloadProblem)?.message }
-
-        /// One line for people: "everything synced", "3 changes waiting to be pushed", "offline
-        /// (2 changes waiting)", "server unreachable: could not connect to the server", "sync
-        /// failed: …", "connecting to the server".
-        public var summary: String {
-            let waiting = pendingOperations == 1 ? "1 change waiting" : "\(pendingOperations) changes waiting"
-            if !isOnline { return pendingOperations == 0 ? "offline" : "offline (\(waiting))" }
-            if case .unreachable(_, let reason) = reachability {
-                let line = "server unreachable: \(reason.message)"
-                return pendingOperations == 0 ? line : "\(line) (\(waiting))"
-            }
-            if let lastError { return "sync failed: \(lastError)" }
-            if failedOperations > 0 {
-                return failedOperations == 1
-                    ? "1 change needs attention (see the errors)" : "\(failedOperations) changes need attention"
-            }
-            if pendingOperations > 0 { return waiting + " to be pushed" }
-            if isCaughtUp { return "everything synced" }
-            guard isRunning else { return "not syncing" }
-            return reachability == .unknown ? "connecting to the server" : "syncing"
-        }
-    }
-
-    private let registrar = ObservationRegistrar()
-    private let current = WatchedValue(Snapshot())
-
-    init() {}
-
-    /// The status now.
-    public var snapshot: Snapshot {
-        registrar.access(self, keyPath: \.snapshot)
-        return current.value
-    }
-
-    /// ``Snapshot/summary`` of the status now.
-    public var summary: String { snapshot.summary }
-
-    /// The status now, then every change, until the stream is dropped.
-    public func updates() -> AsyncStream<Snapshot> { current.watch() }
-
-    func update(_ change: (inout Snapshot) -> Void) {
-        registrar.withMutation(of: self, keyPath: \.snapshot) { current.update(change) }
-    }
-}
-
 /// A value and whoever watches it: a watcher gets the value now, then each new one (the newest
 /// only when it falls behind), until it drops its stream.
 final class WatchedValue<Value: Sendable & Equatable>: Sendable {
@@ -198,8 +111,9 @@ final class WatchedValue<Value: Sendable & Equatable>: Sendable {
 
     var value: Value { state.withLock { $0.value } }
 
-    /// Changes the value, and tells the watchers when it changed.
-    func update(_ change: (inout Value) -> Void) {
+    /// Changes the value, and tells the watchers when it changed; whether it did.
+    @discardableResult
+    func update(_ change: (inout Value) -> Void) -> Bool {
         let changed: (Value, [AsyncStream<Value>.Continuation])? = state.withLock { state in
             var next = state.value
             change(&next)
@@ -207,7 +121,9 @@ final class WatchedValue<Value: Sendable & Equatable>: Sendable {
             state.value = next
             return (next, Array(state.watchers.values))
         }
-        if let (value, watchers) = changed { for watcher in watchers { watcher.yield(value) } }
+        guard let (value, watchers) = changed else { return false }
+        for watcher in watchers { watcher.yield(value) }
+        return true
     }
 
     func watch() -> AsyncStream<Value> {
