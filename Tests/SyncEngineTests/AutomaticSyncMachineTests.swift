@@ -129,6 +129,38 @@ struct AutomaticSyncMachineTests {
         #expect(!run.machine.isCaughtUp(queued: 1))
     }
 
+    @Test func aPullThatFailsWhileTheFeedStaysOpenIsCaughtUpOnceItsRetrySucceeds() {
+        // What CI found on PostgreSQL: the server's storage failed a pull (HTTP 500) just after the
+        // feed's ready; the retry succeeded, and the device never said it was caught up again.
+        var run = Run()
+        _ = run.handle(.online(true))
+        _ = run.handle(.workFinished(.success))
+        _ = run.handle(.feedOffer(true))
+        _ = run.handle(.feedOpened)
+        _ = run.handle(.everythingChanged)
+        let failure = SyncProblem(code: .remote, message: "the server's storage failed", status: 500)
+        let failed = run.handle(.workFinished(.init(pullProblem: failure)))
+        #expect(!run.machine.isCaughtUp(queued: 0), "a pull failed")
+        guard let wait = run.due(.work, in: failed) else {
+            Issue.record("no retry was set: \(failed)")
+            return
+        }
+        #expect(
+            run.handle(.timer(.work), after: wait) == [
+                .work(push: false, retryFailed: false, pull: ["todo", "notes"])
+            ],
+            "the retry pulls what the failed pull had to")
+        _ = run.handle(.workFinished(.success))
+        #expect(run.machine.isCaughtUp(queued: 0), "the feed stayed open and every hint is pulled")
+        // A feed that ends, though, has to say so again once reopened.
+        _ = run.handle(.feedEnded(.init(wasOpen: true, problem: nil)))
+        _ = run.handle(.timer(.openFeed), after: .seconds(2))
+        _ = run.handle(.feedOpened)
+        #expect(!run.machine.isCaughtUp(queued: 0), "not before the reopened feed's hints")
+        _ = run.handle(.feedCaughtUp)
+        #expect(run.machine.isCaughtUp(queued: 0))
+    }
+
     @Test func aDeadFeedMakesTheServerUnreachableAndIsReopenedSoonButNotTooOften() {
         var run = Run.synced()
         #expect(run.machine.isCaughtUp(queued: 0))

@@ -184,10 +184,13 @@ struct AutomaticSyncMachine: Sendable {
     private(set) var uploadProblem: SyncProblem?
     /// The last failure of a pull or of the feed, until one succeeds.
     private(set) var downloadProblem: SyncProblem?
-    /// Whether the device has learnt everything the server changed since it last started answering:
-    /// with a feed, once it is open and has said so (its ready, or the end of a resumed position's
-    /// hints); without one, after a pull of every subscription.
-    private(set) var syncedSinceReachable = false
+    /// With a feed: whether the open feed has told every table that changed (its ready, or the end
+    /// of a resumed position's hints). It holds while that feed stays open, whatever a pull meets
+    /// meanwhile: the tables a failed pull leaves are still in `dirty`.
+    private(set) var feedToldEverything = false
+    /// Without a feed: whether every subscription was pulled since the server last started
+    /// answering.
+    private(set) var pulledSinceReachable = false
 
     init(tables: Set<String>, configuration: AutomaticSyncConfiguration) {
         self.tables = tables
@@ -203,10 +206,10 @@ struct AutomaticSyncMachine: Sendable {
     /// since. `queued` is the queue's count, from the store.
     func isCaughtUp(queued: Int) -> Bool {
         guard online, case .reachable = reachability, uploadProblem == nil, downloadProblem == nil else { return false }
-        guard queued == 0, !pushWanted, dirty.isEmpty, syncedSinceReachable else { return false }
+        guard queued == 0, !pushWanted, dirty.isEmpty else { return false }
         // Not before it is known how the device hears of changes (the feed, or polling).
         guard !askingForFeed, offersFeed != nil || !configuration.usesChangeFeed else { return false }
-        return !feedMode || feedState == .open
+        return feedMode ? feedState == .open && feedToldEverything : pulledSinceReachable
     }
 
     /// Whether the device learns of changes through the feed now.
@@ -228,9 +231,9 @@ struct AutomaticSyncMachine: Sendable {
             dirty.formUnion(changed.intersection(tables))
         case .everythingChanged:
             dirty = tables
-            syncedSinceReachable = true  // once these pulls succeed
+            feedToldEverything = true  // caught up once these pulls succeed
         case .feedCaughtUp:
-            syncedSinceReachable = true
+            feedToldEverything = true
         case .online(let isOnline):
             let cameBack = isOnline && !online
             online = isOnline
@@ -239,7 +242,8 @@ struct AutomaticSyncMachine: Sendable {
                 // Offline: nothing is sent, and nothing is known of the server until it is asked again.
                 feedState = .closed
                 reachability = .unknown
-                syncedSinceReachable = false
+                feedToldEverything = false
+                pulledSinceReachable = false
                 return [.closeFeed, .refreshCounts]
             }
             guard cameBack else { return [] }
@@ -280,10 +284,11 @@ struct AutomaticSyncMachine: Sendable {
             answered(now)
             // Not up to date before the feed says so: its ready, or the end of a resumed position's
             // hints, comes first on the stream.
-            syncedSinceReachable = false
+            feedToldEverything = false
             return []
         case .feedEnded(let end):
             feedState = .closed
+            feedToldEverything = false
             guard online else { return [] }
             if let problem = end.problem {
                 downloadProblem = problem
@@ -302,7 +307,7 @@ struct AutomaticSyncMachine: Sendable {
                 uploadProblem = nil
                 downloadProblem = nil
                 answered(now)
-                if inFlight.pull == tables && !feedMode { syncedSinceReachable = true }
+                if inFlight.pull == tables && !feedMode { pulledSinceReachable = true }
                 if !feedMode && configuration.usesChangeFeed { actions += askForFeedIfWanted(now) }
                 actions.append(.refreshCounts)
                 return actions + workIfDue(now)
@@ -368,7 +373,7 @@ struct AutomaticSyncMachine: Sendable {
     private mutating func answered(_ now: Instant) {
         if case .reachable = reachability { return }
         reachability = .reachable(since: now)
-        syncedSinceReachable = false
+        pulledSinceReachable = false
     }
 
     /// The server could not be reached (or refused the client): unreachable since the first
@@ -379,6 +384,6 @@ struct AutomaticSyncMachine: Sendable {
         } else {
             reachability = .unreachable(since: now, reason: problem)
         }
-        syncedSinceReachable = false
+        pulledSinceReachable = false
     }
 }
