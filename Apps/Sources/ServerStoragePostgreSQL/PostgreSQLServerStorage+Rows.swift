@@ -81,9 +81,10 @@ extension PostgreSQLServerStorage {
             return number
         }
         if let found {
-            numbers.withLock { $0[name] = found }
-            // A table created in a transaction is gone again if it rolls back.
-            currentTransaction?.afterRollback { _ = self.numbers.withLock { $0.removeValue(forKey: name) } }
+            // Remembered once it is committed: before that, other connections cannot see the table
+            // (a query using the number would fail), and a rollback takes it away again.
+            let remember: @Sendable () -> Void = { self.numbers.withLock { $0[name] = found } }
+            if let transaction = currentTransaction { transaction.afterCommit(remember) } else { remember() }
         }
         return found
     }

@@ -100,8 +100,7 @@ final class PostgreSQLTransaction: Sendable {
 
     let storage: ObjectIdentifier
     let session: PostgreSQLSession
-    private let state = Mutex<(next: Int, afterCommit: [@Sendable () -> Void], afterRollback: [@Sendable () -> Void])>(
-        (0, [], []))
+    private let state = Mutex<(next: Int, afterCommit: [@Sendable () -> Void])>((0, []))
 
     init(storage: ObjectIdentifier, session: PostgreSQLSession) {
         self.storage = storage
@@ -111,9 +110,9 @@ final class PostgreSQLTransaction: Sendable {
     /// Runs `body` in a savepoint: what it wrote is rolled back alone when it throws, and the
     /// transaction goes on (a failed statement would otherwise abort the whole transaction).
     func savepoint<T: Sendable>(_ body: () async throws -> T) async throws -> T {
-        let number = state.withLock { state in
+        let (number, mark) = state.withLock { state in
             defer { state.next += 1 }
-            return state.next
+            return (state.next, state.afterCommit.count)
         }
         let name = "ferry_s\(number)"
         try await session.execute("SAVEPOINT \(name)")
@@ -121,6 +120,8 @@ final class PostgreSQLTransaction: Sendable {
         do {
             result = try await body()
         } catch {
+            // What the savepoint wrote is gone: caches must not learn it at the commit.
+            state.withLock { $0.afterCommit.removeSubrange(mark...) }
             try await session.execute("ROLLBACK TO SAVEPOINT \(name)", cancellable: false)
             try await session.execute("RELEASE SAVEPOINT \(name)", cancellable: false)
             throw error
@@ -134,15 +135,10 @@ final class PostgreSQLTransaction: Sendable {
         state.withLock { $0.afterCommit.append(work) }
     }
 
-    /// Runs `work` if the transaction rolls back.
-    func afterRollback(_ work: @escaping @Sendable () -> Void) {
-        state.withLock { $0.afterRollback.append(work) }
-    }
-
     func finish(committed: Bool) {
         let work = state.withLock { state in
-            defer { (state.afterCommit, state.afterRollback) = ([], []) }
-            return committed ? state.afterCommit : state.afterRollback
+            defer { state.afterCommit = [] }
+            return committed ? state.afterCommit : []
         }
         for item in work { item() }
     }

@@ -72,6 +72,11 @@ extension SQLiteServerStorage {
         do {
             // In a transaction, reads see its writes: they run on its connection.
             if currentTransaction != nil { return try onTransactionConnection(body) }
+            if readsShareTheWriter {
+                try await enterWriter()
+                defer { writeGate.leave() }
+                return try await database.read(body)
+            }
             return try await database.read(body)
         } catch {
             throw Self.mapped(error, action, location)

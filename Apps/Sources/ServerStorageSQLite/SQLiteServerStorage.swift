@@ -99,6 +99,9 @@ public final class SQLiteServerStorage: ServerStorage {
     let announcements = StorageChanges()
     /// Held by every write, and by a transaction from its start to its end.
     let writeGate = TurnGate()
+    /// Whether reads run on the writer's connection (a memory database has only one): they then
+    /// wait for the gate too, or they would see a transaction's writes before it commits.
+    let readsShareTheWriter: Bool
 
     /// Opens (or creates) the database.
     ///
@@ -106,6 +109,7 @@ public final class SQLiteServerStorage: ServerStorage {
     ///   another application, `busy` or `io` otherwise.
     public init(location: Location, configuration: Configuration = Configuration()) throws {
         self.configuration = configuration
+        if case .memory = location { readsShareTheWriter = true } else { readsShareTheWriter = false }
         var grdb = GRDB.Configuration()
         grdb.busyMode = .timeout(configuration.busyTimeout)
         // A transaction stays open across its writes (``transaction(_:)``), with every other
@@ -241,7 +245,9 @@ public final class SQLiteServerStorage: ServerStorage {
         let found = try await read("reading the catalog") { db in
             try Int64.fetchOne(db, sql: "SELECT number FROM ferry_tables WHERE name = ?", arguments: [name])
         }
-        if let found { numbers.withLock { $0[name] = found } }
+        // Not remembered inside a transaction: until it commits, other connections cannot see a
+        // table it created (a query using the number would fail).
+        if let found, currentTransaction == nil { numbers.withLock { $0[name] = found } }
         return found
     }
 

@@ -1,6 +1,7 @@
 import ServerStorageCore
 import StoreConformance
 import SyncCore
+import Synchronization
 import Testing
 
 extension ServerStorageConformanceSuite {
@@ -88,6 +89,44 @@ extension ServerStorageConformanceSuite {
                 #expect(Set(changes.map(\.version)).isSubset(of: [first.version, last.version]), "\(changes)")
                 #expect(changes.last?.version == last.version)
             },
+            .init("a table a transaction creates is used by others only once it commits, never if rolled back") {
+                fixture async throws in
+                let storage = fixture.storage
+                let late = StorageTable(name: "late")
+                let ghost = StorageTable(name: "ghost")
+                let outside = try await storage.transaction {
+                    _ = try await storage.insert(into: late, id: "x", content: ["n": 1], owner: nil)
+                    // Another request, outside the transaction (a detached task inherits none): it
+                    // sees no table yet, or waits for the commit (a memory database has one
+                    // connection); never a storage failure.
+                    let outside = Task.detached { try await storage.query(late, StorageQuery()).items.map(\.id) }
+                    let early = await firstOf(outside, orAfter: .seconds(1))
+                    switch early {
+                    case .none: break
+                    case .success(let ids): #expect(ids.isEmpty, "saw uncommitted rows: \(ids)")
+                    case .failure(let error as StorageError): #expect(error.code == .noSuchTable, "\(error)")
+                    case .failure(let error): Issue.record("a query beside the transaction failed: \(error)")
+                    }
+                    // A table created in a savepoint that rolls back is forgotten with it.
+                    await #expect(throws: Boom.self) {
+                        try await storage.transaction {
+                            _ = try await storage.insert(into: ghost, id: "g", content: [:], owner: nil)
+                            throw Boom()
+                        }
+                    }
+                    return early == nil ? outside : nil
+                }
+                if let waited = outside {
+                    #expect(try await waited.value == ["x"], "a read that waited sees the commit")
+                }
+                #expect(try await storage.query(late, StorageQuery()).items.map(\.id) == ["x"])
+                #expect(try await storage.tableExists("ghost") == false)
+                await expectError(StorageError.self, .noSuchTable, "query of the rolled-back table") {
+                    _ = try await storage.query(ghost, StorageQuery())
+                }
+                _ = try await storage.insert(into: ghost, id: "g2", content: [:], owner: nil)
+                #expect(try await storage.query(ghost, StorageQuery()).items.map(\.id) == ["g2"])
+            },
             .init("a key claimed in a transaction has one effect among concurrent transactions") {
                 fixture async throws in
                 try await expectOneEffect(on: [fixture.storage], key: "once")
@@ -154,4 +193,20 @@ extension ServerStorageConformanceSuite {
         #expect(applied.count == 1, "the key was applied \(applied.count) times: \(applied)")
         #expect(Set(answers) == Set(applied), "answers \(answers), applied \(applied)")
     }
+}
+
+/// The result of `task` if it ends within `wait`, `nil` otherwise (it goes on). Polls: awaiting
+/// the task in a task group would wait for it even after the group is cancelled.
+func firstOf<T: Sendable>(_ task: Task<T, any Error>, orAfter wait: Duration) async -> Result<T, any Error>? {
+    let ended = Mutex<Result<T, any Error>?>(nil)
+    Task {
+        let result = await task.result
+        ended.withLock { $0 = result }
+    }
+    let deadline = ContinuousClock.now + wait
+    while ContinuousClock.now < deadline {
+        if let result = ended.withLock({ $0 }) { return result }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return ended.withLock { $0 }
 }
