@@ -168,9 +168,9 @@ struct ClientCommandTests {
         #expect(failed, "the offline push and the conflicting push fail, so a scripted session reports failure")
         #expect(text.contains("ferry(phone)> offline"))
         #expect(text.contains("the device is offline"))
-        // The hint once, and the operation that never left the device is pending, not in flight.
+        // The hint once, and the operation that never left the device is waiting, not sent.
         #expect(text.components(separatedBy: "say `online` to reconnect").count == 2, "\(text)")
-        #expect(text.split(separator: "\n").contains { $0.contains("milk") && $0.hasSuffix("pending") }, "\(text)")
+        #expect(text.split(separator: "\n").contains { $0.contains("milk") && $0.hasSuffix("waiting") }, "\(text)")
         #expect(!text.contains("inFlight"), "\(text)")
         #expect(text.contains("1 queued operation"))
         #expect(text.contains("pushed 1 operation"))

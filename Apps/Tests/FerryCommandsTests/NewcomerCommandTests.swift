@@ -466,7 +466,7 @@ struct StatusSummaryTests {
         let lines = many.split(separator: "\n").map(String.init)
         #expect(lines[0].contains("1,200 queued operations"), "\(many)")
         #expect(lines.count < 12, "a line per operation: \(lines.count) lines")
-        #expect(lines.contains { $0.contains("todo") && $0.contains("insert") && $0.contains("pending") }, "\(many)")
+        #expect(lines.contains { $0.contains("todo") && $0.contains("insert") && $0.contains("waiting") }, "\(many)")
         let counted = lines.compactMap { line in
             Int(line.split(separator: " ").last?.replacingOccurrences(of: ",", with: "") ?? "")
         }
