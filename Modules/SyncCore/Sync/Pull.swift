@@ -44,10 +44,20 @@ extension SyncContext {
     @discardableResult
     public func pull(
         _ table: String, query: TableQuery = TableQuery(), queryID: String? = nil, options: PullOptions = PullOptions()
+    ) async throws(SyncError) -> PullResult {
+        do {
+            try PullPlan.validate(table: table, query: query, queryID: queryID, options: options)
+            try checkCancellation("pull of '\(table)'")
+            return try await pullHoldingNothing(table, query: query, queryID: queryID, options: options)
+        } catch {
+            throw SyncError.wrapping(error, "pull of '\(table)'")
+        }
+    }
+
+    private func pullHoldingNothing(
+        _ table: String, query: TableQuery, queryID: String?, options: PullOptions
     ) async throws -> PullResult {
-        try PullPlan.validate(table: table, query: query, queryID: queryID, options: options)
-        try checkCancellation("pull of '\(table)'")
-        return try await holding([Self.tableGate(table)]) {
+        try await holding([Self.tableGate(table)]) {
             hub.emit(.pullStarted(table: table, queryID: queryID))
             var result = PullResult()
             do {

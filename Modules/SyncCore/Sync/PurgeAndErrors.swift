@@ -22,7 +22,7 @@ public enum ErrorResolution: Sendable, Hashable {
 extension SyncContext {
     /// The recorded operation errors, oldest first, for one table or all. They stay until resolved,
     /// or until their operation succeeds on a later push, and survive restarts.
-    public nonisolated func operationErrors(table: String? = nil) async throws -> [OperationErrorRecord] {
+    public nonisolated func operationErrors(table: String? = nil) async throws(SyncError) -> [OperationErrorRecord] {
         try await read("list the operation errors") { try $0.operationErrors(table: table) }
     }
 
@@ -40,12 +40,17 @@ extension SyncContext {
     /// Throws ``SyncError/Code/notFound`` when the error or its operation no longer exists (the stale
     /// error is then removed), ``SyncError/Code/invalidResolution`` when the resolution needs a server
     /// item the error does not have, and ``SyncError/Code/invalidItem`` for an item with another id.
-    public func resolveError(_ errorID: String, _ resolution: ErrorResolution) async throws {
+    public func resolveError(_ errorID: String, _ resolution: ErrorResolution) async throws(SyncError) {
         try checkCancellation("resolve error '\(errorID)'")
-        let stale = try await holding([Self.pushGate]) {
-            try await write("resolve error '\(errorID)'") { tx in
-                try ErrorSteps.resolve(errorID: errorID, resolution, in: tx)
+        let stale: Bool
+        do {
+            stale = try await holding([Self.pushGate]) {
+                try await write("resolve error '\(errorID)'") { tx in
+                    try ErrorSteps.resolve(errorID: errorID, resolution, in: tx)
+                }
             }
+        } catch {
+            throw SyncError.wrapping(error, "resolve error '\(errorID)'")
         }
         if stale {
             throw SyncError(
@@ -55,20 +60,26 @@ extension SyncContext {
 
     /// Removes local items of a table. See ``SyncTable/purge(_:force:)``.
     @discardableResult
-    public func purge(_ table: String, query: TableQuery = TableQuery(), force: Bool = false) async throws -> Int {
+    public func purge(_ table: String, query: TableQuery = TableQuery(), force: Bool = false) async throws(SyncError)
+        -> Int
+    {
         do {
             try StoreValidation.validateTableName(table)
         } catch {
             throw SyncError.invalidTableName(error)
         }
         try checkCancellation("purge of '\(table)'")
-        return try await holding([Self.tableGate(table), Self.pushGate]) {
-            try checkCancellation("purge of '\(table)'")
-            let removed = try await write("purge of '\(table)'") { tx in
-                try PurgeSteps.purge(table: table, query: query, force: force, in: tx)
+        do {
+            return try await holding([Self.tableGate(table), Self.pushGate]) {
+                try checkCancellation("purge of '\(table)'")
+                let removed = try await write("purge of '\(table)'") { tx in
+                    try PurgeSteps.purge(table: table, query: query, force: force, in: tx)
+                }
+                hub.emit(.purged(table: table, items: removed, forced: force))
+                return removed
             }
-            hub.emit(.purged(table: table, items: removed, forced: force))
-            return removed
+        } catch {
+            throw SyncError.wrapping(error, "purge of '\(table)'")
         }
     }
 }

@@ -36,11 +36,15 @@ extension SyncContext {
     /// for failure in result.failed { print(failure.message) }
     /// ```
     @discardableResult
-    public func push() async throws -> PushResult {
+    public func push() async throws(SyncError) -> PushResult {
         try checkCancellation("push")
-        let result = try await holding([Self.pushGate]) { try await pushHoldingGate() }
-        if result.pushed > 0 && result.isComplete { try await recordSync() }
-        return result
+        do {
+            let result = try await holding([Self.pushGate]) { try await pushHoldingGate() }
+            if result.pushed > 0 && result.isComplete { try await recordSync() }
+            return result
+        } catch {
+            throw SyncError.wrapping(error, "push")
+        }
     }
 
     /// The most operations read from the queue, prepared and completed together.

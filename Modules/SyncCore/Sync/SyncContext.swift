@@ -22,6 +22,10 @@ public import Logging
 /// where it must be: one push at a time, one pull or purge at a time per table (pulls of different
 /// tables run side by side). Cancelling the calling task stops the work at the next safe point and
 /// leaves the store and the queue consistent.
+///
+/// Every method throws only ``SyncError`` (typed throws: `catch` gets a `SyncError` whose
+/// ``SyncError/code`` says what to do), except ``write(_:)``, which rethrows an error of the app's
+/// own from its body unchanged.
 public actor SyncContext {
     /// The local store.
     public nonisolated let store: any LocalStore
@@ -47,7 +51,7 @@ public actor SyncContext {
     /// ```swift
     /// if let last = try await context.lastSyncedAt() { print("last sync \(last.iso8601)") }
     /// ```
-    public nonisolated func lastSyncedAt() async throws -> Timestamp? {
+    public nonisolated func lastSyncedAt() async throws(SyncError) -> Timestamp? {
         let text = try await read("read the last sync time") {
             try $0.deltaToken(table: Self.engineSlot, queryID: "lastSync")
         }
@@ -130,12 +134,12 @@ public actor SyncContext {
     }
 
     /// The number of queued operations (pending, in flight or failed), for one table or all.
-    public nonisolated func queuedOperationCount(table: String? = nil) async throws -> Int {
+    public nonisolated func queuedOperationCount(table: String? = nil) async throws(SyncError) -> Int {
         try await read("count the queued operations") { try $0.operationCount(table: table) }
     }
 
     /// The queued operations in queue order, for one table or all.
-    public nonisolated func queuedOperations(table: String? = nil) async throws -> [QueuedOperation] {
+    public nonisolated func queuedOperations(table: String? = nil) async throws(SyncError) -> [QueuedOperation] {
         try await read("list the queued operations") { try $0.operations(after: nil, table: table, limit: nil) }
     }
 
@@ -180,7 +184,7 @@ public actor SyncContext {
 
     /// Throws ``SyncError/Code/cancelled`` when the calling task is cancelled (work that was cancelled
     /// before it started reports it: legacy bug #17).
-    nonisolated func checkCancellation(_ what: String) throws {
+    nonisolated func checkCancellation(_ what: String) throws(SyncError) {
         if Task.isCancelled { throw SyncError(.cancelled, "\(what) cancelled before it started") }
     }
 
