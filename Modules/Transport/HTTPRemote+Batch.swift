@@ -121,6 +121,9 @@ extension HTTPRemote {
 /// The capabilities a remote learnt, shared by its copies.
 final class CapabilityCache: Sendable {
     let value = Mutex<ServerExtensions?>(nil)
+    /// The change feed's reconnection time, as the server last set it (SSE `retry:`): it outlives
+    /// the connection that carried it, as the format says.
+    let feedReconnectionTime = Mutex<Duration?>(nil)
 }
 
 /// What a server offers beyond the protocol (`GET /tables/$capabilities`).

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 public import SyncCore
 
 extension HTTPRemote {
@@ -41,7 +42,19 @@ extension HTTPRemote {
         // close, a network path that black-holes): its read fails, and the caller reconnects.
         let heartbeat = Double(offer?.heartbeatSeconds ?? 15)
         let timeout = max(1, heartbeat * 2.5)
-        let opened = try await client.openStream(url, headers: headers, timeout: timeout)
+        let cache = capabilityCache
+        /// A failure waits at least the reconnection time the server set, unless it says otherwise.
+        @Sendable func withReconnectionTime(_ error: RemoteError) -> RemoteError {
+            var error = error
+            if error.retryAfter == nil { error.retryAfter = cache.feedReconnectionTime.withLock { $0 } }
+            return error
+        }
+        let opened: (status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>)
+        do {
+            opened = try await client.openStream(url, headers: headers, timeout: timeout)
+        } catch {
+            throw withReconnectionTime(error)
+        }
         guard opened.status == 200 else {
             var text: [UInt8] = []
             do {
@@ -51,7 +64,7 @@ extension HTTPRemote {
                 }
             } catch {}
             let response = HTTPResponse(status: opened.status, headers: opened.headers, body: Data(text))
-            throw response.failure("opening the change feed")
+            throw withReconnectionTime(response.failure("opening the change feed"))
         }
         let body = opened.body
         return AsyncThrowingStream { continuation in
@@ -62,16 +75,19 @@ extension HTTPRemote {
                         for event in parser.parse(piece) {
                             if let change = Self.changeEvent(event) { continuation.yield(change) }
                         }
+                        if let time = parser.reconnectionTime { cache.feedReconnectionTime.withLock { $0 = time } }
                     }
                     continuation.finish()
                 } catch let error as URLError {
                     let code: RemoteError.Code = error.code == .cancelled ? .cancelled : .network
                     continuation.finish(
-                        throwing: RemoteError(
-                            code, "the change feed ended: \(HTTPClient.describe(error))", underlying: error))
+                        throwing: withReconnectionTime(
+                            RemoteError(
+                                code, "the change feed ended: \(HTTPClient.describe(error))", underlying: error)))
                 } catch {
                     continuation.finish(
-                        throwing: RemoteError(.network, "the change feed ended: \(error)", underlying: error))
+                        throwing: withReconnectionTime(
+                            RemoteError(.network, "the change feed ended: \(error)", underlying: error)))
                 }
             }
             continuation.onTermination = { _ in reader.cancel() }

@@ -22,6 +22,8 @@ struct ServerSentEventParser: Sendable {
     private var data: [String] = []
     private var dataSize = 0
     private var lastID: String?
+    /// The reconnection time the server set (`retry:`, in milliseconds), if it did.
+    private(set) var reconnectionTime: Duration?
     /// The longest line kept (a longer one is cut there): a server cannot exhaust the client's memory.
     static let maximumLineLength = 1 << 20
     /// The most data one event may hold; an event with more is dropped (its data lines are not
@@ -80,7 +82,11 @@ struct ServerSentEventParser: Sendable {
             dataSize += value.utf8.count + 1
             if dataSize <= Self.maximumEventData { data.append(String(value)) }
         case "id" where !value.contains("\u{0}"): lastID = String(value)
-        default: break  // retry, and fields the format ignores
+        case "retry"
+        where !value.isEmpty && value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }):
+            // ASCII digits only, as the format says; anything else is ignored.
+            if let milliseconds = Int64(value) { reconnectionTime = .milliseconds(milliseconds) }
+        default: break  // fields the format ignores
         }
         return nil
     }

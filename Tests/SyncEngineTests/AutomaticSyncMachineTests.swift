@@ -201,6 +201,15 @@ struct AutomaticSyncMachineTests {
         #expect(run.machine.isCaughtUp(queued: 0))
     }
 
+    @Test func aFeedIsNeverReopenedSoonerThanTheServerAsked() {
+        var run = Run.synced()
+        var actions = run.handle(.feedEnded(.init(wasOpen: true, problem: Run.network, retryAfter: .seconds(3))))
+        #expect(run.due(.openFeed, in: actions) == .seconds(3), "the server's retry: beyond the usual 2 s")
+        _ = run.handle(.timer(.openFeed), after: .seconds(3))
+        actions = run.handle(.feedEnded(.init(wasOpen: false, problem: Run.network, retryAfter: .milliseconds(700))))
+        #expect(run.due(.openFeed, in: actions).map { $0 >= .milliseconds(700) } == true)
+    }
+
     @Test func aRefusedTokenOnTheFeedShowsAsUnreachableWithItsCode() {
         var run = Run.synced()
         _ = run.handle(

@@ -79,6 +79,26 @@
             #expect(seconds < 10, "a silent feed was noticed after \(seconds) s (heartbeat 1 s)")
         }
 
+        @Test func theServersRetryIsWaitedAfterTheFeedFailsAndWhileTheServerIsGone() async throws {
+            let server = try Self.server { connection in
+                connection.write(Self.head + Self.chunk("retry: 3000\n\n") + Self.ready)
+                Thread.sleep(forTimeInterval: 0.2)  // then a close without the last chunk
+            }
+            let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url))
+            let (error, _) = try await Self.readToEnd(remote)
+            #expect(error?.code == .network)
+            #expect(error?.retryAfter == .seconds(3), "the feed's failure carries the server's retry")
+            // The server is gone: opening fails, and still waits what the server last asked.
+            server.stop()
+            do {
+                _ = try await remote.changeFeed(tables: ["todo"], after: "t1")
+                Issue.record("a feed opened on a stopped server")
+            } catch {
+                #expect(error.code == .network, "\(error)")
+                #expect(error.retryAfter == .seconds(3), "\(error)")
+            }
+        }
+
         @Test func aRefusedTokenAsksTheProviderOnceThenSaysUnauthorized() async throws {
             let server = try Self.server { connection in
                 connection.write("HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")

@@ -27,6 +27,18 @@ struct ServerSentEventTests {
             ])
     }
 
+    @Test func theReconnectionTimeIsTheLastRetryOfDigitsOnly() {
+        var parser = ServerSentEventParser()
+        #expect(parser.reconnectionTime == nil)
+        _ = parser.parse(Array("retry: 2000\n\n".utf8))
+        #expect(parser.reconnectionTime == .seconds(2))
+        // Not digits only: ignored, as the format says.
+        _ = parser.parse(Array("retry: 2s\nretry: -5\nretry:\nretry: 1e3\n\n".utf8))
+        #expect(parser.reconnectionTime == .seconds(2))
+        _ = parser.parse(Array("retry:750\n".utf8))
+        #expect(parser.reconnectionTime == .milliseconds(750))
+    }
+
     @Test func feedEventsAreReadFromTheirData() {
         #expect(
             HTTPRemote.changeEvent(ServerSentEvent(name: "ready", data: #"{"tables":{"a":3,"b":0}}"#, id: "a=3;b=0"))

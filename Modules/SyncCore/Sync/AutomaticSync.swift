@@ -34,8 +34,9 @@ public struct AutomaticSyncConfiguration: Sendable, Hashable {
     public var usesChangeFeed: Bool
     /// The longest wait between two attempts to open the change feed (from 100 ms, doubling): a
     /// feed that drops is how a device hears of changes, so it is reopened soon after the server
-    /// comes back, and a server that stays down is asked at most this often (and never sooner than
-    /// its `Retry-After`). Ferry's server sends `retry: 2000`.
+    /// comes back, and a server that stays down is asked at most this often, but never sooner than
+    /// it asked: its `Retry-After`, or the reconnection time its feed set (SSE `retry:`; Ferry's
+    /// server sends `retry: 2000`, so a failed attempt waits 2 s).
     public var maximumFeedRetryDelay: Duration
 
     public init(
