@@ -25,6 +25,10 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // Linux only (see the Transport target): an app on Apple platforms never builds NIO.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         .target(
@@ -55,7 +59,15 @@ let package = Package(
         ),
         .target(
             name: "Transport",
-            dependencies: ["SyncCore", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "SyncCore", .product(name: "Logging", package: "swift-log"),
+                // On Linux, requests and feeds go through AsyncHTTPClient: FoundationNetworking's
+                // URLSession keeps a core busy while it waits (docs/transport.md).
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(platforms: [.linux])),
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
+            ],
             path: "Modules/Transport"
         ),
 

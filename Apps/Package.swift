@@ -187,6 +187,7 @@ let package = Package(
                 "FerryServer", "ServerStorageCore", "ServerStorageSQLite", "ServerTestSupport",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
+                .product(name: "Transport", package: "Ferry"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -159,15 +159,31 @@ struct HTTPResponse: Sendable {
     }
 }
 
+/// Connections that carry some requests instead of `URLSession` (on Linux, AsyncHTTPClient).
+/// Failures are `URLError`s, as from `URLSession`, so that every path describes them alike.
+protocol HTTPConnections: Sendable {
+    /// Whether `url` goes through these connections.
+    func handles(_ url: URL) -> Bool
+    /// One request and its whole answer, whose body may hold at most `limit` bytes (a larger one
+    /// fails with `URLError(.dataLengthExceedsMaximum)`).
+    func exchange(_ request: URLRequest, limit: Int) async throws -> (
+        status: Int, headers: [String: String], body: Data
+    )
+    /// The status and headers as soon as they arrive, and the body as it arrives.
+    func openStream(_ request: URLRequest) async throws -> (
+        status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>
+    )
+}
+
 /// Sends the protocol's requests: headers, auth, timeouts, retries of safe requests, and the
 /// mapping of every failure to `RemoteError`.
 struct HTTPClient: Sendable {
     let configuration: HTTPRemote.Configuration
     let tokenProvider: HTTPRemote.TokenProvider?
     let session: URLSession
-    /// Ferry's own connections for `http://` servers (Linux), or `nil` to send everything through
-    /// `session`.
-    let sockets: SocketConnections?
+    /// The connections requests go through when they handle the URL (AsyncHTTPClient on Linux),
+    /// or `nil` to send everything through `session`.
+    let connections: (any HTTPConnections)?
     let logger: Logger
 
     var protocolHeader: String {
@@ -289,8 +305,8 @@ struct HTTPClient: Sendable {
             request.timeoutInterval = timeout
             let opened: (status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>)
             do {
-                if let sockets, sockets.handles(url) {
-                    opened = try await sockets.openStream(request)
+                if let connections, connections.handles(url) {
+                    opened = try await connections.openStream(request)
                 } else {
                     opened = try await URLSessionStreams.open(request, configuration: session.configuration)
                 }
@@ -357,8 +373,8 @@ struct HTTPClient: Sendable {
     /// One round trip, cancellable, with every failure mapped to `RemoteError`.
     private func exchange(_ request: URLRequest) async throws(RemoteError) -> HTTPResponse {
         if Task.isCancelled { throw RemoteError(.cancelled, "the request was cancelled before it was sent") }
-        if let sockets, let url = request.url, sockets.handles(url) {
-            return try await exchange(request, through: sockets)
+        if let connections, let url = request.url, connections.handles(url) {
+            return try await exchange(request, through: connections)
         }
         let box = TaskBox()
         let result: Result<(Data, URLResponse), any Error> = await withTaskCancellationHandler {
@@ -396,14 +412,14 @@ struct HTTPClient: Sendable {
         }
     }
 
-    /// One round trip over Ferry's own connections.
-    private func exchange(_ request: URLRequest, through sockets: SocketConnections) async throws(RemoteError)
+    /// One round trip over `connections`.
+    private func exchange(_ request: URLRequest, through connections: any HTTPConnections) async throws(RemoteError)
         -> HTTPResponse
     {
         let method = request.httpMethod ?? "GET"
         let path = request.url?.path ?? "?"
         do {
-            let answer = try await sockets.exchange(request, limit: configuration.maximumResponseSize)
+            let answer = try await connections.exchange(request, limit: configuration.maximumResponseSize)
             logger.trace("\(method) \(path) → \(answer.status)")
             return HTTPResponse(status: answer.status, headers: answer.headers, body: answer.body)
         } catch {

@@ -41,12 +41,19 @@ public struct HTTPRemote: RemoteService {
         /// The largest answer body read, in bytes (default 128 MiB): a larger one fails with
         /// `RemoteError.Code.invalidResponse` instead of filling the device's memory.
         public var maximumResponseSize: Int
+        /// PEM files of certificates to trust besides the system's, for `https://` servers whose
+        /// certificate a private authority signed (a test server's, a company's). Linux only, where
+        /// AsyncHTTPClient sends the requests; on Apple platforms add the authority to the system's
+        /// trust settings, or pass a `URLSession` whose delegate trusts it.
+        public var additionalTrustRoots: [String]
 
         public init(
             serverURL: URL, protocolVersion: ProtocolVersion = .v3, tablesPath: String = "tables",
             timeout: Duration = .seconds(30), retry: RetryPolicy = RetryPolicy(),
-            additionalHeaders: [String: String] = [:], maximumResponseSize: Int = 128 << 20
+            additionalHeaders: [String: String] = [:], maximumResponseSize: Int = 128 << 20,
+            additionalTrustRoots: [String] = []
         ) {
+            self.additionalTrustRoots = additionalTrustRoots
             self.maximumResponseSize = max(1024, maximumResponseSize)
             self.serverURL = serverURL
             self.protocolVersion = protocolVersion
@@ -112,8 +119,20 @@ public struct HTTPRemote: RemoteService {
     ) {
         client = HTTPClient(
             configuration: configuration, tokenProvider: tokenProvider,
-            session: session ?? URLSession(configuration: .ephemeral), sockets: session == nil ? .platformDefault : nil,
+            session: session ?? URLSession(configuration: .ephemeral),
+            connections: session == nil ? Self.platformConnections(configuration) : nil,
             logger: logger)
+    }
+
+    /// The connections requests go through without a `URLSession` of the app's: AsyncHTTPClient
+    /// on Linux; none elsewhere.
+    static func platformConnections(_ configuration: Configuration) -> (any HTTPConnections)? {
+        #if canImport(AsyncHTTPClient)
+            if ProcessInfo.processInfo.environment["FERRY_HTTP_CONNECTIONS"] == "sockets" { return SocketConnections() }
+            return AsyncHTTPConnections(trustRoots: configuration.additionalTrustRoots)
+        #else
+            return nil
+        #endif
     }
 
     /// The configuration this remote was made with.

@@ -21,7 +21,7 @@
     /// `TCP_NODELAY`, a timeout between bytes (the request's `timeoutInterval`, as `URLSession`), and
     /// cancellation (the socket is shut down). `https://` and proxies (`http_proxy`) stay with
     /// `URLSession`.
-    final class SocketConnections: Sendable {
+    final class SocketConnections: HTTPConnections {
         /// Idle kept-alive connections by `host:port`, the most recently used last.
         private let idle = Mutex<[String: [Int32]]>([:])
         /// The most idle connections kept per server.
@@ -30,9 +30,6 @@
         deinit {
             for fds in idle.withLock({ $0.values }) { for fd in fds { close(fd) } }
         }
-
-        /// The connections requests go through when no `URLSession` was given.
-        static var platformDefault: SocketConnections? { SocketConnections() }
 
         /// The proxy settings of the environment, read once (`http_proxy`, `all_proxy`, `no_proxy`).
         private let proxy: (configured: Bool, exempt: [String]) = {

@@ -1,0 +1,202 @@
+#if canImport(AsyncHTTPClient)
+    internal import AsyncHTTPClient
+    import Foundation
+    internal import NIOCore
+    internal import NIOHTTP1
+    import Logging
+    internal import NIOSSL
+    import Synchronization
+
+    #if canImport(FoundationNetworking)
+        import FoundationNetworking
+    #endif
+
+    /// Requests and long-lived answers through swift-server's AsyncHTTPClient: what every request
+    /// goes through on Linux, `http://` and `https://` alike.
+    ///
+    /// FoundationNetworking's `URLSession` keeps a core busy while it waits for an answer (about
+    /// three quarters of a core per request in flight, measured on 6.3.1); AsyncHTTPClient waits in
+    /// NIO's event loop, keeps connections alive in a pool, speaks TLS through BoringSSL (NIOSSL)
+    /// and HTTP/2 where the server offers it.
+    ///
+    /// Failures are `URLError`s, as from `URLSession`, so that every path describes them alike.
+    /// Proxies set in the environment (`http_proxy`, `https_proxy`, `all_proxy`) stay with
+    /// `URLSession`, which reads them (``handles(_:)``).
+    final class AsyncHTTPConnections: HTTPConnections {
+        /// PEM files of certificates trusted besides the system's.
+        let trustRoots: [String]
+
+        init(trustRoots: [String] = []) { self.trustRoots = trustRoots }
+
+        /// The client for requests whose longest wait between bytes is `timeout` seconds (the
+        /// request's `timeoutInterval`, as `URLSession` reads it; AsyncHTTPClient sets it per
+        /// client). One per timeout and trust roots for the whole process, never shut down: a
+        /// remote made for every request must not cost a new pool.
+        func client(timeout: Double) -> AsyncHTTPClient.HTTPClient {
+            let key = ClientKey(
+                milliseconds: max(1, Int64((timeout > 0 ? timeout : 60) * 1000)), trustRoots: trustRoots)
+            return Self.clients.withLock { clients in
+                if let known = clients[key] { return known }
+                var tls = TLSConfiguration.makeClientConfiguration()
+                tls.additionalTrustRoots = key.trustRoots.map { .file($0) }
+                let configuration = AsyncHTTPClient.HTTPClient.Configuration(
+                    tlsConfiguration: tls,
+                    // Redirects as URLSession follows them.
+                    redirectConfiguration: .follow(max: 5, allowCycles: false),
+                    timeout: .init(connect: .seconds(10), read: .milliseconds(key.milliseconds)),
+                    connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8))
+                let made = AsyncHTTPClient.HTTPClient(
+                    eventLoopGroup: AsyncHTTPClient.HTTPClient.defaultEventLoopGroup, configuration: configuration)
+                clients[key] = made
+                return made
+            }
+        }
+
+        private static let clients = Mutex<[ClientKey: AsyncHTTPClient.HTTPClient]>([:])
+
+        private struct ClientKey: Hashable, Sendable {
+            var milliseconds: Int64
+            var trustRoots: [String]
+        }
+
+        /// The proxy settings of the environment, read once.
+        private static let proxyConfigured: Bool = {
+            let environment = ProcessInfo.processInfo.environment
+            return ["http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"].contains {
+                environment[$0]?.isEmpty == false
+            }
+        }()
+
+        private static let proxyExempt: [String] = {
+            let environment = ProcessInfo.processInfo.environment
+            return (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",").map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            }
+        }()
+
+        /// Whether `url` goes through this client: `http` or `https`, and no proxy set for it.
+        func handles(_ url: URL) -> Bool {
+            guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let host = url.host, !host.isEmpty
+            else { return false }
+            guard Self.proxyConfigured else { return true }
+            let name = host.lowercased()
+            return Self.proxyExempt.contains { entry in
+                entry == "*"
+                    || (!entry.isEmpty && (name == entry || name.hasSuffix(entry.hasPrefix(".") ? entry : "." + entry)))
+            }
+        }
+
+        /// One request and its whole answer, whose body may hold at most `limit` bytes (a larger one
+        /// fails with `URLError(.dataLengthExceedsMaximum)`, before it is read when the server says
+        /// its length).
+        func exchange(_ request: URLRequest, limit: Int) async throws -> (
+            status: Int, headers: [String: String], body: Data
+        ) {
+            do {
+                let response = try await client(timeout: request.timeoutInterval).execute(
+                    try Self.request(request), deadline: .distantFuture, logger: Self.silent)
+                if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
+                    throw URLError(.dataLengthExceedsMaximum)
+                }
+                var body = Data()
+                for try await piece in response.body {
+                    guard body.count + piece.readableBytes <= limit else { throw URLError(.dataLengthExceedsMaximum) }
+                    body.append(contentsOf: piece.readableBytesView)
+                }
+                return (Int(response.status.code), Self.headers(response.headers), body)
+            } catch {
+                throw Self.urlError(error)
+            }
+        }
+
+        /// Sends `request` and answers the status and headers as soon as they arrive; the body follows
+        /// as it arrives, until the server ends it (the stream finishes), the connection fails (it
+        /// throws a `URLError`) or the consumer stops reading (the request is cancelled, which closes
+        /// its connection).
+        func openStream(_ request: URLRequest) async throws -> (
+            status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>
+        ) {
+            let response: HTTPClientResponse
+            do {
+                response = try await client(timeout: request.timeoutInterval).execute(
+                    try Self.request(request), deadline: .distantFuture, logger: Self.silent)
+            } catch {
+                throw Self.urlError(error)
+            }
+            let (stream, sink) = AsyncThrowingStream.makeStream(of: [UInt8].self)
+            let reader = Task {
+                do {
+                    for try await piece in response.body { sink.yield(Array(piece.readableBytesView)) }
+                    sink.finish()
+                } catch {
+                    sink.finish(throwing: Self.urlError(error))
+                }
+            }
+            sink.onTermination = { _ in reader.cancel() }
+            return (Int(response.status.code), Self.headers(response.headers), stream)
+        }
+
+        private static let silent = Logger(label: "ferry.transport.http", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        /// `request` for AsyncHTTPClient: its method, URL, headers and body.
+        static func request(_ request: URLRequest) throws -> HTTPClientRequest {
+            guard let url = request.url?.absoluteString else { throw URLError(.badURL) }
+            var converted = HTTPClientRequest(url: url)
+            converted.method = HTTPMethod(rawValue: request.httpMethod ?? "GET")
+            for (name, value) in request.allHTTPHeaderFields ?? [:] { converted.headers.add(name: name, value: value) }
+            if let body = request.httpBody { converted.body = .bytes(ByteBuffer(bytes: body)) }
+            return converted
+        }
+
+        /// The headers, names as the server sent them; repeated ones joined with `, ` (RFC 9110 §5.3).
+        static func headers(_ headers: HTTPHeaders) -> [String: String] {
+            var joined: [String: String] = [:]
+            for (name, value) in headers {
+                if let earlier = joined[name] { joined[name] = earlier + ", " + value } else { joined[name] = value }
+            }
+            return joined
+        }
+
+        /// A failure of AsyncHTTPClient, NIO or TLS as the `URLError` `URLSession` gives for it.
+        static func urlError(_ error: any Error) -> URLError {
+            if let error = error as? URLError { return error }
+            if error is CancellationError { return URLError(.cancelled) }
+            func described(_ code: URLError.Code, _ text: String) -> URLError {
+                URLError(code, userInfo: [NSLocalizedDescriptionKey: text, NSUnderlyingErrorKey: error as NSError])
+            }
+            if let client = error as? HTTPClientError {
+                switch client {
+                case .cancelled: return URLError(.cancelled)
+                case .readTimeout, .deadlineExceeded, .writeTimeout: return URLError(.timedOut)
+                case .connectTimeout: return described(.cannotConnectToHost, "connecting to the server timed out")
+                case .tlsHandshakeTimeout: return described(.secureConnectionFailed, "the TLS handshake timed out")
+                case .remoteConnectionClosed: return URLError(.networkConnectionLost)
+                case .invalidURL, .emptyHost, .emptyScheme: return URLError(.badURL)
+                default: return described(.badServerResponse, "\(client)")
+                }
+            }
+            if let tls = error as? NIOSSLError {
+                return described(.secureConnectionFailed, "TLS failed: \(tls)")
+            }
+            if let tls = error as? BoringSSLError {
+                return described(.secureConnectionFailed, "TLS failed: \(tls)")
+            }
+            if let io = error as? IOError {
+                switch io.errnoCode {
+                case ECONNREFUSED, EHOSTUNREACH, ENETUNREACH: return URLError(.cannotConnectToHost)
+                case ECONNRESET, EPIPE: return URLError(.networkConnectionLost)
+                default: return described(.networkConnectionLost, "\(io)")
+                }
+            }
+            let text = String(describing: error)
+            if text.contains("connectionRefused") || text.contains("Connection refused") {
+                return URLError(.cannotConnectToHost)
+            }
+            if text.contains("NXDOMAIN") || text.contains("lookup") || text.contains("resolve") {
+                return URLError(.cannotFindHost)
+            }
+            return described(.unknown, text)
+        }
+    }
+#endif
