@@ -165,7 +165,7 @@ public actor ReplSession {
         }
         if editor.isInteractive { output.print(banner()) }
         var failed = false
-        while let line = editor.readLine(prompt: prompt) {
+        while let line = await editor.line(prompt: prompt) {
             if !editor.isInteractive { output.print(prompt + line) }
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }

@@ -50,7 +50,22 @@ public final class LineEditor: @unchecked Sendable {
         history = History(loaded)
     }
 
-    /// The next line without its newline, or `nil` at the end of input (Ctrl-D, end of file).
+    /// The next line, read on a thread of its own: the wait for the user never holds a thread of
+    /// the cooperative pool, so the work that goes on meanwhile (automatic sync, a feed) runs.
+    ///
+    /// ```swift
+    /// while let line = await editor.line(prompt: "ferry> ") { try await run(line) }
+    /// ```
+    public func line(prompt: String) async -> String? {
+        await withCheckedContinuation { continuation in
+            let reader = Thread { continuation.resume(returning: self.readLine(prompt: prompt)) }
+            reader.name = "ferry.terminal"
+            reader.start()
+        }
+    }
+
+    /// The next line without its newline, or `nil` at the end of input (Ctrl-D, end of file). It
+    /// blocks the calling thread: from async code, use ``line(prompt:)``.
     public func readLine(prompt: String) -> String? {
         lock.lock()
         defer { lock.unlock() }
