@@ -34,7 +34,7 @@ struct MultiInstanceTests {
             let line = try await ServeCommandTests.firstLine(of: output.fileHandleForReading, from: process)
             guard let url = line.split(separator: " ").first(where: { $0.hasPrefix("http://") }).map(String.init) else {
                 process.terminate()
-                throw CancellationError()
+                throw InstanceStartError(description: "ferry serve did not say its URL; it said: \(line)")
             }
             return Instance(process: process, url: URL(string: url)!)
         }
@@ -187,4 +187,8 @@ struct MultiInstanceTests {
         #expect(written == Self.rounds * 3 * 25)
         await database.remove()
     }
+}
+
+struct InstanceStartError: Error, CustomStringConvertible {
+    var description: String
 }
