@@ -1,18 +1,19 @@
-// Codable <-> JSONValue without Foundation, for the typed tables (decoding is in
-// JSONValueDecoding.swift).
+// Codable <-> JSONValue, for the typed tables (decoding is in JSONValueDecoding.swift).
 //
 // Integers encode as `.int`, floating-point numbers as `.double`; decoding accepts an integral
-// `.double` for an integer type and an `.int` for a floating-point type. `nil` optionals are left
-// out when encoded with `encodeIfPresent` (what synthesized conformances do).
+// `.double` for an integer type and an `.int` for a floating-point type. Foundation's `Date`,
+// `UUID`, `URL`, `Data` and `Decimal` take their wire forms (WireValues.swift) wherever they appear.
+// A `nil` optional is written as `null`, also through `encodeIfPresent` (what synthesized
+// conformances call): the other clients write nulls out, and a 2.0 `PATCH` leaves a field it does
+// not mention unchanged, so leaving the field out would never clear it on the server. Decoding reads
+// a missing field and a `null` alike as `nil`.
 
 /// Encodes a value into a ``JSONValue``.
 struct JSONValueEncoder {
     func encode(_ value: some Encodable) throws -> JSONValue {
         if let value = value as? JSONValue { return value }
         if let value = value as? JSONObject { return .object(value) }
-        let encoder = ValueEncoder(codingPath: [])
-        try value.encode(to: encoder)
-        return encoder.storage.value
+        return try encodeNested(value, codingPath: [])
     }
 }
 
@@ -58,6 +59,7 @@ private final class ValueEncoder: Encoder {
 
 private func encodeNested(_ value: some Encodable, codingPath: [any CodingKey]) throws -> JSONValue {
     if let value = value as? JSONValue { return value }
+    if let wire = try wireJSON(of: value, at: codingPath) { return wire }
     let encoder = ValueEncoder(codingPath: codingPath)
     try value.encode(to: encoder)
     return encoder.storage.value
@@ -99,18 +101,40 @@ private struct KeyedEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: Float, forKey key: Key) throws {
         set(try checkedDouble(Double(value), codingPath + [key]), key)
     }
-    mutating func encode(_ value: Int, forKey key: Key) throws { set(try integer(value, codingPath), key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { set(try integer(value, codingPath), key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { set(try integer(value, codingPath), key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { set(try integer(value, codingPath), key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
     mutating func encode(_ value: Int64, forKey key: Key) throws { set(.int(value), key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { set(try integer(value, codingPath), key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { set(try integer(value, codingPath), key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { set(try integer(value, codingPath), key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { set(try integer(value, codingPath), key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { set(try integer(value, codingPath), key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { set(try integer(value, codingPath + [key]), key) }
     mutating func encode(_ value: some Encodable, forKey key: Key) throws {
         set(try encodeNested(value, codingPath: codingPath + [key]), key)
+    }
+
+    // `nil` as `null` (see the top of the file).
+    private mutating func encodeOrNull(_ value: (some Encodable)?, _ key: Key) throws {
+        if let value { try encode(value, forKey: key) } else { set(.null, key) }
+    }
+    mutating func encodeIfPresent(_ value: Bool?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: String?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: Double?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: Float?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: Int?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: Int8?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: Int16?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: Int32?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: Int64?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: UInt?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: UInt8?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: UInt16?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: UInt32?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: UInt64?, forKey key: Key) throws { try encodeOrNull(value, key) }
+    mutating func encodeIfPresent(_ value: (some Encodable)?, forKey key: Key) throws {
+        try encodeOrNull(value, key)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
@@ -221,16 +245,16 @@ private struct UnkeyedEncoder: UnkeyedEncodingContainer {
     mutating func encode(_ value: String) throws { append(.string(value)) }
     mutating func encode(_ value: Double) throws { append(try checkedDouble(value, codingPath + [key])) }
     mutating func encode(_ value: Float) throws { append(try checkedDouble(Double(value), codingPath + [key])) }
-    mutating func encode(_ value: Int) throws { append(try integer(value, codingPath)) }
-    mutating func encode(_ value: Int8) throws { append(try integer(value, codingPath)) }
-    mutating func encode(_ value: Int16) throws { append(try integer(value, codingPath)) }
-    mutating func encode(_ value: Int32) throws { append(try integer(value, codingPath)) }
+    mutating func encode(_ value: Int) throws { append(try integer(value, codingPath + [key])) }
+    mutating func encode(_ value: Int8) throws { append(try integer(value, codingPath + [key])) }
+    mutating func encode(_ value: Int16) throws { append(try integer(value, codingPath + [key])) }
+    mutating func encode(_ value: Int32) throws { append(try integer(value, codingPath + [key])) }
     mutating func encode(_ value: Int64) throws { append(.int(value)) }
-    mutating func encode(_ value: UInt) throws { append(try integer(value, codingPath)) }
-    mutating func encode(_ value: UInt8) throws { append(try integer(value, codingPath)) }
-    mutating func encode(_ value: UInt16) throws { append(try integer(value, codingPath)) }
-    mutating func encode(_ value: UInt32) throws { append(try integer(value, codingPath)) }
-    mutating func encode(_ value: UInt64) throws { append(try integer(value, codingPath)) }
+    mutating func encode(_ value: UInt) throws { append(try integer(value, codingPath + [key])) }
+    mutating func encode(_ value: UInt8) throws { append(try integer(value, codingPath + [key])) }
+    mutating func encode(_ value: UInt16) throws { append(try integer(value, codingPath + [key])) }
+    mutating func encode(_ value: UInt32) throws { append(try integer(value, codingPath + [key])) }
+    mutating func encode(_ value: UInt64) throws { append(try integer(value, codingPath + [key])) }
     mutating func encode(_ value: some Encodable) throws {
         append(try encodeNested(value, codingPath: codingPath + [key]))
     }

@@ -1,12 +1,12 @@
-// JSONValue -> Decodable without Foundation, for the typed tables: the decoding half of
-// JSONValueCoding.swift.
+// JSONValue -> Decodable, for the typed tables: the decoding half of JSONValueCoding.swift (whose
+// header says what is read how).
 
 /// Decodes a value from a ``JSONValue``.
 struct JSONValueDecoder {
     func decode<Value: Decodable>(_ type: Value.Type, from json: JSONValue) throws -> Value {
         if let value = json as? Value { return value }
         if case .object(let object) = json, let value = object as? Value { return value }
-        return try Value(from: ValueDecoder(json, codingPath: []))
+        return try decodeScalar(type, json, [])
     }
 }
 
@@ -69,6 +69,7 @@ private func decodeScalar<T: Decodable>(_ type: T.Type, _ value: JSONValue, _ co
     default:
         if let result = try decodeInteger(type, value, codingPath) { return result }
         if type == JSONValue.self { return value as! T }
+        if let wire = try decodeWireValue(type, from: value, at: codingPath) { return wire }
         return try T(from: ValueDecoder(value, codingPath: codingPath))
     }
     throw mismatch(type, value, codingPath)

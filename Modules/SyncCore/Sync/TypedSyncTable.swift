@@ -1,7 +1,26 @@
 /// A table of `Codable` models on top of a ``SyncTable``.
 ///
-/// Models encode to JSON objects field by field (integers stay integers). A model whose `id` is `nil`,
-/// missing or empty gets a generated id on insert. Use ``Timestamp`` (not `Date`) for dates.
+/// Models encode to JSON objects field by field, in the forms the table protocol and the other
+/// clients use:
+///
+/// | Swift | JSON |
+/// |---|---|
+/// | `Int`, `Int64`, … | an integer (a `UInt64` beyond `Int64` is refused) |
+/// | `Double`, `Float` | a number (NaN and infinity are refused) |
+/// | `Date` | `"2023-11-14T22:13:20.123Z"`: UTC, milliseconds (truncated), as `updatedAt` |
+/// | ``Timestamp`` | the same |
+/// | `UUID` | `"0193f4a2-7c1e-7a3b-8c2d-5e6f7a8b9c0d"`: lowercase (either case is read) |
+/// | `URL` | its absolute string |
+/// | `Data` | base64 |
+/// | `Decimal` | a number that reads back exactly (up to 15 significant digits; more is refused) |
+/// | an enum with raw values | its raw value |
+/// | a nested `Codable` struct, an array, a dictionary | an object, an array, an object |
+/// | `nil` | `null` (a missing field and `null` both read as `nil`) |
+///
+/// Reading a `Date` also accepts offsets (`+01:00`), no fraction or a longer one, and the number
+/// typed tables wrote before they knew dates (seconds since 2001); not milliseconds since 1970.
+///
+/// A model whose `id` is `nil`, missing or empty gets a generated id on insert.
 ///
 /// ```swift
 /// struct Todo: Codable, Sendable {
