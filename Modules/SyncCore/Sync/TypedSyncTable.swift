@@ -20,32 +20,49 @@
 /// Reading a `Date` also accepts offsets (`+01:00`), no fraction or a longer one, and the number
 /// typed tables wrote before they knew dates (seconds since 2001); not milliseconds since 1970.
 ///
-/// A model whose `id` is `nil`, missing or empty gets a generated id on insert.
+/// A model whose `id` is `nil`, missing or empty (or ``SyncModelID/unassigned`` for a
+/// ``SyncModel``) gets a generated id on insert. A stored item that does not decode as the model
+/// (another client left a field out, say) is skipped by ``query(_:)`` and ``observe(_:interval:)``
+/// and reported by the context (``SyncContext/undecodableItems``), or throws with
+/// ``DecodingPolicy/strict``; see ``DecodingPolicy``.
 ///
 /// ```swift
-/// struct Todo: Codable, Sendable {
-///     var id: String?
+/// struct Todo: SyncModel {
+///     static let tableName = "todo"
+///     var id: String = .unassigned
 ///     var title: String
+///     var due: Date?
 ///     var done = false
 /// }
-/// let todos = context.table("todo", of: Todo.self)
-/// let milk = try await todos.insert(Todo(title: "Milk"))
+/// let todos = context.table(Todo.self)            // or context.table("todo", of: Todo.self)
+/// let milk = try await todos.insert(Todo(title: "Milk", due: .now))
 /// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)))
 /// ```
+///
+/// Every method throws only ``SyncError``.
 public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
     /// The untyped table underneath.
     public let table: SyncTable
+    /// What a read does with a stored item that does not decode as `Item`.
+    public let decodingPolicy: DecodingPolicy
 
-    init(table: SyncTable) { self.table = table }
+    init(table: SyncTable, decodingPolicy: DecodingPolicy) {
+        self.table = table
+        self.decodingPolicy = decodingPolicy
+    }
 
     /// The table's name.
     public var name: String { table.name }
 
-    /// Inserts a model and queues its insert; returns it as stored (with its id).
+    /// Inserts a model and queues its insert; returns it as stored (with its id). An id that is
+    /// `nil`, empty or ``SyncModelID/unassigned`` is generated (``ItemID/generate()``: a UUIDv7).
     @discardableResult
     public func insert(_ item: Item) async throws(SyncError) -> Item {
         var object = try encode(item)
-        if object["id"]?.stringValue?.isEmpty == true { object.removeValue(forKey: "id") }
+        let unassigned =
+            (item as? any SyncModel)?.hasUnassignedID == true || object["id"] == .null
+            || object["id"]?.stringValue?.isEmpty == true
+        if unassigned { object.removeValue(forKey: "id") }
         return try decode(try await table.insert(object))
     }
 
@@ -66,17 +83,41 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
     }
 
     /// The local model with `id`, or `nil`.
+    ///
+    /// A stored item that does not decode as `Item` throws ``SyncError/Code/invalidItem`` (whose
+    /// ``SyncError/underlying`` is the ``UndecodableItem``), whatever the ``decodingPolicy``: `nil`
+    /// would say that no item has this id, and an insert with it would then fail.
+    ///
+    /// ```swift
+    /// if let milk = try await todos.item(id: "milk") { print(milk.title) }
+    /// ```
     public func item(id: String) async throws(SyncError) -> Item? {
-        try await table.item(id: id).map(decode)
+        guard let object = try await table.item(id: id) else {
+            context.undecodable.clear(table: name, model: modelName, ids: [id])
+            return nil
+        }
+        return try decode(object)
     }
 
     /// Runs a query on the local models.
+    ///
+    /// Stored items that do not decode as `Item` are left out and reported
+    /// (``SyncContext/undecodableItems``), or throw with ``DecodingPolicy/strict``. They count
+    /// toward the query's `top`, so a page can hold fewer models.
+    ///
+    /// ```swift
+    /// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)).orderBy("title"))
+    /// ```
     public func query(_ query: TableQuery = TableQuery()) async throws(SyncError) -> [Item] {
-        try await table.query(query).items.map(decode)
+        try decode(try await table.query(query).items)
     }
 
     /// The models a query selects now, then again after every commit that changes them; see
     /// ``SyncTable/observe(_:interval:)``.
+    ///
+    /// Stored items that do not decode as `Item` are left out and reported
+    /// (``SyncContext/undecodableItems``): the observation keeps running. With
+    /// ``DecodingPolicy/strict`` the first such item ends it with ``SyncError/Code/invalidItem``.
     ///
     /// ```swift
     /// for try await open in todos.observe(TableQuery().filter(.field("done").eq(false))) {
@@ -91,7 +132,7 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
             let runner = Task {
                 do {
-                    for try await items in objects { continuation.yield(try items.map(table.decode)) }
+                    for try await items in objects { continuation.yield(try table.decode(items)) }
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
@@ -115,28 +156,75 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         try await table.purge(query, force: force)
     }
 
+    private var context: SyncContext { table.context }
+    /// The model's name in reports.
+    private var modelName: String { String(describing: Item.self) }
+
     private func encode(_ item: Item) throws(SyncError) -> JSONObject {
         let value: JSONValue
         do {
             value = try JSONValueEncoder().encode(item)
         } catch {
+            var why = String(describing: error)
+            if case EncodingError.invalidValue(_, let context) = error {
+                why = "\(context.codingPath.isEmpty ? "" : "'\(codingPathText(context.codingPath))': ")"
+                why += context.debugDescription
+            }
             throw SyncError(
-                .invalidItem, "table '\(name)': a \(Item.self) does not encode: \(error)",
-                underlying: SendableDescription(String(describing: error)))
+                .invalidItem, "table '\(name)': a \(modelName) does not encode: \(why)",
+                underlying: SendableDescription(why))
         }
         guard case .object(let object) = value else {
-            throw SyncError(.invalidItem, "table '\(name)': a \(Item.self) must encode as a JSON object")
+            throw SyncError(.invalidItem, "table '\(name)': a \(modelName) must encode as a JSON object")
         }
         return object
     }
 
+    /// The model of one stored item, or the report of why it does not fit.
+    private func model(of object: JSONObject) throws(UndecodableItem) -> Item {
+        let item: Item
+        do {
+            item = try JSONValueDecoder().decode(Item.self, from: .object(object))
+        } catch {
+            throw UndecodableItem(error, object: object, table: name, model: modelName)
+        }
+        // An id read leniently (a UUID in uppercase) would be written back as another id.
+        if let stored = object.id, let written = (item as? any SyncModel)?.storedID, written != stored {
+            throw UndecodableItem(
+                table: name, itemID: stored, model: modelName, field: "id",
+                reason: "it would be written back as '\(written)', another id: give \(modelName) a String id")
+        }
+        return item
+    }
+
+    /// Decodes one stored item; one that does not fit is reported and throws, whatever the policy.
     func decode(_ object: JSONObject) throws(SyncError) -> Item {
         do {
-            return try JSONValueDecoder().decode(Item.self, from: .object(object))
+            let item = try model(of: object)
+            if let id = object.id { context.undecodable.clear(table: name, model: modelName, ids: [id]) }
+            return item
         } catch {
-            throw SyncError(
-                .invalidItem, "table '\(name)': item '\(object.id ?? "?")' does not decode as \(Item.self): \(error)",
-                underlying: SendableDescription(String(describing: error)))
+            context.undecodable.report(error)
+            throw SyncError(.invalidItem, error.description, underlying: error)
         }
+    }
+
+    /// Decodes stored items by the policy: one that does not fit is reported, and skipped or thrown.
+    func decode(_ objects: [JSONObject]) throws(SyncError) -> [Item] {
+        var items: [Item] = []
+        items.reserveCapacity(objects.count)
+        // The ids that decoded, to clear earlier reports of them; only collected when there are some.
+        var decodedIDs: [String]? = context.undecodable.isEmpty ? nil : []
+        for object in objects {
+            do {
+                items.append(try model(of: object))
+                if let id = object.id { decodedIDs?.append(id) }
+            } catch {
+                context.undecodable.report(error)
+                if decodingPolicy == .strict { throw SyncError(.invalidItem, error.description, underlying: error) }
+            }
+        }
+        if let decodedIDs { context.undecodable.clear(table: name, model: modelName, ids: decodedIDs) }
+        return items
     }
 }
