@@ -103,7 +103,8 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
     ///
     /// Stored items that do not decode as `Item` are left out and reported
     /// (``SyncContext/undecodableItems``), or throw with ``DecodingPolicy/strict``. They count
-    /// toward the query's `top`, so a page can hold fewer models.
+    /// toward the query's `top`, so a page can hold fewer models; and a `select` that leaves out a
+    /// field the model requires makes every item one of them.
     ///
     /// ```swift
     /// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)).orderBy("title"))
