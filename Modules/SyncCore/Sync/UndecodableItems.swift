@@ -113,59 +113,37 @@ final class UndecodableItemLog: Sendable {
         var itemID: String
     }
 
-    private struct State {
-        var reports: [Key: UndecodableItem] = [:]
-        var nextID = 0
-        var continuations: [Int: AsyncStream<UndecodableItem>.Continuation] = [:]
-    }
-
-    private let state = Mutex(State())
+    private let reports = Mutex<[Key: UndecodableItem]>([:])
+    private let broadcast = Broadcast<UndecodableItem>()
     private let logger: Logger
 
     init(logger: Logger) { self.logger = logger }
 
-    var isEmpty: Bool { state.withLock { $0.reports.isEmpty } }
+    var isEmpty: Bool { reports.withLock { $0.isEmpty } }
 
     var current: [UndecodableItem] {
-        state.withLock { Array($0.reports.values) }.sorted { ($0.table, $0.itemID) < ($1.table, $1.itemID) }
+        reports.withLock { Array($0.values) }.sorted { ($0.table, $0.itemID) < ($1.table, $1.itemID) }
     }
 
     /// Records `report`; tells the subscribers and the logger when it is new or changed.
     func report(_ report: UndecodableItem) {
         let key = Key(table: report.table, model: report.model, itemID: report.itemID)
-        let continuations = state.withLock { state -> [AsyncStream<UndecodableItem>.Continuation]? in
-            guard state.reports.updateValue(report, forKey: key) != report else { return nil }
-            return Array(state.continuations.values)
-        }
-        guard let continuations else { return }
+        guard reports.withLock({ $0.updateValue(report, forKey: key) != report }) else { return }
         logger.debug(
             "\(report)",
             metadata: ["table": "\(report.table)", "itemID": "\(report.itemID)", "field": "\(report.field)"])
-        for continuation in continuations { continuation.yield(report) }
+        broadcast.yield(report)
     }
 
     /// Forgets the reports of the items with `ids` of `table` for `model`: they decoded, or are gone.
     func clear(table: String, model: String, ids: some Sequence<String>) {
-        state.withLock { state in
-            guard !state.reports.isEmpty else { return }
-            for id in ids { state.reports[Key(table: table, model: model, itemID: id)] = nil }
+        reports.withLock { reports in
+            guard !reports.isEmpty else { return }
+            for id in ids { reports[Key(table: table, model: model, itemID: id)] = nil }
         }
     }
 
     func stream(bufferingNewest limit: Int) -> AsyncStream<UndecodableItem> {
-        let (stream, continuation) = AsyncStream<UndecodableItem>.makeStream(bufferingPolicy: .bufferingNewest(limit))
-        let id = state.withLock { state in
-            state.nextID += 1
-            state.continuations[state.nextID] = continuation
-            return state.nextID
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.continuations.removeValue(forKey: id) }
-        }
-        return stream
-    }
-
-    deinit {
-        for continuation in state.withLock({ Array($0.continuations.values) }) { continuation.finish() }
+        broadcast.stream(bufferingNewest: limit)
     }
 }
