@@ -19,7 +19,7 @@ public enum StoreConformanceSuite: Sendable {
     /// Every check.
     public static var all: [StoreConformanceCheck] {
         let groups: [[StoreConformanceCheck]] = [
-            crud, ids, queries, transactions, systemTables, persistence, concurrency, handles, lifecycle,
+            crud, ids, queries, transactions, systemTables, persistence, concurrency, handles, lifecycle, typedModels,
         ]
         return groups.flatMap { $0 }
     }

@@ -75,7 +75,7 @@ struct ContextTests {
         let stored = try #require(try await device.table("shape").item(id: "p"))
         #expect(stored["big"] == .int(1 << 40))
         #expect(stored["float"] == .double(0.5))
-        #expect(stored["maybe"] == nil)
+        #expect(stored["maybe"] == .null)  // nil is written as null
         #expect(stored["kind"] == ["polygon": ["sides": 3, "points": [[0, 0], [1, 0], [0, 1]]]])
         // Out-of-range and non-finite values are refused with a clear error.
         let huge = Shape(id: "h", kind: .circle(radius: .infinity), big: 0, small: 0, float: 0, maybe: nil, nested: [:])

@@ -3,9 +3,9 @@ public import Logging
 /// The sync engine: it owns a local store, a remote backend and a conflict handler, and moves changes
 /// between them.
 ///
-/// Apps read and write through ``SyncTable`` handles (``table(_:)``, or ``table(_:of:)`` for
-/// `Codable` models). Every local write commits together with its queued operation. ``push()`` sends
-/// the queue of every table in order; ``SyncTable/pull(_:queryID:options:)`` brings a table's server
+/// Apps read and write through ``SyncTable`` handles (``table(_:)``, or ``table(_:decoding:)`` and
+/// ``table(_:of:decoding:)`` for `Codable` models). Every local write commits together with its
+/// queued operation. ``push()`` sends the queue of every table in order; ``SyncTable/pull(_:queryID:options:)`` brings a table's server
 /// changes back (incrementally with a query id); ``SyncTable/purge(_:force:)`` forgets local data.
 ///
 /// ```swift
@@ -34,6 +34,8 @@ public actor SyncContext {
     nonisolated let hub: EventHub
     /// Which tables each commit changed (observations and automatic sync listen to it).
     nonisolated let tableChanges = TableChangeHub()
+    /// The reports of stored items that typed tables could not decode.
+    nonisolated let undecodable: UndecodableItemLog
     /// Where sync stands (automatic sync keeps it up to date).
     public nonisolated let status = SyncStatus()
     /// The running automatic sync, if any.
@@ -88,6 +90,7 @@ public actor SyncContext {
         self.remote = remote
         self.conflictHandler = conflictHandler
         self.hub = EventHub(logger: logger)
+        self.undecodable = UndecodableItemLog(logger: logger)
     }
 
     /// Creates a context whose remote tables come from a closure.
@@ -111,16 +114,24 @@ public actor SyncContext {
         SyncTable(name: name, context: self)
     }
 
-    /// The handle for a table of `Codable` models.
+    /// The handle for a table of `Codable` models; for a ``SyncModel``, ``table(_:decoding:)`` needs
+    /// no name.
     ///
     /// ```swift
     /// struct Todo: Codable, Sendable { var id: String?; var title: String; var done: Bool }
     /// let todos = context.table("todo", of: Todo.self)
     /// let saved = try await todos.insert(Todo(id: nil, title: "Milk", done: false))
     /// ```
-    public nonisolated func table<Item: Codable & Sendable>(_ name: String, of type: Item.Type) -> TypedSyncTable<Item>
-    {
-        TypedSyncTable(table: table(name))
+    ///
+    /// - Parameters:
+    ///   - name: The table's name.
+    ///   - type: The model.
+    ///   - decoding: What a read does with a stored item that does not decode as `Item`: skip it
+    ///     and report it (the default), or throw.
+    public nonisolated func table<Item: Codable & Sendable>(
+        _ name: String, of type: Item.Type, decoding: DecodingPolicy = .skipAndReport
+    ) -> TypedSyncTable<Item> {
+        TypedSyncTable(table: table(name), decodingPolicy: decoding)
     }
 
     /// A new stream of progress events. Each call returns an independent stream; events that arrive

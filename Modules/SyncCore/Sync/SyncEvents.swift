@@ -1,5 +1,4 @@
 import Logging
-import Synchronization
 
 /// Progress of the sync work of a ``SyncContext``, delivered by ``SyncContext/events(bufferingNewest:)``.
 public enum SyncEvent: Sendable, Hashable {
@@ -43,14 +42,9 @@ public struct PullCounts: Sendable, Hashable {
     public init() {}
 }
 
-/// Fans events out to every subscriber.
+/// Fans events out to every subscriber, and logs them.
 final class EventHub: Sendable {
-    private struct Subscribers {
-        var nextID = 0
-        var continuations: [Int: AsyncStream<SyncEvent>.Continuation] = [:]
-    }
-
-    private let subscribers = Mutex(Subscribers())
+    private let broadcast = Broadcast<SyncEvent>()
     /// Every event also goes to the logger the app gave the context (swift-log).
     let logger: Logger
 
@@ -59,22 +53,12 @@ final class EventHub: Sendable {
     }
 
     func stream(bufferingNewest limit: Int) -> AsyncStream<SyncEvent> {
-        let (stream, continuation) = AsyncStream<SyncEvent>.makeStream(bufferingPolicy: .bufferingNewest(limit))
-        let id = subscribers.withLock { state in
-            state.nextID += 1
-            state.continuations[state.nextID] = continuation
-            return state.nextID
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.continuations.removeValue(forKey: id) }
-        }
-        return stream
+        broadcast.stream(bufferingNewest: limit)
     }
 
     func emit(_ event: SyncEvent) {
         log(event)
-        let continuations = subscribers.withLock { Array($0.continuations.values) }
-        for continuation in continuations { continuation.yield(event) }
+        broadcast.yield(event)
     }
 
     private func log(_ event: SyncEvent) {
@@ -109,14 +93,4 @@ final class EventHub: Sendable {
             logger.debug("purged \(items) items", metadata: ["table": "\(table)", "forced": "\(forced)"])
         }
     }
-
-    func finish() {
-        let continuations = subscribers.withLock { state in
-            defer { state.continuations = [:] }
-            return Array(state.continuations.values)
-        }
-        for continuation in continuations { continuation.finish() }
-    }
-
-    deinit { finish() }
 }

@@ -10,6 +10,9 @@
 /// t.iso8601          // "2024-08-23T20:22:54.291Z"
 /// t.millisecondsSince1970  // 1724444574291
 /// ```
+///
+/// A Foundation `Date` converts both ways: ``init(_:)`` (truncated to the millisecond) and
+/// `Date(_:)`. (``date`` is the UTC ``CalendarDate``, not a Foundation `Date`.)
 public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringConvertible {
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public var millisecondsSince1970: Int64

@@ -1,0 +1,231 @@
+/// A table of `Codable` models on top of a ``SyncTable``.
+///
+/// Models encode to JSON objects field by field, in the forms the table protocol and the other
+/// clients use:
+///
+/// | Swift | JSON |
+/// |---|---|
+/// | `Int`, `Int64`, … | an integer (a `UInt64` beyond `Int64` is refused) |
+/// | `Double`, `Float` | a number (NaN and infinity are refused) |
+/// | `Date` | `"2023-11-14T22:13:20.123Z"`: UTC, milliseconds (truncated), as `updatedAt` |
+/// | ``Timestamp`` | the same |
+/// | `UUID` | `"0193f4a2-7c1e-7a3b-8c2d-5e6f7a8b9c0d"`: lowercase (either case is read) |
+/// | `URL` | its absolute string |
+/// | `Data` | base64 |
+/// | `Decimal` | a number that reads back exactly (up to 15 significant digits; more is refused) |
+/// | an enum with raw values | its raw value |
+/// | a nested `Codable` struct, an array, a dictionary | an object, an array, an object |
+/// | `nil` | `null` (a missing field and `null` both read as `nil`) |
+///
+/// Reading a `Date` also accepts offsets (`+01:00`), no fraction or a longer one, and the number
+/// typed tables wrote before they knew dates (seconds since 2001); not milliseconds since 1970.
+///
+/// A model whose `id` is `nil`, missing or empty (or ``SyncModelID/unassigned`` for a
+/// ``SyncModel``) gets a generated id on insert. A stored item that does not decode as the model
+/// (another client left a field out, say) is skipped by ``query(_:)`` and ``observe(_:interval:)``
+/// and reported by the context (``SyncContext/undecodableItems``), or throws with
+/// ``DecodingPolicy/strict``; see ``DecodingPolicy``.
+///
+/// ```swift
+/// struct Todo: SyncModel {
+///     static let tableName = "todo"
+///     var id: String = .unassigned
+///     var title: String
+///     var due: Date?
+///     var done = false
+/// }
+/// let todos = context.table(Todo.self)            // or context.table("todo", of: Todo.self)
+/// let milk = try await todos.insert(Todo(title: "Milk", due: .now))
+/// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)))
+/// ```
+///
+/// Every method throws only ``SyncError``.
+public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
+    /// The untyped table underneath.
+    public let table: SyncTable
+    /// What a read does with a stored item that does not decode as `Item`.
+    public let decodingPolicy: DecodingPolicy
+
+    init(table: SyncTable, decodingPolicy: DecodingPolicy) {
+        self.table = table
+        self.decodingPolicy = decodingPolicy
+    }
+
+    /// The table's name.
+    public var name: String { table.name }
+
+    /// Inserts a model and queues its insert; returns it as stored (with its id). An id that is
+    /// `nil`, empty or ``SyncModelID/unassigned`` is generated (``ItemID/generate()``: a UUIDv7).
+    @discardableResult
+    public func insert(_ item: Item) async throws(SyncError) -> Item {
+        var object = try encode(item)
+        let unassigned =
+            (item as? any SyncModel)?.hasUnassignedID == true || object["id"] == .null
+            || object["id"]?.stringValue?.isEmpty == true
+        if unassigned { object.removeValue(forKey: "id") }
+        return try decode(try await table.insert(object))
+    }
+
+    /// Replaces a stored model and queues an update; returns it as stored.
+    @discardableResult
+    public func update(_ item: Item) async throws(SyncError) -> Item {
+        try decode(try await table.update(try encode(item)))
+    }
+
+    /// Deletes a model and queues a delete.
+    public func delete(_ item: Item) async throws(SyncError) {
+        try await table.delete(try encode(item))
+    }
+
+    /// Deletes the model with `id` and queues a delete.
+    public func delete(id: String) async throws(SyncError) {
+        try await table.delete(id: id)
+    }
+
+    /// The local model with `id`, or `nil`.
+    ///
+    /// A stored item that does not decode as `Item` throws ``SyncError/Code/invalidItem`` (whose
+    /// ``SyncError/underlying`` is the ``UndecodableItem``), whatever the ``decodingPolicy``: `nil`
+    /// would say that no item has this id, and an insert with it would then fail.
+    ///
+    /// ```swift
+    /// if let milk = try await todos.item(id: "milk") { print(milk.title) }
+    /// ```
+    public func item(id: String) async throws(SyncError) -> Item? {
+        guard let object = try await table.item(id: id) else {
+            context.undecodable.clear(table: name, model: modelName, ids: [id])
+            return nil
+        }
+        return try decode(object)
+    }
+
+    /// Runs a query on the local models.
+    ///
+    /// Stored items that do not decode as `Item` are left out and reported
+    /// (``SyncContext/undecodableItems``), or throw with ``DecodingPolicy/strict``. They count
+    /// toward the query's `top`, so a page can hold fewer models; and a `select` that leaves out a
+    /// field the model requires makes every item one of them.
+    ///
+    /// ```swift
+    /// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)).orderBy("title"))
+    /// ```
+    public func query(_ query: TableQuery = TableQuery()) async throws(SyncError) -> [Item] {
+        try decode(try await table.query(query).items)
+    }
+
+    /// The models a query selects now, then again after every commit that changes them; see
+    /// ``SyncTable/observe(_:interval:)``.
+    ///
+    /// Stored items that do not decode as `Item` are left out and reported
+    /// (``SyncContext/undecodableItems``): the observation keeps running. With
+    /// ``DecodingPolicy/strict`` the first such item ends it with ``SyncError/Code/invalidItem``.
+    ///
+    /// ```swift
+    /// for try await open in todos.observe(TableQuery().filter(.field("done").eq(false))) {
+    ///     print(open.map(\.title))
+    /// }
+    /// ```
+    public func observe(_ query: TableQuery = TableQuery(), interval: Duration = .milliseconds(16))
+        -> AsyncThrowingStream<[Item], any Error>
+    {
+        let objects = table.observe(query, interval: interval)
+        let table = self
+        return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            let runner = Task {
+                do {
+                    for try await items in objects { continuation.yield(try table.decode(items)) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in runner.cancel() }
+        }
+    }
+
+    /// Pulls the server's items; see ``SyncTable/pull(_:queryID:options:)``.
+    @discardableResult
+    public func pull(
+        _ query: TableQuery = TableQuery(), queryID: String? = nil, options: PullOptions = PullOptions()
+    ) async throws(SyncError) -> PullResult {
+        try await table.pull(query, queryID: queryID, options: options)
+    }
+
+    /// Removes local items; see ``SyncTable/purge(_:force:)``.
+    @discardableResult
+    public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws(SyncError) -> Int {
+        try await table.purge(query, force: force)
+    }
+
+    private var context: SyncContext { table.context }
+    /// The model's name in reports.
+    private var modelName: String { String(describing: Item.self) }
+
+    private func encode(_ item: Item) throws(SyncError) -> JSONObject {
+        let value: JSONValue
+        do {
+            value = try JSONValueEncoder().encode(item)
+        } catch {
+            var why = String(describing: error)
+            if case EncodingError.invalidValue(_, let context) = error {
+                why = "\(context.codingPath.isEmpty ? "" : "'\(codingPathText(context.codingPath))': ")"
+                why += context.debugDescription
+            }
+            throw SyncError(
+                .invalidItem, "table '\(name)': a \(modelName) does not encode: \(why)",
+                underlying: SendableDescription(why))
+        }
+        guard case .object(let object) = value else {
+            throw SyncError(.invalidItem, "table '\(name)': a \(modelName) must encode as a JSON object")
+        }
+        return object
+    }
+
+    /// The model of one stored item, or the report of why it does not fit.
+    private func model(of object: JSONObject) throws(UndecodableItem) -> Item {
+        let item: Item
+        do {
+            item = try JSONValueDecoder().decode(Item.self, from: .object(object))
+        } catch {
+            throw UndecodableItem(error, object: object, table: name, model: modelName)
+        }
+        // An id read leniently (a UUID in uppercase) would be written back as another id.
+        if let stored = object.id, let written = (item as? any SyncModel)?.storedID, written != stored {
+            throw UndecodableItem(
+                table: name, itemID: stored, model: modelName, field: "id",
+                reason: "it would be written back as '\(written)', another id: give \(modelName) a String id")
+        }
+        return item
+    }
+
+    /// Decodes one stored item; one that does not fit is reported and throws, whatever the policy.
+    func decode(_ object: JSONObject) throws(SyncError) -> Item {
+        do {
+            let item = try model(of: object)
+            if let id = object.id { context.undecodable.clear(table: name, model: modelName, ids: [id]) }
+            return item
+        } catch {
+            context.undecodable.report(error)
+            throw SyncError(.invalidItem, error.description, underlying: error)
+        }
+    }
+
+    /// Decodes stored items by the policy: one that does not fit is reported, and skipped or thrown.
+    func decode(_ objects: [JSONObject]) throws(SyncError) -> [Item] {
+        var items: [Item] = []
+        items.reserveCapacity(objects.count)
+        // The ids that decoded, to clear earlier reports of them; only collected when there are some.
+        var decodedIDs: [String]? = context.undecodable.isEmpty ? nil : []
+        for object in objects {
+            do {
+                items.append(try model(of: object))
+                if let id = object.id { decodedIDs?.append(id) }
+            } catch {
+                context.undecodable.report(error)
+                if decodingPolicy == .strict { throw SyncError(.invalidItem, error.description, underlying: error) }
+            }
+        }
+        if let decodedIDs { context.undecodable.clear(table: name, model: modelName, ids: decodedIDs) }
+        return items
+    }
+}
