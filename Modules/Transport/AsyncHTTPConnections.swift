@@ -90,7 +90,7 @@
         /// One request and its whole answer, whose body may hold at most `limit` bytes (a larger one
         /// fails with `URLError(.dataLengthExceedsMaximum)`, before it is read when the server says
         /// its length).
-        func exchange(_ request: URLRequest, limit: Int) async throws -> (
+        func exchange(_ request: URLRequest, limit: Int = .max) async throws -> (
             status: Int, headers: [String: String], body: Data
         ) {
             do {
@@ -99,12 +99,13 @@
                 if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
                     throw URLError(.dataLengthExceedsMaximum)
                 }
-                var body = Data()
-                for try await piece in response.body {
-                    guard body.count + piece.readableBytes <= limit else { throw URLError(.dataLengthExceedsMaximum) }
-                    body.append(contentsOf: piece.readableBytesView)
+                let body: ByteBuffer
+                do {
+                    body = try await response.body.collect(upTo: limit)
+                } catch is NIOTooManyBytesError {
+                    throw URLError(.dataLengthExceedsMaximum)
                 }
-                return (Int(response.status.code), Self.headers(response.headers), body)
+                return (Int(response.status.code), Self.headers(response.headers), Data(body.readableBytesView))
             } catch {
                 throw Self.urlError(error)
             }
@@ -175,6 +176,11 @@
                 case .invalidURL, .emptyHost, .emptyScheme: return URLError(.badURL)
                 default: return described(.badServerResponse, "\(client)")
                 }
+            }
+            if let parser = error as? HTTPParserError {
+                // A body cut short is a lost connection; anything else, an answer that is not HTTP.
+                if case .invalidEOFState = parser { return URLError(.networkConnectionLost) }
+                return described(.badServerResponse, "the server's answer is not valid HTTP: \(parser)")
             }
             if let tls = error as? NIOSSLError {
                 return described(.secureConnectionFailed, "TLS failed: \(tls)")

@@ -110,9 +110,9 @@ public struct HTTPRemote: RemoteService {
     /// and token refreshes to `logger` (by default the caller's task-local `Logger.current`).
     ///
     /// Requests go through `session` when one is given. Without one, they go through an ephemeral
-    /// `URLSession`, except on Linux for `http://` servers without a proxy: there Ferry sends them
-    /// over connections of its own, because FoundationNetworking's `URLSession` keeps a CPU core
-    /// busy while it waits for an answer (docs/transport.md).
+    /// `URLSession` on Apple platforms, and through AsyncHTTPClient on Linux (unless a proxy is set
+    /// in the environment), because FoundationNetworking's `URLSession` keeps a CPU core busy while
+    /// it waits for an answer (docs/transport.md).
     public init(
         _ configuration: Configuration, tokenProvider: TokenProvider? = nil, session: URLSession? = nil,
         logger: Logger = Logger.current
@@ -128,7 +128,6 @@ public struct HTTPRemote: RemoteService {
     /// on Linux; none elsewhere.
     static func platformConnections(_ configuration: Configuration) -> (any HTTPConnections)? {
         #if canImport(AsyncHTTPClient)
-            if ProcessInfo.processInfo.environment["FERRY_HTTP_CONNECTIONS"] == "sockets" { return SocketConnections() }
             return AsyncHTTPConnections(trustRoots: configuration.additionalTrustRoots)
         #else
             return nil

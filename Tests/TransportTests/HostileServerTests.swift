@@ -23,7 +23,7 @@
             }
             defer { server.stop() }
             do {
-                _ = try await SocketConnections().exchange(request(server.url), limit: limit)
+                _ = try await AsyncHTTPConnections().exchange(request(server.url), limit: limit)
                 Issue.record("an answer over the limit was read")
             } catch let error as URLError {
                 #expect(error.code == .dataLengthExceedsMaximum, "\(error)")
@@ -58,6 +58,7 @@
             try await Self.expectTooLarge { connection in
                 connection.write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFF\r\n")
                 connection.write(String(repeating: "z", count: 2 << 20))
+                Thread.sleep(forTimeInterval: 3)  // and keeps the connection open
             }
         }
 
@@ -69,7 +70,7 @@
             }
             defer { server.stop() }
             await #expect(throws: URLError.self) {
-                _ = try await SocketConnections().exchange(request(server.url), limit: Self.limit)
+                _ = try await AsyncHTTPConnections().exchange(request(server.url), limit: Self.limit)
             }
         }
 
