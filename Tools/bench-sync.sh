@@ -6,6 +6,7 @@
 # Usage: Tools/bench-sync.sh [--rows N] [--page N] [--push N] [--memory-rows N]
 #        Tools/bench-sync.sh --live N [--idle-seconds S] [--postgres URL]   (live sync: latency, idle cost)
 #        Tools/bench-sync.sh --outage N   (the server killed and restarted N times under a syncing device)
+#        Tools/bench-sync.sh --compare-clients [--rows N] [--push N]   (push and pull through each HTTP client)
 set -euo pipefail
 cd "$(dirname "$0")/../Apps"
 swift build -c release --product ferry

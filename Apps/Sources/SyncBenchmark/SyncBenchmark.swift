@@ -42,6 +42,10 @@ enum SyncBenchmarkMain {
             try await OutageBenchmark.run(options: options, directory: directory)
             return
         }
+        if options.compareClients {
+            try await ClientComparison.run(options: options, directory: directory)
+            return
+        }
         let pullRate = try await pullBenchmark(
             rows: options.rows, options: options, directory: directory, baseline: true)
         if let big = options.memoryRows {
@@ -49,9 +53,9 @@ enum SyncBenchmarkMain {
         }
         if options.push > 0 {
             print("\npush of \(options.push) queued inserts to ferry serve")
-            let batched = try await pushBenchmark(options: options, directory: directory, protocolOnly: false)
+            let batched = try await pushBenchmark(options: options, directory: directory, protocolOnly: false).rate
             print("  batched, idempotency keys         \(pad(Int(batched))) operations/s")
-            let single = try await pushBenchmark(options: options, directory: directory, protocolOnly: true)
+            let single = try await pushBenchmark(options: options, directory: directory, protocolOnly: true).rate
             print("  one request each (--protocol-only) \(pad(Int(single))) operations/s")
             print("  initial pull of this run          \(pad(Int(pullRate))) rows/s")
             print(
@@ -61,13 +65,15 @@ enum SyncBenchmarkMain {
     }
 
     @discardableResult
-    static func pullBenchmark(rows: Int, options: Options, directory: URL, baseline: Bool) async throws -> Double {
+    static func pullBenchmark(
+        rows: Int, options: Options, directory: URL, baseline: Bool, client: HTTPClientChoice = .platform
+    ) async throws -> Double {
         let database = directory.appendingPathComponent("server-\(rows).sqlite").path
         print("\nseeding \(rows) rows…")
         try await Seeder.seed(database: database, rows: rows, directory: directory)
         let server = try ServerProcess.start(database: database, directory: directory, page: options.page)
         defer { server.stop() }
-        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url, retry: .init(maximumAttempts: 1)))
+        let remote = client.remote(server.url)
 
         var baselineSeconds: Double?
         if baseline {
@@ -103,7 +109,7 @@ enum SyncBenchmarkMain {
             }
         }
 
-        let storePath = directory.appendingPathComponent("client-\(rows).sqlite").path
+        let storePath = directory.appendingPathComponent("client-\(rows)-\(client.rawValue).sqlite").path
         let store = try SQLiteStore(path: storePath)
         let context = SyncContext(store: store, remote: remote)
         let before = Memory.residentBytes()
@@ -132,33 +138,38 @@ enum SyncBenchmarkMain {
         return rate
     }
 
-    /// Pushes `options.push` queued inserts to a fresh server; answers operations/s.
-    static func pushBenchmark(options: Options, directory: URL, protocolOnly: Bool) async throws -> Double {
-        let name = protocolOnly ? "protocol-only" : "batched"
+    /// Pushes `options.push` queued inserts to a fresh server; answers operations/s, and the CPU time
+    /// this process spent pushing.
+    static func pushBenchmark(
+        options: Options, directory: URL, protocolOnly: Bool, client: HTTPClientChoice = .platform
+    ) async throws -> (rate: Double, cpu: Double) {
+        let name = (protocolOnly ? "protocol-only-" : "batched-") + client.rawValue
         let database = directory.appendingPathComponent("server-push-\(name).sqlite").path
         try await Seeder.seed(database: database, rows: 0, directory: directory)
         let server = try ServerProcess.start(
             database: database, directory: directory, page: options.page,
             extraArguments: protocolOnly ? ["--protocol-only"] : [])
         defer { server.stop() }
-        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url, retry: .init(maximumAttempts: 1)))
+        let remote = client.remote(server.url)
         let store = try SQLiteStore(path: directory.appendingPathComponent("client-push-\(name).sqlite").path)
         let context = SyncContext(store: store, remote: remote)
         let items = (0..<options.push).map(Workload.item)
         try await context.write { writes in try writes.insert(contentsOf: items, into: "bench") }
+        let cpu = CPUTime.now()
         let seconds = try await Clock.measure {
             let result = try await context.push()
             guard result.pushed == options.push else {
                 throw BenchmarkError("pushed \(result.pushed) of \(options.push)")
             }
         }
+        let spent = CPUTime.now() - cpu
         try await store.close()
         let onServer = try await remote.onlineTable("bench").query(
             TableQuery(top: 1, includeTotalCount: true))
         guard onServer.totalCount == options.push else {
             throw BenchmarkError("the server holds \(onServer.totalCount ?? -1) of \(options.push) items")
         }
-        return Double(options.push) / seconds
+        return (Double(options.push) / seconds, spent)
     }
 
     static func pad(_ value: Int) -> String {
@@ -181,10 +192,16 @@ struct Options {
     var idleSeconds = 60
     /// A PostgreSQL URL for the live benchmark across two instances.
     var postgres: String?
+    /// Push and pull over each HTTP client, in one run.
+    var compareClients = false
 
     init(_ arguments: ArraySlice<String>) throws {
         var arguments = arguments
         while let flag = arguments.popFirst() {
+            if flag == "--compare-clients" {
+                compareClients = true
+                continue
+            }
             if flag == "--postgres" {
                 guard let url = arguments.popFirst(), url.hasPrefix("postgres") else {
                     throw BenchmarkError("--postgres needs a postgres:// URL")
