@@ -4,7 +4,7 @@ import StoreLMDB
 import StoreMemory
 import StoreSQLite
 import Synchronization
-import Transport
+public import Transport
 
 /// Where a device keeps its local store: `sqlite:PATH`, `lmdb:PATH` or `memory`.
 ///
@@ -74,11 +74,26 @@ public struct ServerSettings: Sendable, Hashable {
     public var url: URL
     public var protocolVersion: ProtocolVersion
     public var token: String?
+    /// PEM files of authorities to trust besides the system's (a server with a private certificate).
+    public var trustRoots: [String]
 
-    public init(url: URL, protocolVersion: ProtocolVersion = .v3, token: String? = nil) {
+    public init(url: URL, protocolVersion: ProtocolVersion = .v3, token: String? = nil, trustRoots: [String] = []) {
         self.url = url
         self.protocolVersion = protocolVersion
         self.token = token
+        self.trustRoots = trustRoots
+    }
+
+    /// A remote for this server, sending the token when there is one.
+    public func remote(timeout: Duration = .seconds(30), retry: HTTPRemote.RetryPolicy = HTTPRemote.RetryPolicy())
+        -> HTTPRemote
+    {
+        let token = token
+        return HTTPRemote(
+            HTTPRemote.Configuration(
+                serverURL: url, protocolVersion: protocolVersion, timeout: timeout, retry: retry,
+                additionalTrustRoots: trustRoots),
+            tokenProvider: token.map { token -> HTTPRemote.TokenProvider in { @Sendable _ in token } })
     }
 }
 
@@ -199,12 +214,7 @@ public actor Device {
         self.location = location
         self.server = server
         self.policy = policy
-        let remote: HTTPRemote? = server.map { settings in
-            let token = settings.token
-            return HTTPRemote(
-                HTTPRemote.Configuration(serverURL: settings.url, protocolVersion: settings.protocolVersion),
-                tokenProvider: token.map { token -> HTTPRemote.TokenProvider in { @Sendable _ in token } })
-        }
+        let remote: HTTPRemote? = server.map { $0.remote() }
         connectivity = Connectivity(remote)
         store = try location.open()
         context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
@@ -267,12 +277,7 @@ public actor Device {
     /// that does not list its tables answers 404); a 401 or 403 is a refusal of the token.
     public func checkServer(timeout: Duration = .seconds(5)) async -> ServerReachability? {
         guard let server, isOnline else { return nil }
-        let token = server.token
-        let probe = HTTPRemote(
-            HTTPRemote.Configuration(
-                serverURL: server.url, protocolVersion: server.protocolVersion, timeout: timeout,
-                retry: .init(maximumAttempts: 1)),
-            tokenProvider: token.map { token -> HTTPRemote.TokenProvider in { @Sendable _ in token } })
+        let probe = server.remote(timeout: timeout, retry: .init(maximumAttempts: 1))
         let now = Timestamp(millisecondsSince1970: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
         do {
             _ = try await probe.tableNames()

@@ -264,6 +264,13 @@ struct FerryBinaryTests {
         #expect(result.errors.split(separator: "\n").count == 1)
         let usage = try await Self.run(["insert", "todo", "[1]", "--store", "memory"])
         #expect(usage.status == 64)
+        let noAuthority = try await Self.run([
+            "remote", "tables", "--server", "https://127.0.0.1:9", "--ca-file", "/nonexistent/ca.pem",
+        ])
+        #expect(noAuthority.status == 64)
+        #expect(
+            noAuthority.errors.hasPrefix("error: cannot read the authority's certificate '/nonexistent/ca.pem'"),
+            "\(noAuthority.errors)")
     }
 }
 

@@ -16,6 +16,12 @@ public struct ServerOptions: ParsableArguments, Sendable {
     @Option(help: ArgumentHelp("A bearer token for the server (default: $FERRY_TOKEN).", valueName: "token"))
     var token: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "A PEM file of an authority to trust besides the system's, for an https server with a private certificate (default: $FERRY_CA_FILE).",
+            valueName: "file"))
+    var caFile: String?
+
     public init() {}
 
     /// The server the options (or `$FERRY_SERVER`, `$FERRY_TOKEN`) name, or `nil` for none.
@@ -31,7 +37,15 @@ public struct ServerOptions: ParsableArguments, Sendable {
         case 3: version = .v3
         default: throw ClientError(.usage, "--protocol must be 2 or 3, not \(protocolVersion)")
         }
-        return ServerSettings(url: url, protocolVersion: version, token: token ?? environment["FERRY_TOKEN"])
+        var trustRoots: [String] = []
+        if let file = caFile ?? environment["FERRY_CA_FILE"], !file.isEmpty {
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ClientError(.usage, "cannot read the authority's certificate '\(file)' (--ca-file)")
+            }
+            trustRoots.append(file)
+        }
+        return ServerSettings(
+            url: url, protocolVersion: version, token: token ?? environment["FERRY_TOKEN"], trustRoots: trustRoots)
     }
 }
 

@@ -33,10 +33,7 @@ public struct RemoteOptions: ParsableArguments, Sendable {
         guard let settings = try connection.serverSettings() else {
             throw ClientError(.usage, "which server?", hint: "give --server URL or set $FERRY_SERVER")
         }
-        let token = settings.token
-        return HTTPRemote(
-            HTTPRemote.Configuration(serverURL: settings.url, protocolVersion: settings.protocolVersion),
-            tokenProvider: token.map { value -> HTTPRemote.TokenProvider in { @Sendable _ in value } })
+        return settings.remote()
     }
 
     /// Runs `body`, printing a failure as one line (or JSON) with its exit code.
