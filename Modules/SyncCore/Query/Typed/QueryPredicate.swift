@@ -4,8 +4,8 @@
 /// A filter on the models of a typed table, written with key paths and checked by the compiler.
 ///
 /// Compare a stored property with a constant of its type (`==`, `!=`, `<`, `<=`, `>`, `>=`; `== nil` for
-/// optionals), combine with `&&`, `||` and `!`, and match text with ``contains(_:_:)``,
-/// ``startsWith(_:_:)`` and ``endsWith(_:_:)``:
+/// optionals), combine with `&&`, `||` and `!`, and match text with `contains`,
+/// `startsWith` and `endsWith`:
 ///
 /// ```swift
 /// struct Todo: SyncModel {
