@@ -263,6 +263,7 @@ enum PullPlan {
         } catch {
             throw SyncError.invalidTableName(error)
         }
+        try query.validateShape("pull of '\(table)'")
         if query.select != nil {
             throw reject("select is not allowed: a partial item would replace the whole local item")
         }

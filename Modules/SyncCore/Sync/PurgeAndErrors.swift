@@ -68,6 +68,7 @@ extension SyncContext {
         } catch {
             throw SyncError.invalidTableName(error)
         }
+        try query.validateShape("purge of '\(table)'")
         try checkCancellation("purge of '\(table)'")
         do {
             return try await holding([Self.tableGate(table), Self.pushGate]) {

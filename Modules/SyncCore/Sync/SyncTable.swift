@@ -81,6 +81,7 @@ public struct SyncTable: Sendable {
     public func query(_ query: TableQuery = TableQuery()) async throws(SyncError) -> QueryResult {
         let name = name
         try validateName()
+        try query.validateShape("query '\(name)'")
         return try await context.read("query '\(name)'") { try $0.query(name, query) }
     }
 

@@ -22,8 +22,8 @@
 ///
 /// A model whose `id` is `nil`, missing or empty (or ``SyncModelID/unassigned`` for a
 /// ``SyncModel``) gets a generated id on insert. A stored item that does not decode as the model
-/// (another client left a field out, say) is skipped by ``query(_:)`` and ``observe(_:interval:)``
-/// and reported by the context (``SyncContext/undecodableItems``), or throws with
+/// (another client left a field out, say) is skipped by ``query(_:)-(TableQuery)`` and
+/// ``observe(_:interval:)-(TableQuery,_)`` and reported by the context (``SyncContext/undecodableItems``), or throws with
 /// ``DecodingPolicy/strict``; see ``DecodingPolicy``.
 ///
 /// ```swift

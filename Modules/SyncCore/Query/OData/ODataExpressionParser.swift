@@ -294,11 +294,11 @@ struct ODataExpressionParser {
             return try parseCall(name, nesting: nesting)
         }
         if name.utf8.contains(UInt8(ascii: ".")) {
-            throw error(.unsupported, "qualified names such as '\(name)' are not supported", at: start)
+            throw error(.unsupported, ODataSyntax.qualifiedNameReason(name), at: start)
         }
         try advance()
         if case .slash = token.kind {
-            throw error(.unsupported, "paths such as '\(name)/…' are not supported", at: token.start)
+            throw error(.unsupported, ODataSyntax.pathReason(name), at: token.start)
         }
         return Node(expression: .field(name), kind: .unknown, start: start, depth: 0)
     }

@@ -1,0 +1,131 @@
+// Key paths to field names without macros: the model is decoded by a recording decoder, once with every stored
+// value "unmarked" and once per stored value with that value "marked". A key path names the field whose marked
+// instance differs from the unmarked one at that key path. The probes are made once per model type.
+
+import Synchronization
+
+/// The probed instances of one model type.
+struct FieldProbe<Model: Decodable & Sendable>: Sendable {
+    /// The instance with every stored value unmarked.
+    let base: Model
+    /// For each stored value, the instance with that value marked.
+    let marked: [(leaf: ProbeLeaf, instance: Model)]
+
+    /// Probes `Model`, or says why it cannot be probed.
+    init() throws(SyncError) {
+        let model = String(describing: Model.self)
+        let recorder = ProbeRecorder()
+        do {
+            base = try Model(from: ProbeDecoder(path: [], mode: .discover(recorder)))
+        } catch {
+            throw Self.unprobeable(model, error)
+        }
+        var marked: [(leaf: ProbeLeaf, instance: Model)] = []
+        for leaf in recorder.leaves.withLock({ $0 }) {
+            do {
+                let instance = try Model(from: ProbeDecoder(path: [], mode: .probe(leaf.path)))
+                marked.append((leaf, instance))
+            } catch {
+                throw Self.unprobeable(model, error)
+            }
+        }
+        self.marked = marked
+    }
+
+    private static func unprobeable(_ model: String, _ error: any Error) -> SyncError {
+        SyncError(
+            .invalidQuery,
+            "\(model) cannot be used in a typed query: its fields could not be probed "
+                + "(decoding it from sample values threw: \(error)); an enum field must be CaseIterable, and an init(from:) must accept any value of the field's type; query it with TableQuery and field names",
+            underlying: SendableDescription(String(describing: error)))
+    }
+
+    /// The field a key path reads, or why it names none.
+    func field<Value: Equatable>(of keyPath: KeyPath<Model, Value>) throws(SyncError) -> String {
+        let model = String(describing: Model.self)
+        let unmarked = base[keyPath: keyPath]
+        let differing = marked.filter { $0.instance[keyPath: keyPath] != unmarked }.map(\.leaf)
+        let fields = Set(differing.compactMap(\.path.first))
+        guard fields.count == 1, let field = fields.first else {
+            let why =
+                fields.isEmpty
+                ? "it is not a stored property (a computed property, or one that Codable does not encode)"
+                : "it reads several stored fields (\(fields.sorted().joined(separator: ", ")))"
+            throw SyncError(.invalidQuery, "a key path of \(model) cannot be queried: \(why)")
+        }
+        // A key path into a nested value changes some of the field's stored values, or the only one with its type.
+        let under = marked.filter { $0.leaf.path.first == field }.count
+        let valueType = String(reflecting: Value.self)
+        let single = differing.count == 1 ? differing.first : nil
+        let intoNested =
+            differing.count < under
+            || (single.map { $0.path.count > 1 && ($0.type == valueType || "Swift.Optional<\($0.type)>" == valueType) }
+                ?? false)
+        if intoNested, let leaf = differing.first {
+            let path = leaf.path.joined(separator: "/")
+            throw SyncError(
+                .invalidQuery,
+                "the key path to '\(path)' of \(model) reads into a nested value: \(ODataSyntax.pathReason(field)); "
+                    + "query the top-level field '\(field)' or store the value as a field of its own")
+        }
+        // A computed property that reads one field (`var open: Bool { !done }`) changes with it, but does not
+        // hold the values the field was decoded from.
+        if let decodable = Value.self as? any Decodable.Type {
+            func sample(_ mode: ProbeMode) -> Value? {
+                (try? ProbeDecoder(path: [field], mode: mode).decode(decodable)) as? Value
+            }
+            let holdsTheField =
+                sample(.probe([])) == unmarked
+                && marked.allSatisfy { probe in
+                    probe.leaf.path.first != field
+                        || sample(.probe(probe.leaf.path)) == probe.instance[keyPath: keyPath]
+                }
+            if !holdsTheField {
+                throw SyncError(
+                    .invalidQuery,
+                    "a key path of \(model) cannot be queried: it is not a stored property "
+                        + "(it is computed from the field '\(field)')")
+            }
+        }
+        return field
+    }
+}
+
+/// The probes made so far, one per model type.
+enum FieldProbes {
+    private static let cache = Mutex<[ObjectIdentifier: any Sendable]>([:])
+
+    static func probe<Model: Decodable & Sendable>(_ type: Model.Type) throws(SyncError) -> FieldProbe<Model> {
+        if let cached = cache.withLock({ $0[ObjectIdentifier(type)] }) as? FieldProbe<Model> { return cached }
+        let probe = try FieldProbe<Model>()
+        cache.withLock { $0[ObjectIdentifier(type)] = probe }
+        return probe
+    }
+
+    /// The field name of a key path of `Model`.
+    static func field<Model: Decodable & Sendable, Value: Equatable>(
+        _ keyPath: KeyPath<Model, Value>
+    ) throws(SyncError) -> String {
+        try probe(Model.self).field(of: keyPath)
+    }
+}
+
+/// The path of one stored value (keys from the model down), and the type decoded there.
+struct ProbeLeaf: Sendable {
+    var path: [String]
+    /// The type's full name (`String(reflecting:)`); empty for an array.
+    var type: String
+}
+
+/// The stored values the unmarked decoding met.
+final class ProbeRecorder: Sendable {
+    let leaves = Mutex<[ProbeLeaf]>([])
+
+    func record(_ path: [String], _ type: Any.Type?) {
+        leaves.withLock { leaves in
+            if !leaves.contains(where: { $0.path == path }) {
+                leaves.append(ProbeLeaf(path: path, type: type.map { String(reflecting: $0) } ?? ""))
+            }
+        }
+    }
+}
