@@ -93,35 +93,22 @@ public enum CrashAtomicity: Sendable {
         for round in 1...rounds {
             let output = scratch.appendingPathComponent("round-\(round).out")
             _ = FileManager.default.createFile(atPath: output.path, contents: nil)
-            let handle = try FileHandle(forWritingTo: output)
-            let errors = Pipe()
-            let child = Process()
-            child.executableURL = writer
-            child.arguments = [storeArgument]
-            child.standardOutput = handle
-            child.standardError = errors
-            try child.run()
-
             // Kill after a random number of announced commits (0 = at a random instant, maybe before
             // the store is even open), then a random extra delay so the kill lands mid-transaction.
             let target = round % 5 == 1 ? 0 : Int.random(in: 1...40, using: &random)
             let extraMicroseconds = UInt32.random(in: 0...3_000, using: &random)
-            let deadline = Date().addingTimeInterval(30)
-            if target == 0 {
-                usleep(UInt32.random(in: 0...8_000, using: &random))
-            } else {
-                while child.isRunning, announced(in: output) < report.committed + target, Date() < deadline {
-                    usleep(500)
-                }
+            let initialSleep = target == 0 ? UInt32.random(in: 0...8_000, using: &random) : 0
+            let committed = report.committed
+            // The child's round blocks (polls, sleeps, waits for its exit): on a thread of its own,
+            // never one of the cooperative pool's two, which the other suites' servers need.
+            let exitMessage = try await Self.offThePool {
+                try Self.killRound(
+                    writer: writer, storeArgument: storeArgument, output: output,
+                    until: target == 0 ? 0 : committed + target, initialSleep: initialSleep,
+                    extraMicroseconds: extraMicroseconds)
             }
-            usleep(extraMicroseconds)
-            let exitedByItself = !child.isRunning
-            kill(child.processIdentifier, SIGKILL)
-            child.waitUntilExit()
-            try handle.close()
-            if exitedByItself {
-                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                report.failures.append("round \(round): the writer exited by itself: \(message)")
+            if let exitMessage {
+                report.failures.append("round \(round): the writer exited by itself: \(exitMessage)")
                 break
             }
             // Transactions committed before this round count as announced.
@@ -140,6 +127,43 @@ public enum CrashAtomicity: Sendable {
             if !problems.isEmpty { break }
         }
         return report
+    }
+
+    /// Starts the writer, waits until it announced `until` commits (or `initialSleep` µs when
+    /// `until` is 0 after the start), then `extraMicroseconds` more, and kills it. Returns what it
+    /// said on standard error when it exited by itself, `nil` when the kill ended it.
+    static func killRound(
+        writer: URL, storeArgument: String, output: URL, until target: Int, initialSleep: UInt32,
+        extraMicroseconds: UInt32
+    ) throws -> String? {
+        let handle = try FileHandle(forWritingTo: output)
+        let errors = Pipe()
+        let child = Process()
+        child.executableURL = writer
+        child.arguments = [storeArgument]
+        child.standardOutput = handle
+        child.standardError = errors
+        try child.run()
+        let deadline = Date().addingTimeInterval(30)
+        if target == 0 {
+            usleep(initialSleep)
+        } else {
+            while child.isRunning, announced(in: output) < target, Date() < deadline { usleep(500) }
+        }
+        usleep(extraMicroseconds)
+        let exitedByItself = !child.isRunning
+        kill(child.processIdentifier, SIGKILL)
+        child.waitUntilExit()
+        try handle.close()
+        guard exitedByItself else { return nil }
+        return String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    }
+
+    /// Runs blocking work on a thread of its own, without holding a thread of the cooperative pool.
+    static func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+        }
     }
 
     /// The last `committed N` line the child finished writing.
