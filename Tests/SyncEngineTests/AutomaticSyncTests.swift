@@ -16,6 +16,8 @@ func eventually(
         if try await condition() { return }
         try await Task.sleep(for: .milliseconds(10))
     }
+    // Once more: a sleep that ended late (a busy machine) must not hide a condition that holds.
+    if try await condition() { return }
     Issue.record("never happened: \(what)", sourceLocation: sourceLocation)
 }
 
@@ -184,6 +186,7 @@ struct AutomaticSyncTests {
         try await eventually("the hint pulls the table") {
             try await context.table("todo").item(id: "s") != nil
         }
+
         await context.stopAutomaticSync()
     }
 }
