@@ -8,7 +8,7 @@ import Testing
 /// The model of docs/sync-engine.md's "Typed models", as written there.
 private struct Todo: SyncModel {
     static let tableName = "todo"
-    enum Priority: String, Codable, Sendable { case low, high }
+    enum Priority: String, Codable, Sendable, CaseIterable { case low, high }
 
     var id: UUID = .unassigned  // generated on insert: a UUIDv7
     var title: String
