@@ -8,9 +8,8 @@
 import Foundation
 import SyncCore
 
-let day: TimeInterval = 24 * 60 * 60
-
 func run(server: URL) async throws {
+    let day: TimeInterval = 24 * 60 * 60
     let directory = FileManager.default.temporaryDirectory.appending(path: "todo-cli-\(UUID())")
     try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: directory) }
