@@ -18,7 +18,9 @@ func run(server: URL) async throws {
     let tablet = try Device("tablet", in: directory, server: server, conflictHandler: .serverWins)
     let todos = phone.context.table(Todo.self)  // a typed table: its name comes from the model
 
-    // 1. Offline: writes go to the local store at once and wait in the queue.
+    // 1. The app starts syncing at launch, but the phone is offline: writes go to the local store
+    // at once and wait in the queue.
+    await phone.startSyncing()
     var milk = try await todos.insert(Todo(title: "Buy milk", due: .now + day))
     try await todos.insert(Todo(title: "Call the plumber", due: .now + 3 * day))
     milk.title = "Buy milk, 2 litres"
@@ -34,7 +36,6 @@ func run(server: URL) async throws {
     defer { watching.cancel() }
 
     // 3. Online: automatic sync pushes the queue and pulls; the status says when all is synced.
-    await phone.startSyncing()
     phone.network.isOnline = true
     try await phone.caughtUp()
     print("phone: \(phone.context.status.snapshot.summary)")
