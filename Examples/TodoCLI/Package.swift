@@ -11,7 +11,7 @@ let package = Package(
         // `name:` makes `package: "Ferry"` below work whatever the checkout's folder is called
         // (without it a path dependency is known by its folder's name: "ferry", "ferry-main", …).
         // From a URL instead: `.package(url: "https://…/ferry.git", branch: "main")`, known by the
-        // URL's last component in lowercase, so `package: "ferry"`.
+        // URL's last component ("ferry", which "Ferry" matches: case does not count).
         .package(name: "Ferry", path: "../..")
     ],
     targets: [
