@@ -25,7 +25,8 @@ func run(server: URL) async throws {
     try await todos.insert(Todo(title: "Call the plumber", due: .now + 3 * day))
     milk.title = "Buy milk, 2 litres"
     milk = try await todos.update(milk)
-    print("phone, offline: \(phone.context.status.snapshot.summary)")
+    let queued = try await phone.context.queuedOperations()  // the insert and update of milk are one
+    print("phone, offline: \(queued.count) operations queued")
 
     // 2. Observe a typed query: its result now, then again after every change (a local write, a pull).
     let watching = Task {
