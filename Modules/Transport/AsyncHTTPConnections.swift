@@ -39,12 +39,18 @@
                 if let known = clients[key] { return known }
                 var tls = TLSConfiguration.makeClientConfiguration()
                 tls.additionalTrustRoots = key.trustRoots.map { .file($0) }
+                var pool = AsyncHTTPClient.HTTPClient.Configuration.ConnectionPool(
+                    idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8)
+                // A refused connection fails the request at once: Ferry retries with its own policy
+                // and backoff, and the status must say "unreachable" when the server is down, not
+                // after the connect timeout (10 s) of AsyncHTTPClient's own retries.
+                pool.retryConnectionEstablishment = false
                 let configuration = AsyncHTTPClient.HTTPClient.Configuration(
                     tlsConfiguration: tls,
                     // Redirects as URLSession follows them.
                     redirectConfiguration: .follow(max: 5, allowCycles: false),
                     timeout: .init(connect: .seconds(10), read: .milliseconds(key.milliseconds)),
-                    connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8))
+                    connectionPool: pool)
                 let made = AsyncHTTPClient.HTTPClient(
                     eventLoopGroup: AsyncHTTPClient.HTTPClient.defaultEventLoopGroup, configuration: configuration)
                 clients[key] = made
