@@ -30,7 +30,7 @@ func run(server: URL) async throws {
 
     // 2. Observe a typed query: its result now, then again after every change (a local write, a pull).
     let watching = Task {
-        for try await open in todos.observe(TableQuery().filter(.field("done").eq(false)).orderBy("due")) {
+        for try await open in todos.observe(TypedQuery<Todo>(where: \.done == false).orderBy(\.due)) {
             print("phone shows: \(open.map(\.line))")
         }
     }
@@ -45,7 +45,7 @@ func run(server: URL) async throws {
     tablet.network.isOnline = true
     try await tablet.caughtUp()
     let tabletTodos = tablet.context.table(Todo.self)
-    let onTablet = try await tabletTodos.query(TableQuery().orderBy("due"))
+    let onTablet = try await tabletTodos.query(TypedQuery<Todo>().orderBy(\.due))
     print("tablet has: \(onTablet.map(\.line))")
     try expect(onTablet.map(\.id).contains(milk.id), "the tablet does not have the phone's todo")
 
