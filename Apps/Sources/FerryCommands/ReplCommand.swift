@@ -350,7 +350,7 @@ final class CompletionState: Sendable {
 /// REPL sets per device or has no use for.
 enum ReplHelp {
     static let hidden: Set<String> = [
-        "--store", "--server", "--protocol", "--token", "--conflicts", "--version", "--help",
+        "--store", "--server", "--protocol", "--token", "--ca-file", "--conflicts", "--version", "--help",
     ]
 
     static func forREPL(_ help: String) -> String {

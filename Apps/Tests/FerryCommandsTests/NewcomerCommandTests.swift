@@ -348,7 +348,9 @@ struct ReplHelpTests {
         try await session.execute("help push")
         let help = transcript.value
         #expect(help.contains("USAGE: push [--json]"), "\(help)")
-        for hidden in ["--store", "--server", "--protocol", "--token", "--conflicts", "--version", "--help"] {
+        for hidden in [
+            "--store", "--server", "--protocol", "--token", "--ca-file", "--conflicts", "--version", "--help",
+        ] {
             #expect(!help.contains(hidden), "\(hidden) in \(help)")
         }
         try await session.execute("help query")
