@@ -33,20 +33,10 @@ enum ProbeMode: Sendable {
 /// Nested optionals and recursive models are followed this deep; deeper values are `nil`.
 private let maximumProbeDepth = 8
 
-struct ProbeKey: CodingKey {
-    var stringValue: String
-    var intValue: Int?
-    init(stringValue: String) { self.stringValue = stringValue }
-    init(intValue: Int) {
-        self.stringValue = String(intValue)
-        self.intValue = intValue
-    }
-}
-
 struct ProbeDecoder: Decoder {
     let path: [String]
     let mode: ProbeMode
-    var codingPath: [any CodingKey] { path.map { ProbeKey(stringValue: $0) } }
+    var codingPath: [any CodingKey] { path.map { AnyKey(stringValue: $0) } }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedDecodingContainer<Key> {
@@ -125,7 +115,7 @@ extension ProbeDecoder: SingleValueDecodingContainer {
 struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let path: [String]
     let mode: ProbeMode
-    var codingPath: [any CodingKey] { path.map { ProbeKey(stringValue: $0) } }
+    var codingPath: [any CodingKey] { path.map { AnyKey(stringValue: $0) } }
     /// Dictionaries have no keys: their fields cannot be probed.
     var allKeys: [Key] { [] }
 
@@ -153,7 +143,7 @@ struct ProbeKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
 struct ProbeUnkeyedContainer: UnkeyedDecodingContainer {
     let path: [String]
     let mode: ProbeMode
-    var codingPath: [any CodingKey] { path.map { ProbeKey(stringValue: $0) } }
+    var codingPath: [any CodingKey] { path.map { AnyKey(stringValue: $0) } }
     var currentIndex = 0
     var count: Int? { if case .all = mode { 1 } else { 0 } }
     var isAtEnd: Bool { currentIndex >= (count ?? 0) }
