@@ -80,25 +80,28 @@ struct TLSProxy {
     static func start(in directory: URL, upstream: Int) async throws -> TLSProxy {
         let folder = directory.appendingPathComponent("tls")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
+        @Sendable func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
         let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try run(
-            TLSTests.openssl!,
-            ["req", "-x509"] + ec + [
-                "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Ferry test authority",
-                "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-            ])
-        try run(
-            TLSTests.openssl!,
-            ["req"] + ec + ["-keyout", path("server.key"), "-out", path("server.csr"), "-subj", "/CN=127.0.0.1"])
-        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n".write(
-            toFile: path("server.ext"), atomically: true, encoding: .utf8)
-        try run(
-            TLSTests.openssl!,
-            [
-                "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
-                "-CAcreateserial", "-out", path("server.pem"), "-days", "2", "-extfile", path("server.ext"),
-            ])
+        // openssl blocks: off the pool.
+        try await offThePool {
+            try run(
+                TLSTests.openssl!,
+                ["req", "-x509"] + ec + [
+                    "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Ferry test authority",
+                    "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+                ])
+            try run(
+                TLSTests.openssl!,
+                ["req"] + ec + ["-keyout", path("server.key"), "-out", path("server.csr"), "-subj", "/CN=127.0.0.1"])
+            try "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n".write(
+                toFile: path("server.ext"), atomically: true, encoding: .utf8)
+            try run(
+                TLSTests.openssl!,
+                [
+                    "x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey", path("ca.key"),
+                    "-CAcreateserial", "-out", path("server.pem"), "-days", "2", "-extfile", path("server.ext"),
+                ])
+        }
         for attempt in 1... {
             let port = try await freePort(in: Scratch())
             let configuration = """

@@ -4,6 +4,7 @@ import FerryConsole
 import FerryServer
 import Foundation
 import Logging
+import ServerTestSupport
 import Synchronization
 import SyncCore
 import Testing

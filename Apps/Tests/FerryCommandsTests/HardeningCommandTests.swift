@@ -2,6 +2,7 @@ import ArgumentParser
 import FerryClient
 import FerryServer
 import Foundation
+import ServerTestSupport
 import SyncCore
 import Testing
 

@@ -3,6 +3,7 @@ import FerryClient
 import FerryConsole
 import FerryServer
 import Foundation
+import ServerTestSupport
 import SyncCore
 import Testing
 import Transport

@@ -1,8 +1,9 @@
 import ArgumentParser
 import FerryServer
 import Foundation
-import Synchronization
 import ServerStoragePostgreSQL
+import ServerTestSupport
+import Synchronization
 import Testing
 
 @testable import FerryCommands

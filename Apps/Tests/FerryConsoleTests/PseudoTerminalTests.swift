@@ -1,5 +1,6 @@
 import FerryConsole
 import Foundation
+import ServerTestSupport
 import Synchronization
 import Testing
 
@@ -159,31 +160,36 @@ struct PseudoTerminalTests {
         defer { pty.close() }
         let editor = LineEditor(input: pty.terminal, output: pty.terminal)
         #expect(editor.isInteractive)
-        let result = Mutex<String?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread {
-            let line = editor.readLine(prompt: "ferry> ")
-            result.withLock { $0 = line }
-            done.signal()
-        }.start()
-        // Wait for the prompt (raw mode flushes what was typed before it), then type a line three rows
-        // long, go back three characters, insert, and submit.
-        var transcript: [UInt8] = []
-        for _ in 0..<50 where !String(decoding: transcript, as: UTF8.self).contains("ferry> ") {
+        // The editor reads on a thread of its own; the test types and drains the terminal (blocking
+        // polls) on another: neither holds a thread of the tests' cooperative pool.
+        let (beforeEnter, transcript, line) = try await offThePool {
+            let result = Mutex<String?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                let line = editor.readLine(prompt: "ferry> ")
+                result.withLock { $0 = line }
+                done.signal()
+            }.start()
+            // Wait for the prompt (raw mode flushes what was typed before it), then type a line three
+            // rows long, go back three characters, insert, and submit.
+            var transcript: [UInt8] = []
+            for _ in 0..<50 where !String(decoding: transcript, as: UTF8.self).contains("ferry> ") {
+                transcript += pty.drain()
+            }
+            let typed = #"insert todo {"title":"東京 tower 🗼 trip"}"#
+            pty.type(typed)  // the editor still reads and redraws one key at a time
+            pty.type("\u{1B}[D\u{1B}[D\u{1B}[D")
+            pty.type("X")
             transcript += pty.drain()
+            let beforeEnter = transcript
+            pty.type("\r")
+            let ended = done.wait(timeout: .now() + 10) == .success
+            transcript += pty.drain()
+            return (beforeEnter, transcript, ended ? result.withLock { $0 } : "the editor did not return")
         }
-        let typed = #"insert todo {"title":"東京 tower 🗼 trip"}"#
-        pty.type(typed)  // the editor still reads and redraws one key at a time
-        pty.type("\u{1B}[D\u{1B}[D\u{1B}[D")
-        pty.type("X")
-        transcript += pty.drain()
-        let beforeEnter = transcript
-        pty.type("\r")
-        #expect(done.wait(timeout: .now() + 10) == .success)
-        transcript += pty.drain()
 
         let expected = #"insert todo {"title":"東京 tower 🗼 triXp"}"#
-        #expect(result.withLock { $0 } == expected)
+        #expect(line == expected)
 
         var screen = Screen(width: width)
         screen.feed(String(decoding: beforeEnter, as: UTF8.self))

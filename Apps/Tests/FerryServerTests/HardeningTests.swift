@@ -2,6 +2,7 @@ import FerryServer
 import Foundation
 import Logging
 import ServerStorageCore
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -38,19 +39,11 @@ struct HardeningTests {
 
     static func text(_ response: LoopbackHTTP.Response) -> String { String(decoding: response.body, as: UTF8.self) }
 
-    /// Runs blocking socket work on a thread of its own: the server under test runs on the
-    /// cooperative pool, which a blocked read would starve (on Linux a GCD worker is part of it).
-    static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
-        }
-    }
-
     /// Sends `bytes` on a new connection and reads until the server closes it (at most 20 s).
     static func exchangeRaw(_ port: Int, _ bytes: String, seconds: Int = 60) async throws -> (
         text: String, closed: Bool
     ) {
-        try await offPool {
+        try await offThePool {
             let fd = try LoopbackHTTP.connect(port: port)
             defer { close(fd) }
             if !bytes.isEmpty { try LoopbackHTTP.writeAll(fd, Array(bytes.utf8)) }
@@ -143,7 +136,7 @@ struct HardeningTests {
         #expect(mixedCase.text.hasPrefix("HTTP/1.1 200"))
         #expect(mixedCase.closed)
         // HTTP/1.0 with keep-alive stays open for a second request on the same connection.
-        let received = try await Self.offPool {
+        let received = try await offThePool {
             let fd = try LoopbackHTTP.connect(port: port)
             defer { close(fd) }
             let request = "GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
@@ -185,7 +178,7 @@ struct HardeningTests {
     @Test func connectionsWaitingForARequestMakeRoomForNewOnes() async throws {
         let server = try await Self.start { $0.connections.maximumConnections = 8 }
         let port = server.port
-        let idle = try await Self.offPool { try (0..<16).map { _ in try LoopbackHTTP.connect(port: port) } }
+        let idle = try await offThePool { try (0..<16).map { _ in try LoopbackHTTP.connect(port: port) } }
         defer { for fd in idle { close(fd) } }
         // The limit is reached many times over by connections that send nothing; /health still answers.
         for _ in 0..<3 {

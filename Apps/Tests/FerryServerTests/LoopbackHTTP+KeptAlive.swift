@@ -9,7 +9,7 @@ import Foundation
 extension LoopbackHTTP {
     /// One connection for several requests, read as a proxy or a slow phone would: each answer by
     /// its `Content-Length`, its chunks, or (HTTP/1.0) until the server closes, optionally in small
-    /// reads with pauses. Blocking: use it off the cooperative pool (``HardeningTests/offPool(_:)``).
+    /// reads with pauses. Blocking: use it off the cooperative pool (`offThePool`).
     final class KeptAlive {
         let fd: Int32
         private var buffered: [UInt8] = []

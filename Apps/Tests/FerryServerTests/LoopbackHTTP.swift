@@ -1,4 +1,5 @@
 import Foundation
+import ServerTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -32,17 +33,7 @@ enum LoopbackHTTP {
     static func send(
         port: Int, method: String, target: String, headers: [(String, String)], body: [UInt8]?
     ) async throws -> Response {
-        // On a thread of its own: a GCD worker is one of the few threads Swift's tasks run on too
-        // (on Linux they share dispatch's global queues), and two exchanges blocked on them would
-        // keep the server they wait for from answering (30 s later: "read failed (errno 11)").
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(
-                    with: Result {
-                        try exchange(port: port, method: method, target: target, headers: headers, body: body)
-                    })
-            }
-        }
+        try await offThePool { try exchange(port: port, method: method, target: target, headers: headers, body: body) }
     }
 
     static func exchange(

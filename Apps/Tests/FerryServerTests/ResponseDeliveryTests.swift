@@ -40,7 +40,7 @@ struct ResponseDeliveryTests {
     func aLargePageArrivesWholeToASlowReader(_ mode: String) async throws {
         let server = try await Self.start()
         let port = server.port
-        try await HardeningTests.offPool {
+        try await offThePool {
             let connection = try LoopbackHTTP.KeptAlive(port: port)
             let version = mode == "HTTP/1.0" ? "HTTP/1.0" : "HTTP/1.1"
             let headers: [(String, String)] = mode == "HTTP/1.1 close" ? [("Connection", "close")] : []
@@ -61,7 +61,7 @@ struct ResponseDeliveryTests {
         // Before, the idle timer started when the response was queued, and cut it after 300 ms.
         let server = try await Self.start(connections: ConnectionLimits(idleTimeout: .milliseconds(300)))
         let port = server.port
-        try await HardeningTests.offPool {
+        try await offThePool {
             let connection = try LoopbackHTTP.KeptAlive(port: port)
             try connection.send("GET", Self.pagePath)
             Self.expectWholePage(try connection.receive(step: 1 << 20, pause: .milliseconds(100)), "a 2 s read")
@@ -73,7 +73,7 @@ struct ResponseDeliveryTests {
         let server = try await Self.start(
             connections: ConnectionLimits(idleTimeout: .seconds(30), writeTimeout: .milliseconds(500)))
         let port = server.port
-        try await HardeningTests.offPool {
+        try await offThePool {
             let connection = try LoopbackHTTP.KeptAlive(port: port)
             try connection.send("GET", Self.pagePath)
             Thread.sleep(forTimeInterval: 3)  // reads nothing: socket buffers fill, then nothing moves

@@ -1,3 +1,4 @@
+import Foundation
 import ServerStorageCore
 public import Testing
 
@@ -35,4 +36,19 @@ public struct LivenessFailure: Error, CustomStringConvertible {
     public var what: String
     public var limit: Duration
     public var description: String { "\(what) did not end within \(limit)" }
+}
+
+/// Runs blocking work (a child process, reads from its pipes or a socket, a pseudo-terminal) on a
+/// thread of its own and waits for it without holding a thread of the tests' cooperative pool:
+/// there are two of them on these machines, and the servers and storages other suites run
+/// in-process need them. A blocked pool stalls them all, until their own time limits fail tests
+/// that have nothing to do with the blocking one (a writer's turn "busy for 5 seconds").
+///
+/// ```swift
+/// let status = try await offThePool { process.waitUntilExit(); return process.terminationStatus }
+/// ```
+public func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
 }
