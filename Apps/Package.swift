@@ -196,7 +196,8 @@ let package = Package(
             path: "Tests/FerryServerTests"
         ),
         .testTarget(
-            name: "FerryConsoleTests", dependencies: ["FerryConsole", "ServerTestSupport"], path: "Tests/FerryConsoleTests"),
+            name: "FerryConsoleTests", dependencies: ["FerryConsole", "ServerTestSupport"],
+            path: "Tests/FerryConsoleTests"),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

@@ -153,6 +153,10 @@ public final class LMDBStore: LocalStore {
         }
     }
 
+    /// Every committed write of this directory's stores in this process, announced after the commit.
+    /// (Commits by other processes are not heard yet.)
+    public var commits: StoreCommits { environment.commits }
+
     /// Runs `body` in one LMDB write transaction: all of its changes commit, or none do. The handle
     /// throws `StoreError.Code.closed` once `body` has returned. When the map has to
     /// grow, `body` runs again from the start (see the type's documentation).

@@ -22,6 +22,9 @@ public actor MemoryStore: LocalStore {
 
     public nonisolated var capabilities: StoreCapabilities { [] }
 
+    /// Every committed write, announced once it is in place (only this store writes its state).
+    public nonisolated let commits = StoreCommits()
+
     public func read<Result: Sendable>(_ body: @Sendable (any StoreReader) throws -> Result) async throws -> Result {
         try checkOpen()
         return try body(MemoryReader(state: state))
@@ -36,8 +39,9 @@ public actor MemoryStore: LocalStore {
         state = MemoryState()
         defer { transaction.isFinished = true }
         do {
-            let result = try body(transaction)
+            let (result, commit) = try StoreCommits.tracking(transaction, body)
             state = transaction.state
+            commits.publish(commit)
             return result
         } catch {
             transaction.rollBack()

@@ -80,6 +80,9 @@ public final class SQLiteStore: LocalStore {
         /// would go past it fails with `StoreError.Code.full` and changes nothing, exactly as when
         /// the disk is full (SQLite's `max_page_count`, rounded down to whole pages).
         public var maximumSize: Int?
+        /// How often a file store checks whether another connection or process committed, while
+        /// someone observes its ``SQLiteStore/commits`` (never otherwise).
+        public var otherWritersCheckInterval: Duration
 
         /// A configuration; the defaults suit an app's store.
         ///
@@ -88,8 +91,9 @@ public final class SQLiteStore: LocalStore {
         /// ```
         public init(
             busyTimeout: Double = 5, maximumReaderCount: Int = 4, verifiesIntegrityOnOpen: Bool = true,
-            maximumSize: Int? = nil
+            maximumSize: Int? = nil, otherWritersCheckInterval: Duration = .milliseconds(100)
         ) {
+            self.otherWritersCheckInterval = otherWritersCheckInterval
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
             self.verifiesIntegrityOnOpen = verifiesIntegrityOnOpen
@@ -102,6 +106,11 @@ public final class SQLiteStore: LocalStore {
     /// `[.persistent, .concurrentReaders, .declaredIndexes]` for a file, `[.declaredIndexes]` in memory.
     public let capabilities: StoreCapabilities
     let database: any DatabaseWriter
+    /// Every committed write: this store's, and (file stores, while someone subscribes) those of
+    /// other connections and processes on the same file, as ``StoreCommit/external``.
+    public let commits: StoreCommits
+    /// Checks for the commits of other connections (file stores).
+    private let otherWriters: OtherWriters?
     /// "the SQLite store at '…'", for messages.
     let place: String
     private let closed = Mutex(false)
@@ -153,6 +162,15 @@ public final class SQLiteStore: LocalStore {
                 throw StoreErrors.mapIfNeeded(error, "opening", place)
             }
             capabilities = [.declaredIndexes]
+        }
+        if let pool = database as? DatabasePool {
+            let watcher = OtherWriters(database: pool, interval: configuration.otherWritersCheckInterval)
+            commits = StoreCommits(onSubscribe: { watcher.watch() })
+            watcher.publish(on: commits)
+            otherWriters = watcher
+        } else {
+            commits = StoreCommits()
+            otherWriters = nil
         }
     }
 
@@ -273,11 +291,13 @@ public final class SQLiteStore: LocalStore {
         try checkOpen()
         let place = self.place
         do {
-            return try await database.write { db in
+            let (result, commit) = try await database.write { db in
                 let transaction = SQLiteTransaction(db: db, place: place)
                 defer { transaction.isFinished = true }
-                return try body(transaction)
+                return try StoreCommits.tracking(transaction, body)
             }
+            commits.publish(commit)
+            return result
         } catch {
             throw failure(error, "writing to")
         }
@@ -295,6 +315,7 @@ public final class SQLiteStore: LocalStore {
             return isClosed
         }
         if wasClosed { return }
+        otherWriters?.close()
         let pointQueue: DatabaseQueue? = pointReader.withLock { state in
             defer { state = .unavailable }
             switch state {

@@ -20,6 +20,7 @@ public enum StoreConformanceSuite: Sendable {
     public static var all: [StoreConformanceCheck] {
         let groups: [[StoreConformanceCheck]] = [
             crud, ids, queries, transactions, systemTables, persistence, concurrency, handles, lifecycle, typedModels,
+            commits,
         ]
         return groups.flatMap { $0 }
     }

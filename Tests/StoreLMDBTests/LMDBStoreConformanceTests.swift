@@ -22,7 +22,7 @@ extension PersistentStoreHooks {
         },
         markAsWrittenByNewerFerry: { store in
             _ = try await store.write { tx in
-                let txn = (tx as! LMDBTransaction).txn
+                let txn = (StoreCommits.storeTransaction(tx) as! LMDBTransaction).txn
                 try txn.put(txn.dbs.meta, Array("version".utf8), [0, 0, 0, 99])
             }
         })

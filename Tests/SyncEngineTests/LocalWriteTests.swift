@@ -169,6 +169,7 @@ final class FailingQueueStore: LocalStore {
     init(_ base: any LocalStore) { self.base = base }
 
     var capabilities: StoreCapabilities { base.capabilities }
+    var commits: StoreCommits { base.commits }
 
     func read<Result: Sendable>(_ body: @Sendable (any StoreReader) throws -> Result) async throws -> Result {
         try await base.read(body)

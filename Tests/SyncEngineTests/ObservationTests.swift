@@ -1,3 +1,5 @@
+import StoreConformance
+import StoreSQLite
 import SyncTesting
 import Synchronization
 import Testing
@@ -100,11 +102,11 @@ struct ObservationTests {
             let value = Mutex(0)
             var count: Int { value.withLock { $0 } }
         }
-        let hub = TableChangeHub()
+        let hub = StoreCommits()
         let todo = hub.subscribe(tables: ["todo"])
-        hub.publish(CommittedChange(tables: ["notes"], queue: true))
-        for _ in 0..<5 { hub.publish(CommittedChange(tables: ["todo"])) }
-        hub.publish(CommittedChange(tables: ["notes"]))
+        hub.publish(StoreCommit(tables: ["notes"], queue: true))
+        for _ in 0..<5 { hub.publish(StoreCommit(tables: ["todo"])) }
+        hub.publish(StoreCommit(tables: ["notes"]))
         // Read only now: the five signals wait as one, and "notes" never counted.
         let woken = Counter()
         let reader = Task {
@@ -113,12 +115,12 @@ struct ObservationTests {
         for _ in 0..<500 where woken.count == 0 { try await Task.sleep(for: .milliseconds(10)) }
         try await Task.sleep(for: .milliseconds(100))
         #expect(woken.count == 1)
-        hub.publish(CommittedChange(tables: ["todo", "notes"]))
+        hub.publish(StoreCommit(tables: ["todo", "notes"]))
         for _ in 0..<500 where woken.count == 1 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(woken.count == 2)
         // A queue subscriber hears queue changes, and only those.
         let queue = hub.subscribe(tables: [], queue: true)
-        hub.publish(CommittedChange(tables: [], queue: true))
+        hub.publish(StoreCommit(tables: [], queue: true))
         var queueIterator = queue.makeAsyncIterator()
         #expect(await queueIterator.next() != nil)
         #expect(hub.subscriberCount == 2)
@@ -131,12 +133,32 @@ struct ObservationTests {
         let todos = device.table()
         var iterator = todos.observe().makeAsyncIterator()
         #expect(try await iterator.next() == [])
-        #expect(device.context.tableChanges.subscriberCount == 1)
+        #expect(device.context.store.commits.subscriberCount == 1)
         iterator = todos.observe().makeAsyncIterator()  // the first one is dropped
         _ = try await iterator.next()
-        for _ in 0..<200 where device.context.tableChanges.subscriberCount > 1 {
+        for _ in 0..<200 where device.context.store.commits.subscriberCount > 1 {
             try await Task.sleep(for: .milliseconds(10))
         }
-        #expect(device.context.tableChanges.subscriberCount == 1)
+        #expect(device.context.store.commits.subscriberCount == 1)
+    }
+
+    /// Issue 29: the store reports its commits, so an observation sees every write, whoever made it:
+    /// the context, the app through `context.store`, and (a file) another store on the same file.
+    @Test(arguments: StoreKind.allCases)
+    func anObservationSeesWritesMadeBehindTheContextsBack(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let todos = Observed(device.table().observe(TableQuery()))
+        try await todos.wait { $0.isEmpty }
+        try await device.context.store.upsert("todo", [["id": "direct", "title": "through the store"]])
+        try await todos.wait { $0.map(\.id) == ["direct"] }
+        _ = try await device.store.write { tx in try tx.delete("todo", ids: ["direct"]) }
+        try await todos.wait { $0.isEmpty }
+        if kind == .sqliteFile, let directory = device.storage.directory {
+            let another = try SQLiteStore(path: directory.path + "/store.ferry")
+            try await another.upsert("todo", [["id": "elsewhere", "title": "another connection"]])
+            try await todos.wait { $0.map(\.id) == ["elsewhere"] }
+            try await another.close()
+        }
+        todos.stop()
     }
 }

@@ -8,9 +8,15 @@ import ServerStorageCore
 /// `ferry_migrations` records the versions applied. `apply(on:schema:)` runs in one transaction
 /// that first takes a transaction-scoped advisory lock, so that instances starting together apply
 /// each migration exactly once: the second waits for the first to commit, then finds nothing to do.
+///
+/// The lock is the schema's: (`lockKey`, `hashtext(schema)`). Servers of other schemas in the same
+/// database start without waiting for each other (before, one key for the whole database let a
+/// stalled start elsewhere hold every other start back). A session that stops talking mid-migration
+/// (its client hung, or a proxy between them swallows the connection) loses the lock after
+/// `idle_in_transaction_session_timeout`, one minute, instead of holding it for ever.
 enum PostgreSQLMigrations {
-    /// The advisory lock's key: "FRSV" (Ferry server) as a number.
-    static let lockKey: Int64 = 0x4652_5356
+    /// The advisory lock's first key: "FRSV" (Ferry server) as a number.
+    static let lockKey: Int32 = 0x4652_5356
 
     /// The migrations in order; a version is never edited once released, only followed by another.
     static let all: [(version: Int, name: String, sql: [String])] = [
@@ -63,7 +69,10 @@ enum PostgreSQLMigrations {
     static func apply(on session: PostgreSQLSession, schema: String?) async throws {
         try await session.execute("BEGIN")
         do {
-            try await session.execute("SELECT pg_advisory_xact_lock(\(lockKey))")
+            try await session.execute("SET LOCAL idle_in_transaction_session_timeout = '60s'")
+            // A validated name (lowercase letters, digits and underscores), as a literal.
+            let schemaName = schema.map { "'\($0)'" } ?? "current_schema()"
+            try await session.execute("SELECT pg_advisory_xact_lock(\(lockKey), hashtext(\(schemaName)))")
             if let schema {
                 // A validated name: lowercase letters, digits and underscores.
                 try await session.execute("CREATE SCHEMA IF NOT EXISTS \(schema)")

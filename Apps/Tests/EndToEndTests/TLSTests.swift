@@ -87,7 +87,8 @@ struct TLSProxy {
             try run(
                 TLSTests.openssl!,
                 ["req", "-x509"] + ec + [
-                    "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj", "/CN=Ferry test authority",
+                    "-keyout", path("ca.key"), "-out", path("ca.pem"), "-days", "2", "-subj",
+                    "/CN=Ferry test authority",
                     "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
                 ])
             try run(

@@ -47,7 +47,9 @@ struct SQLiteServerStorageConformanceTests {
                 storage: try SQLiteServerStorage(location: .file(path), configuration: Self.configuration(clock)),
                 clock: clock,
                 reopen: { try SQLiteServerStorage(location: .file(path), configuration: Self.configuration(clock)) },
-                openAnother: { try SQLiteServerStorage(location: .file(path), configuration: Self.configuration(clock)) })
+                openAnother: {
+                    try SQLiteServerStorage(location: .file(path), configuration: Self.configuration(clock))
+                })
         }
     }
 }

@@ -27,6 +27,8 @@ final class Environment: @unchecked Sendable {
 
     /// The logger of the store that opened the environment.
     let logger: Logger
+    /// The commits of every store of this directory in this process.
+    let commits = StoreCommits()
 
     init(
         handle: OpaquePointer, path: String, dbs: Databases, mapSize: Int, maximumMapSize: Int, logger: Logger
@@ -109,7 +111,7 @@ final class Environment: @unchecked Sendable {
             }
             let txn = Txn(handle: handle, dbs: dbs, place: place)
             let transaction = LMDBTransaction(txn: txn)
-            let outcome = Result { try body(transaction) }
+            let outcome = Result { try StoreCommits.tracking(transaction, body) }
             transaction.isFinished = true
             if txn.hitMapFull {
                 mdb_txn_abort(handle)
@@ -122,7 +124,7 @@ final class Environment: @unchecked Sendable {
                 mdb_txn_abort(handle)
                 gate.leave()
                 throw error
-            case .success(let result):
+            case .success(let (result, commit)):
                 rc = mdb_txn_commit(handle)
                 gate.leave()
                 if rc == MDB_MAP_FULL {
@@ -130,6 +132,7 @@ final class Environment: @unchecked Sendable {
                     continue
                 }
                 guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "committing a write to", place) }
+                commits.publish(commit)
                 return result
             }
         }

@@ -36,6 +36,10 @@
 /// - Operation ids increase strictly and are never reused while the store exists, even after the
 ///   queue drains.
 /// - Errors are ``StoreError``s with a ``StoreError/Code`` (a native error goes in `underlying`).
+/// - Every committed ``write(_:)`` is published on ``commits`` with the tables and queue it
+///   changed, after the commit and never for a rolled-back one (``StoreCommits/tracking(_:_:)``
+///   records it); a store that other connections or processes can write also publishes
+///   ``StoreCommit/external`` within a second of their commits, at least while someone subscribes.
 public protocol LocalStore: Sendable {
     /// What this store supports beyond the required contract.
     var capabilities: StoreCapabilities { get }
@@ -45,6 +49,14 @@ public protocol LocalStore: Sendable {
 
     /// Runs `body` in one write transaction: all of its changes commit, or none do.
     func write<Result: Sendable>(_ body: @Sendable (any StoreTransaction) throws -> Result) async throws -> Result
+
+    /// Where the store announces each committed write, whoever made it: observations and
+    /// automatic sync listen here.
+    ///
+    /// ```swift
+    /// for await _ in store.commits.subscribe(tables: ["todo"]) { print("todo changed") }
+    /// ```
+    var commits: StoreCommits { get }
 
     /// Releases the store's resources. Later calls fail with ``StoreError/Code/closed``.
     func close() async throws

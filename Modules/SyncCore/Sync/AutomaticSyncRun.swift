@@ -18,7 +18,7 @@ struct AutomaticSyncRun: Sendable {
         let (inbox, post) = AsyncStream.makeStream(of: Event.self)
         var helpers: [Task<Void, Never>] = []
         // Local writes (and anything else that changes the queue).
-        let queueSignals = context.tableChanges.subscribe(tables: [], queue: true)
+        let queueSignals = context.store.commits.subscribe(tables: [], queue: true)
         helpers.append(Task { for await _ in queueSignals { post.yield(.queueChanged) } })
         let paths = connectivity.paths()
         helpers.append(Task { for await online in paths { post.yield(.online(online)) } })

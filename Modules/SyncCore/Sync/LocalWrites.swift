@@ -106,18 +106,15 @@ extension SyncContext {
     {
         let store = store
         do {
-            let (result, change) = try await Task {
+            return try await Task {
                 try await store.write { transaction in
-                    let tracked = TrackedTransaction(transaction)
                     do {
-                        return (try body(LocalWrites(tracked)), tracked.change)
+                        return try body(LocalWrites(transaction))
                     } catch {
                         throw ThrownByBody(error: error)
                     }
                 }
             }.value
-            tableChanges.publish(change)
-            return result
         } catch let thrown as ThrownByBody {
             throw thrown.error
         } catch {

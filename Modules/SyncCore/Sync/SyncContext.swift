@@ -32,8 +32,6 @@ public actor SyncContext {
     nonisolated let remote: any RemoteService
     nonisolated let conflictHandler: any ConflictHandler
     nonisolated let hub: EventHub
-    /// Which tables each commit changed (observations and automatic sync listen to it).
-    nonisolated let tableChanges = TableChangeHub()
     /// The reports of stored items that typed tables could not decode.
     nonisolated let undecodable: UndecodableItemLog
     /// Where sync stands (automatic sync keeps it up to date).
@@ -220,15 +218,8 @@ public actor SyncContext {
     ) async throws(SyncError) -> Result {
         let store = store
         do {
-            let (result, change) = try await Task {
-                try await store.write { transaction in
-                    let tracked = TrackedTransaction(transaction)
-                    let result = try body(tracked)
-                    return (result, tracked.change)
-                }
-            }.value
-            tableChanges.publish(change)
-            return result
+            // The store publishes what the commit changed (its `commits`).
+            return try await Task { try await store.write(body) }.value
         } catch {
             throw SyncError.wrapping(error, what)
         }

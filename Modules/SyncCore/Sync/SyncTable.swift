@@ -109,7 +109,7 @@ public struct SyncTable: Sendable {
         -> AsyncThrowingStream<[JSONObject], any Error>
     {
         // Subscribed before the first run: a commit during it is not missed.
-        let signals = context.tableChanges.subscribe(tables: [name])
+        let signals = context.store.commits.subscribe(tables: [name])
         let table = self
         // A reader that falls behind gets the newest result, not every one in between.
         return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in

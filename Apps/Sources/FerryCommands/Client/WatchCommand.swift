@@ -10,8 +10,10 @@ public struct WatchCommand: DeviceCommand, Sendable {
         commandName: "watch",
         abstract: "Show a table live: it is redrawn whenever its rows change, here or on other devices.",
         discussion: """
-            The device syncs the table by itself meanwhile: it pushes local changes and pulls when the
-            server's change feed says the table changed (every 10 s against a server without one).
+            With a server, the device syncs the table by itself meanwhile: it pushes local changes and
+            pulls when the server's change feed says the table changed (every 10 s against a server
+            without one). Without one it shows the store as it is. Writes by other processes on the
+            same store (another ferry command, an app) show within a second.
             Ctrl-C stops. On a terminal the view is redrawn in place; otherwise each new result is
             printed after the last (with --json, one JSON array per line).
               ferry watch todo --server http://127.0.0.1:8080
@@ -27,13 +29,15 @@ public struct WatchCommand: DeviceCommand, Sendable {
     public func execute(on device: Device, output: CommandOutput) async throws {
         guard top >= 1 else { throw ClientError(.usage, "--top must be at least 1") }
         let query = try makeQuery(filter: filter, top: top)
-        try await device.startAutomaticSync([table])
+        let server = await device.server?.url.absoluteString
+        if server != nil { try await device.startAutomaticSync([table]) }
         let stream = await device.observe(table, query: query)
         let redraws = output.format == .table && isatty(1) == 1
         let table = table
-        let server = await device.server?.url.absoluteString ?? ""
         let statuses = await device.syncStatusUpdates()
-        let view = WatchView(table: table, server: server, output: output, redraws: redraws)
+        let view = WatchView(
+            table: table, place: server.map { "on \($0)" } ?? "on this device (no server)", output: output,
+            redraws: redraws)
         // The view is drawn again when the rows change, and (on a terminal) when the sync's status
         // does: a server that goes away shows at once, not at the next change of the rows.
         let watching = Task {
@@ -69,7 +73,7 @@ public struct WatchCommand: DeviceCommand, Sendable {
         } onCancel: {
             watching.cancel()
         }
-        await device.stopAutomaticSync()
+        if server != nil { await device.stopAutomaticSync() }
         if case .failure(let error) = result, !(error is CancellationError) {
             throw ClientError.from(error)
         }
@@ -79,14 +83,15 @@ public struct WatchCommand: DeviceCommand, Sendable {
 /// What `watch` shows: the newest rows and status, drawn again when either changes.
 final class WatchView: Sendable {
     private let table: String
-    private let server: String
+    /// "on URL", or where the rows are when there is no server.
+    private let place: String
     private let output: CommandOutput
     private let redraws: Bool
     private let state = Mutex<(items: [JSONObject]?, status: SyncStatus.Snapshot?)>((nil, nil))
 
-    init(table: String, server: String, output: CommandOutput, redraws: Bool) {
+    init(table: String, place: String, output: CommandOutput, redraws: Bool) {
         self.table = table
-        self.server = server
+        self.place = place
         self.output = output
         self.redraws = redraws
     }
@@ -117,7 +122,7 @@ final class WatchView: Sendable {
     private func draw(_ items: [JSONObject], _ status: SyncStatus.Snapshot?) {
         let rows = Rendering.items(items, format: output.format, width: output.terminalWidth)
         let header =
-            "\(table) on \(server): \(items.count) row\(items.count == 1 ? "" : "s"); \(status?.summary ?? "starting")"
+            "\(table) \(place): \(items.count) row\(items.count == 1 ? "" : "s"); \(status?.summary ?? "starting")"
         // Clear the screen and draw from the top, or print after the last view.
         output.write(redraws ? "\u{1B}[H\u{1B}[2J" + header + "\n" + rows + "\n" : header + "\n" + rows + "\n\n")
     }

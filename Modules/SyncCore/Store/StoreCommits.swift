@@ -1,0 +1,215 @@
+import Synchronization
+
+/// What one committed write transaction of a store changed.
+///
+/// A store reports every commit, whoever made it (a ``SyncContext``, the app through
+/// ``SyncContext/store``, or code calling ``LocalStore/write(_:)`` directly), through its
+/// ``LocalStore/commits``. A commit by another connection or process on the same store is
+/// ``external``: which tables it changed is not known, so every observer is woken.
+public struct StoreCommit: Sendable, Hashable {
+    /// The tables whose items changed.
+    public var tables: Set<String>
+    /// Whether the queue of operations (or its recorded errors) changed.
+    public var queue: Bool
+    /// Whether another connection or process made the commit (every table and the queue may have
+    /// changed).
+    public var isExternal: Bool
+
+    /// A commit that changed `tables` and, with `queue`, the queue.
+    public init(tables: Set<String> = [], queue: Bool = false) {
+        self.tables = tables
+        self.queue = queue
+        self.isExternal = false
+    }
+
+    /// A commit by another connection or process: anything may have changed.
+    public static var external: StoreCommit {
+        var commit = StoreCommit()
+        commit.isExternal = true
+        return commit
+    }
+
+    /// Whether it changed nothing an observer could see.
+    public var isEmpty: Bool { tables.isEmpty && !queue && !isExternal }
+}
+
+/// Where a store announces its commits, and observers hear of the tables they care about.
+///
+/// Every ``LocalStore`` owns one and publishes each commit after it is durable; observations and
+/// automatic sync subscribe. A subscriber names its tables and is woken only for those (tables that
+/// did not change cost it nothing); signals that arrive while it is busy fold into one (its stream
+/// keeps the newest signal only).
+///
+/// A store implementation records what its transaction changed with
+/// ``tracking(_:_:)`` and publishes it once the commit succeeded:
+///
+/// ```swift
+/// let commits = StoreCommits()
+/// let changes = commits.subscribe(tables: ["todo"])
+/// commits.publish(StoreCommit(tables: ["todo"]))
+/// for await _ in changes { print("todo changed"); break }
+/// ```
+public final class StoreCommits: Sendable {
+    private struct Subscriber {
+        /// `nil` for every table.
+        var tables: Set<String>?
+        /// Woken by queue changes too.
+        var queue: Bool
+        var continuation: AsyncStream<Void>.Continuation
+    }
+
+    private let state = Mutex<(next: Int, subscribers: [Int: Subscriber])>((0, [:]))
+    private let onSubscribe: (@Sendable () -> Void)?
+
+    /// A hub; `onSubscribe` runs after each new subscription (outside the hub's lock), for a store
+    /// that watches other processes only while someone listens.
+    public init(onSubscribe: (@Sendable () -> Void)? = nil) {
+        self.onSubscribe = onSubscribe
+    }
+
+    /// A stream that yields after each commit that changed one of `tables` (every table when `nil`)
+    /// or, with `queue`, the queue. It ends when the caller stops iterating it.
+    public func subscribe(tables: Set<String>?, queue: Bool = false) -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { state in
+            state.next += 1
+            state.subscribers[state.next] = Subscriber(tables: tables, queue: queue, continuation: continuation)
+            return state.next
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        onSubscribe?()
+        return stream
+    }
+
+    /// Wakes the subscribers `commit` concerns. Stores call it after the commit is durable.
+    public func publish(_ commit: StoreCommit) {
+        guard !commit.isEmpty else { return }
+        let woken = state.withLock { state in
+            state.subscribers.values.filter { subscriber in
+                commit.isExternal || (commit.queue && subscriber.queue)
+                    || (!commit.tables.isEmpty && subscriber.tables.map { !$0.isDisjoint(with: commit.tables) } ?? true)
+            }.map(\.continuation)
+        }
+        for continuation in woken { continuation.yield() }
+    }
+
+    /// How many subscribers there are.
+    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// Runs `body` on `transaction` and returns its result with what it changed: for a store's
+    /// ``LocalStore/write(_:)``, which publishes the change once its commit succeeded.
+    ///
+    /// ```swift
+    /// let (result, commit) = try StoreCommits.tracking(transaction, body)
+    /// // … commit the transaction, then:
+    /// commits.publish(commit)
+    /// ```
+    public static func tracking<Result>(
+        _ transaction: any StoreTransaction, _ body: (any StoreTransaction) throws -> Result
+    ) throws -> (Result, StoreCommit) {
+        let tracked = TrackedTransaction(transaction)
+        return (try body(tracked), tracked.commit)
+    }
+
+    /// The store's own transaction behind the handle ``tracking(_:_:)`` gave `body`: for a store's
+    /// code that needs its native handle.
+    ///
+    /// ```swift
+    /// let native = StoreCommits.storeTransaction(tx) as? MyStoreTransaction
+    /// ```
+    public static func storeTransaction(_ transaction: any StoreTransaction) -> any StoreTransaction {
+        (transaction as? TrackedTransaction)?.inner ?? transaction
+    }
+
+    deinit {
+        for subscriber in state.withLock({ $0.subscribers.values }) { subscriber.continuation.finish() }
+    }
+}
+
+/// A store transaction that records what it changed (``StoreCommits/tracking(_:_:)``). Every
+/// call goes to the store's own transaction.
+final class TrackedTransaction: StoreTransaction {
+    let inner: any StoreTransaction
+    private(set) var commit = StoreCommit()
+
+    init(_ inner: any StoreTransaction) { self.inner = inner }
+
+    // MARK: StoreReader
+
+    func item(_ table: String, id: String) throws -> JSONObject? { try inner.item(table, id: id) }
+    func query(_ table: String, _ query: TableQuery) throws -> QueryResult { try inner.query(table, query) }
+    func count(_ table: String) throws -> Int { try inner.count(table) }
+    func tableNames() throws -> [String] { try inner.tableNames() }
+    func definition(of table: String) throws -> TableDefinition? { try inner.definition(of: table) }
+    func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation] {
+        try inner.operations(after: afterID, table: table, limit: limit)
+    }
+    func operations(table: String, itemID: String) throws -> [QueuedOperation] {
+        try inner.operations(table: table, itemID: itemID)
+    }
+    func operation(id: Int64) throws -> QueuedOperation? { try inner.operation(id: id) }
+    func operationCount(table: String?) throws -> Int { try inner.operationCount(table: table) }
+    func operationErrors(table: String?) throws -> [OperationErrorRecord] { try inner.operationErrors(table: table) }
+    func operationError(id: String) throws -> OperationErrorRecord? { try inner.operationError(id: id) }
+    func deltaToken(table: String, queryID: String) throws -> String? {
+        try inner.deltaToken(table: table, queryID: queryID)
+    }
+    func deltaTokens(table: String) throws -> [String: String] { try inner.deltaTokens(table: table) }
+
+    // MARK: StoreTransaction
+
+    func define(_ definition: TableDefinition) throws { try inner.define(definition) }
+
+    func upsert(_ table: String, _ items: [JSONObject]) throws {
+        try inner.upsert(table, items)
+        if !items.isEmpty { commit.tables.insert(table) }
+    }
+
+    func delete(_ table: String, ids: [String]) throws -> Int {
+        let deleted = try inner.delete(table, ids: ids)
+        if deleted > 0 { commit.tables.insert(table) }
+        return deleted
+    }
+
+    func delete(_ table: String, matching query: TableQuery) throws -> Int {
+        let deleted = try inner.delete(table, matching: query)
+        if deleted > 0 { commit.tables.insert(table) }
+        return deleted
+    }
+
+    func appendOperation(_ draft: OperationDraft) throws -> QueuedOperation {
+        commit.queue = true
+        return try inner.appendOperation(draft)
+    }
+
+    func appendOperations(_ drafts: [OperationDraft]) throws -> [QueuedOperation] {
+        if !drafts.isEmpty { commit.queue = true }
+        return try inner.appendOperations(drafts)
+    }
+
+    func updateOperation(_ operation: QueuedOperation) throws {
+        commit.queue = true
+        try inner.updateOperation(operation)
+    }
+
+    func deleteOperations(ids: [Int64]) throws {
+        if !ids.isEmpty { commit.queue = true }
+        try inner.deleteOperations(ids: ids)
+    }
+
+    func saveOperationError(_ error: OperationErrorRecord) throws {
+        commit.queue = true
+        try inner.saveOperationError(error)
+    }
+
+    func deleteOperationErrors(ids: [String]) throws {
+        if !ids.isEmpty { commit.queue = true }
+        try inner.deleteOperationErrors(ids: ids)
+    }
+
+    func setDeltaToken(table: String, queryID: String, value: String?) throws {
+        try inner.setDeltaToken(table: table, queryID: queryID, value: value)
+    }
+}
