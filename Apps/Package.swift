@@ -220,6 +220,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreMemory", package: "Ferry"),
+                .product(name: "StoreSQLite", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
             ],
             path: "Tests/FerryCommandsTests"

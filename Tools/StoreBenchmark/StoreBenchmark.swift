@@ -13,7 +13,13 @@ import SyncCore
 enum StoreBenchmark {
     static func main() async {
         do {
-            let options = try Options(CommandLine.arguments.dropFirst())
+            let arguments = CommandLine.arguments
+            if arguments.count == 4, arguments[1] == "--write-child", let count = Int(arguments[3]) {
+                // The other process of `otherProcessLatency`.
+                try await writeChild(path: arguments[2], count: count)
+                return
+            }
+            let options = try Options(arguments.dropFirst())
             if options.showsHelp {
                 print(Options.usage)
                 return
@@ -195,62 +201,6 @@ enum StoreBenchmark {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try body() }) }.start()
         }
-    }
-
-    /// Local writes through the engine (each item with its queued operation): single inserts, each
-    /// its own transaction, and one bulk import, beside the raw C API writing the same rows.
-    static func writes(rows: [Row], options: Options, directory: URL) async throws {
-        let store = try SQLiteStore(path: directory.appendingPathComponent("writes.sqlite").path)
-        let context = SyncContext(store: store) { _ in OfflineTable() }
-        let local = rows.prefix(min(10_000, rows.count)).map { Self.appFields($0.item) }
-        let table = context.table("local")
-        let singles = try await Clock.measure {
-            for item in local { _ = try await table.insert(item) }
-        }
-        let rawSingles = try RawSQLite.apply(
-            path: directory.appendingPathComponent("raw-singles.sqlite").path,
-            pages: rows.prefix(local.count).map { [$0] })
-        report(
-            "local inserts, each its own transaction (the item and its queued operation)", unit: "items/s",
-            count: local.count, ferry: singles, baseline: rawSingles, baselineName: "raw SQLite C API")
-
-        // The same inserts into another table while a query of it is observed (the 20 highest ids:
-        // every insert changes its result); commits fold into at most one run per 16 ms.
-        let watched = context.table("watched")
-        let observation = watched.observe(TableQuery().orderBy("id", descending: true).top(20))
-        let results = Task {
-            var count = 0
-            for try await _ in observation { count += 1 }
-            return count
-        }
-        let observed = try await Clock.measure {
-            for item in local { _ = try await watched.insert(item) }
-        }
-        results.cancel()
-        let yielded = try await results.value
-        // Unobserved again, into a third table: the baseline is the mean of the runs before and after.
-        let after = context.table("after")
-        let singlesAfter = try await Clock.measure {
-            for item in local { _ = try await after.insert(item) }
-        }
-        report(
-            "local inserts with one query of their table observed (\(yielded) results seen)", unit: "items/s",
-            count: local.count, ferry: observed, baseline: (singles + singlesAfter) / 2,
-            baselineName: "no observer")
-
-        let items = rows.map { Self.appFields($0.item) }
-        let imported = try await Clock.measure {
-            try await context.write { writes in _ = try writes.insert(contentsOf: items, into: "imported") }
-        }
-        guard try await context.queuedOperationCount(table: "imported") == items.count else {
-            throw BenchmarkError("the import did not queue \(items.count) inserts")
-        }
-        let rawImport = try RawSQLite.apply(
-            path: directory.appendingPathComponent("raw-import.sqlite").path, pages: [rows])
-        report(
-            "bulk import of \(items.count) items in one transaction (items and queued inserts)", unit: "items/s",
-            count: items.count, ferry: imported, baseline: rawImport, baselineName: "raw SQLite C API")
-        try await store.close()
     }
 
     static func appFields(_ item: JSONObject) -> JSONObject {

@@ -1,7 +1,10 @@
 import Foundation
 import ServerTestSupport
+import StoreSQLite
+import SyncCore
 import Synchronization
 import Testing
+import Transport
 
 /// Issue 29: several processes on one store file. Each `ferry` below is a process of its own.
 @Suite("Processes sharing one store", .timeLimit(.minutes(5)))
@@ -56,5 +59,74 @@ struct SharedStoreTests {
             output.value.split(separator: "\n").last.map { !$0.contains(#""first""#) && $0.contains("another") }
                 ?? false
         }
+    }
+
+    /// The test process inserts one item per transaction while `ferry import` processes write
+    /// whole files into the same table of the same store, one of them killed with SIGKILL midway:
+    /// every acknowledged write is there with exactly one queued operation, the killed import left
+    /// all of its items or none, and operation ids stay unique and increasing.
+    @Test func processesWritingAtOnceKeepTheQueueWholeEvenWhenOneIsKilled() async throws {
+        let ferry = try #require(FerryBinaryTests.ferryURL(), "the ferry executable was not built beside the tests")
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = "\(directory)/shared.ferry"
+        let perImport = 3_000
+        var files: [String] = []
+        for name in ["kept", "killed"] {
+            let file = "\(directory)/\(name).jsonl"
+            try (0..<perImport).map {
+                #"{"id":"\#(name)-\#($0)","n":\#($0),"text":"\#(String(repeating: "x", count: 200))"}"#
+            }
+            .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
+            files.append(file)
+        }
+        let store = try SQLiteStore(path: path)
+        // Local writes only: the remote is never called.
+        let context = SyncContext(
+            store: store, remote: HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: "http://127.0.0.1:9")!)))
+        let things = context.table("things")
+        _ = try await things.insert(["id": "local-start"])
+
+        func importing(_ file: String) throws -> Process {
+            let process = Process()
+            process.executableURL = ferry
+            process.arguments = ["import", "things", file, "--store", "sqlite:" + path]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return process
+        }
+        let kept = try importing(files[0])
+        let killed = try importing(files[1])
+        // The test's own writes, one transaction each, while both imports run.
+        var acknowledged = ["local-start"]
+        for index in 0..<200 {
+            _ = try await things.insert(["id": .string("local-\(index)")])
+            acknowledged.append("local-\(index)")
+            if index == 20 { kill(killed.processIdentifier, SIGKILL) }
+        }
+        try await offThePool {
+            kept.waitUntilExit()
+            killed.waitUntilExit()
+        }
+        #expect(kept.terminationStatus == 0, "the import that was not killed failed")
+        #expect(killed.terminationReason == .uncaughtSignal, "the import ended before it was killed")
+
+        let (ids, operations) = try await store.read { reader in
+            (
+                try reader.query("things", TableQuery(top: 100_000)).items.compactMap(\.id),
+                try reader.operations(after: nil, table: "things", limit: nil)
+            )
+        }
+        let present = Set(ids)
+        #expect(Set(acknowledged).isSubset(of: present), "an acknowledged local insert is missing")
+        #expect((0..<perImport).allSatisfy { present.contains("kept-\($0)") }, "the finished import is not whole")
+        let killedCount = ids.filter { $0.hasPrefix("killed-") }.count
+        #expect(killedCount == 0 || killedCount == perImport, "the killed import left \(killedCount) items")
+        #expect(operations.count == ids.count, "\(operations.count) operations for \(ids.count) items")
+        #expect(Set(operations.map(\.itemID)) == present, "items and queued operations differ")
+        let operationIDs = operations.map(\.id)
+        #expect(operationIDs == operationIDs.sorted() && Set(operationIDs).count == operationIDs.count)
+        try await store.close()
     }
 }

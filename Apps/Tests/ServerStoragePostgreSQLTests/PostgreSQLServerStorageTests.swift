@@ -217,7 +217,7 @@ struct PostgreSQLServerStorageTests {
                 schema: schema, connections: 1, connectionWait: .milliseconds(300), statementTimeout: .seconds(20))
             _ = try await storage.insert(into: Self.todo, id: "first", content: [:], owner: nil)
             let started = ContinuousClock.now
-            try await holdingTheSequence(schema, "todo") {
+            let stuck = try await holdingTheSequence(schema, "todo") {
                 // The only connection waits on the held lock...
                 let stuck = Task { try await storage.insert(into: Self.todo, id: "stuck", content: [:], owner: nil) }
                 try await Task.sleep(for: .milliseconds(200))
@@ -226,10 +226,11 @@ struct PostgreSQLServerStorageTests {
                     _ = try await storage.item(in: Self.todo, id: "first", owner: .all)
                 }
                 #expect(ContinuousClock.now - started < .seconds(15))
-                _ = stuck
+                return stuck
             }
-            // Once the lock is gone the stuck insert completes and the pool serves again.
-            try await Task.sleep(for: .milliseconds(200))
+            // Once the lock is gone the stuck insert completes (awaited: a fixed pause was too short
+            // on a loaded machine) and the pool serves again.
+            _ = try await stuck.value
             #expect(try await storage.item(in: Self.todo, id: "first", owner: .all) != nil)
             try await storage.close()
         }
