@@ -221,6 +221,7 @@ let package = Package(
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreMemory", package: "Ferry"),
                 .product(name: "StoreSQLite", package: "Ferry"),
+                .product(name: "StoreLMDB", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
             ],
             path: "Tests/FerryCommandsTests"

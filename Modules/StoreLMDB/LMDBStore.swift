@@ -153,8 +153,9 @@ public final class LMDBStore: LocalStore {
         }
     }
 
-    /// Every committed write of this directory's stores in this process, announced after the commit.
-    /// (Commits by other processes are not heard yet.)
+    /// Every committed write of this directory's stores in this process, announced after the commit,
+    /// and, while someone subscribes, the commits of other processes as ``StoreCommit/external``
+    /// (LMDB's newest transaction id, read every 100 ms, against this process's own commits).
     public var commits: StoreCommits { environment.commits }
 
     /// Runs `body` in one LMDB write transaction: all of its changes commit, or none do. The handle

@@ -109,8 +109,6 @@ public final class SQLiteStore: LocalStore {
     /// Every committed write: this store's, and (file stores, while someone subscribes) those of
     /// other connections and processes on the same file, as ``StoreCommit/external``.
     public let commits: StoreCommits
-    /// Checks for the commits of other connections (file stores).
-    private let otherWriters: OtherWriters?
     /// "the SQLite store at '…'", for messages.
     let place: String
     private let closed = Mutex(false)
@@ -163,15 +161,7 @@ public final class SQLiteStore: LocalStore {
             }
             capabilities = [.declaredIndexes]
         }
-        if let pool = database as? DatabasePool {
-            let watcher = OtherWriters(database: pool, interval: configuration.otherWritersCheckInterval)
-            commits = StoreCommits(onSubscribe: { watcher.watch() })
-            watcher.publish(on: commits)
-            otherWriters = watcher
-        } else {
-            commits = StoreCommits()
-            otherWriters = nil
-        }
+        commits = (database as? DatabasePool).map { Self.commitsHearingOthers(on: $0, configuration) } ?? StoreCommits()
     }
 
     /// A new, empty store in memory.
@@ -315,7 +305,7 @@ public final class SQLiteStore: LocalStore {
             return isClosed
         }
         if wasClosed { return }
-        otherWriters?.close()
+        commits.stopChecking()
         let pointQueue: DatabaseQueue? = pointReader.withLock { state in
             defer { state = .unavailable }
             switch state {

@@ -161,4 +161,35 @@ struct ObservationTests {
         }
         todos.stop()
     }
+
+    /// A hub that checks for other writers does so only while someone subscribes, and publishes
+    /// what its probe finds to every subscriber.
+    @Test func theCheckForOtherWritersRunsOnlyWhileSomeoneSubscribes() async throws {
+        let probes = Mutex(0)
+        let hub = StoreCommits(checkingOtherWritersEvery: .milliseconds(10)) {
+            probes.withLock { $0 += 1 }
+            return true
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(probes.withLock { $0 } == 0 && !hub.isCheckingOtherWriters, "it checked without subscribers")
+        let todo = Observed(
+            AsyncThrowingStream { continuation in
+                let task = Task {
+                    for await _ in hub.subscribe(tables: ["todo"]) { continuation.yield(1) }
+                }
+                continuation.onTermination = { _ in task.cancel() }
+            })
+        try await todo.wait { _ in true }
+        todo.stop()
+        for _ in 0..<500 where hub.isCheckingOtherWriters { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(!hub.isCheckingOtherWriters, "the check went on without subscribers")
+        let afterwards = probes.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(probes.withLock { $0 } == afterwards)
+        // A new subscriber starts it again; a stopped hub never does.
+        var again = hub.subscribe(tables: nil).makeAsyncIterator()
+        #expect(await again.next() != nil)
+        hub.stopChecking()
+        #expect(!hub.isCheckingOtherWriters)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import ServerTestSupport
+import StoreLMDB
 import StoreSQLite
 import SyncCore
 import Synchronization
@@ -27,11 +28,12 @@ struct SharedStoreTests {
         var value: String { text.withLock { $0 } }
     }
 
-    @Test func watchShowsWhatAnotherProcessWritesToTheSameStore() async throws {
+    @Test(arguments: ["sqlite", "lmdb"])
+    func watchShowsWhatAnotherProcessWritesToTheSameStore(_ kind: String) async throws {
         let ferry = try #require(FerryBinaryTests.ferryURL(), "the ferry executable was not built beside the tests")
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let store = "sqlite:\(directory)/shared.ferry"
+        let store = "\(kind):\(directory)/shared.ferry"
         // The store exists before the watch opens it (as an app's would).
         let first = try await FerryBinaryTests.run(["insert", "todo", #"{"id":"a","title":"first"}"#, "--store", store])
         #expect(first.status == 0, "\(first.errors)")
@@ -65,7 +67,8 @@ struct SharedStoreTests {
     /// whole files into the same table of the same store, one of them killed with SIGKILL midway:
     /// every acknowledged write is there with exactly one queued operation, the killed import left
     /// all of its items or none, and operation ids stay unique and increasing.
-    @Test func processesWritingAtOnceKeepTheQueueWholeEvenWhenOneIsKilled() async throws {
+    @Test(arguments: ["sqlite", "lmdb"])
+    func processesWritingAtOnceKeepTheQueueWholeEvenWhenOneIsKilled(_ kind: String) async throws {
         let ferry = try #require(FerryBinaryTests.ferryURL(), "the ferry executable was not built beside the tests")
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -80,24 +83,25 @@ struct SharedStoreTests {
             .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
             files.append(file)
         }
-        let store = try SQLiteStore(path: path)
+        let store: any LocalStore = kind == "lmdb" ? try LMDBStore(path: path) : try SQLiteStore(path: path)
         // Local writes only: the remote is never called.
         let context = SyncContext(
             store: store, remote: HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: "http://127.0.0.1:9")!)))
         let things = context.table("things")
         _ = try await things.insert(["id": "local-start"])
 
-        func importing(_ file: String) throws -> Process {
+        func importing(_ file: String) throws -> (Process, Output) {
             let process = Process()
             process.executableURL = ferry
-            process.arguments = ["import", "things", file, "--store", "sqlite:" + path]
+            process.arguments = ["import", "things", file, "--store", "\(kind):" + path]
             process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
+            let errors = Pipe()
+            process.standardError = errors
             try process.run()
-            return process
+            return (process, Output(errors.fileHandleForReading))
         }
-        let kept = try importing(files[0])
-        let killed = try importing(files[1])
+        let (kept, keptErrors) = try importing(files[0])
+        let (killed, _) = try importing(files[1])
         // The test's own writes, one transaction each, while both imports run.
         var acknowledged = ["local-start"]
         for index in 0..<200 {
@@ -109,7 +113,7 @@ struct SharedStoreTests {
             kept.waitUntilExit()
             killed.waitUntilExit()
         }
-        #expect(kept.terminationStatus == 0, "the import that was not killed failed")
+        #expect(kept.terminationStatus == 0, "the import that was not killed failed: \(keptErrors.value)")
         #expect(killed.terminationReason == .uncaughtSignal, "the import ended before it was killed")
 
         let (ids, operations) = try await store.read { reader in

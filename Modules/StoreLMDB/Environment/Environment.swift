@@ -2,6 +2,7 @@ import CLMDB
 import Dispatch
 import Logging
 import SyncCore
+import Synchronization
 
 /// One open LMDB environment, shared by every ``LMDBStore`` of its directory in this process.
 ///
@@ -27,8 +28,15 @@ final class Environment: @unchecked Sendable {
 
     /// The logger of the store that opened the environment.
     let logger: Logger
-    /// The commits of every store of this directory in this process.
-    let commits = StoreCommits()
+    /// The commits of every store of this directory in this process, and (while someone
+    /// subscribes) those of other processes (``othersCommitted()``).
+    let commits: StoreCommits
+    /// This process's commits since the last look for others'.
+    private let ownCommits = Mutex(0)
+    /// The newest transaction id the last look for others' commits saw.
+    private let lastSeenTransaction = Mutex(0)
+    /// Set before the handle closes; looks take the same lock, so none runs on a closed handle.
+    private let closedToLooks = Mutex(false)
 
     init(
         handle: OpaquePointer, path: String, dbs: Databases, mapSize: Int, maximumMapSize: Int, logger: Logger
@@ -40,6 +48,42 @@ final class Environment: @unchecked Sendable {
         self.mapSizeValue = mapSize
         self.maximumMapSize = maximumMapSize
         self.writer = DispatchQueue(label: "ferry.store.lmdb.writer")
+        let looking = WeakEnvironment()
+        self.commits = StoreCommits(checkingOtherWritersEvery: .milliseconds(100)) {
+            looking.environment?.othersCommitted() ?? false
+        }
+        looking.environment = self
+        lastSeenTransaction.withLock { $0 = lastTransaction() ?? 0 }
+    }
+
+    /// The id of the newest committed transaction, by any process (from LMDB's lock file); `nil`
+    /// once the environment is closing.
+    private func lastTransaction() -> Int? {
+        closedToLooks.withLock { closed in
+            guard !closed else { return nil }
+            var info = MDB_envinfo()
+            mdb_env_info(handle, &info)
+            return Int(info.me_last_txnid)
+        }
+    }
+
+    /// Ends the looks for other processes' commits, before the handle closes.
+    func stopLooking() {
+        commits.stopChecking()
+        closedToLooks.withLock { $0 = true }
+    }
+
+    /// Whether another process committed since the last look: more transactions than this
+    /// process's own. Its own are counted first, so a commit that lands meanwhile can only make
+    /// the answer `true` for nothing, never hide another's.
+    func othersCommitted() -> Bool {
+        let own = ownCommits.withLock { $0 }
+        guard let newest = lastTransaction() else { return false }
+        ownCommits.withLock { $0 -= own }
+        return lastSeenTransaction.withLock { last in
+            defer { last = newest }
+            return newest - last > own
+        }
     }
 
     var mapSize: Int {
@@ -132,6 +176,7 @@ final class Environment: @unchecked Sendable {
                     continue
                 }
                 guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "committing a write to", place) }
+                ownCommits.withLock { $0 += 1 }
                 commits.publish(commit)
                 return result
             }
@@ -197,4 +242,10 @@ final class WriteJob<R>: @unchecked Sendable {
         defer { body = nil }
         return body
     }
+}
+
+/// The environment a commits hub's check looks at, without keeping it open.
+private final class WeakEnvironment: @unchecked Sendable {
+    /// Set once, right after the environment is made.
+    weak var environment: Environment?
 }

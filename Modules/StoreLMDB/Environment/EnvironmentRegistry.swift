@@ -45,6 +45,7 @@ enum EnvironmentRegistry {
             environment.references -= 1
             guard environment.references == 0 else { return }
             open[environment.path] = nil
+            environment.stopLooking()
             mdb_env_close(environment.handle)
             environment.logger.debug("closed an LMDB environment", metadata: ["path": "\(environment.path)"])
         }

@@ -58,13 +58,38 @@ public final class StoreCommits: Sendable {
         var continuation: AsyncStream<Void>.Continuation
     }
 
-    private let state = Mutex<(next: Int, subscribers: [Int: Subscriber])>((0, [:]))
-    private let onSubscribe: (@Sendable () -> Void)?
+    private struct State {
+        var next = 0
+        var subscribers: [Int: Subscriber] = [:]
+        /// The running check for other writers, if any.
+        var checking: Task<Void, Never>?
+        var stopped = false
+    }
 
-    /// A hub; `onSubscribe` runs after each new subscription (outside the hub's lock), for a store
-    /// that watches other processes only while someone listens.
-    public init(onSubscribe: (@Sendable () -> Void)? = nil) {
-        self.onSubscribe = onSubscribe
+    private let state = Mutex(State())
+    private let otherWriters: (interval: Duration, probe: @Sendable () async -> Bool)?
+
+    /// A hub for a store that only this process writes (or that hears others by itself).
+    public init() {
+        otherWriters = nil
+    }
+
+    /// A hub for a store that other connections or processes may write: while it has subscribers,
+    /// it calls `probe` every `interval` and publishes ``StoreCommit/external`` when the probe says
+    /// someone else committed since its last call. With no subscriber nothing runs.
+    ///
+    /// ```swift
+    /// let commits = StoreCommits(checkingOtherWritersEvery: .milliseconds(100)) {
+    ///     await database.othersCommittedSinceLastLook()
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - interval: The longest a subscriber waits to hear of another writer's commit.
+    ///   - probe: Whether others committed since the probe's last call (the store keeps its own
+    ///     reading; a probe may answer `true` for nothing, never `false` for a commit).
+    public init(checkingOtherWritersEvery interval: Duration, probe: @escaping @Sendable () async -> Bool) {
+        otherWriters = (interval, probe)
     }
 
     /// A stream that yields after each commit that changed one of `tables` (every table when `nil`)
@@ -74,13 +99,44 @@ public final class StoreCommits: Sendable {
         let id = state.withLock { state in
             state.next += 1
             state.subscribers[state.next] = Subscriber(tables: tables, queue: queue, continuation: continuation)
+            if let otherWriters, state.checking == nil, !state.stopped {
+                state.checking = Task { [weak self] in
+                    // The hub is held only for one look, never across the pause.
+                    while true {
+                        try? await Task.sleep(for: otherWriters.interval)
+                        guard let hub = self, hub.checkingGoesOn() else { return }
+                        if await otherWriters.probe() { hub.publish(.external) }
+                    }
+                }
+            }
             return state.next
         }
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
-        onSubscribe?()
         return stream
+    }
+
+    /// Stops checking for other writers for good (the store closes).
+    public func stopChecking() {
+        state.withLock { state in
+            state.stopped = true
+            state.checking?.cancel()
+            state.checking = nil
+        }
+    }
+
+    /// Whether the check for other writers goes on: not once nobody subscribes. Decided under the
+    /// lock `subscribe` takes, so a new subscriber finds the check running or starts another, never
+    /// one about to end.
+    private func checkingGoesOn() -> Bool {
+        state.withLock { state in
+            guard !state.stopped, !Task.isCancelled, !state.subscribers.isEmpty else {
+                state.checking = nil
+                return false
+            }
+            return true
+        }
     }
 
     /// Wakes the subscribers `commit` concerns. Stores call it after the commit is durable.
@@ -97,6 +153,9 @@ public final class StoreCommits: Sendable {
 
     /// How many subscribers there are.
     public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
+    /// Whether the check for other writers runs now.
+    public var isCheckingOtherWriters: Bool { state.withLock { $0.checking != nil } }
 
     /// Runs `body` on `transaction` and returns its result with what it changed: for a store's
     /// ``LocalStore/write(_:)``, which publishes the change once its commit succeeded.
@@ -124,7 +183,9 @@ public final class StoreCommits: Sendable {
     }
 
     deinit {
-        for subscriber in state.withLock({ $0.subscribers.values }) { subscriber.continuation.finish() }
+        let (subscribers, checking) = state.withLock { ($0.subscribers.values, $0.checking) }
+        checking?.cancel()
+        for subscriber in subscribers { subscriber.continuation.finish() }
     }
 }
 
