@@ -154,7 +154,7 @@ public final class LMDBStore: LocalStore {
     }
 
     /// Every committed write of this directory's stores in this process, announced after the commit,
-    /// and, while someone subscribes, the commits of other processes as ``StoreCommit/external``
+    /// and, while someone subscribes, the commits of other processes as `StoreCommit.external`
     /// (LMDB's newest transaction id, read every 100 ms, against this process's own commits).
     public var commits: StoreCommits { environment.commits }
 

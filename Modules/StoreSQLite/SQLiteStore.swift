@@ -107,7 +107,7 @@ public final class SQLiteStore: LocalStore {
     public let capabilities: StoreCapabilities
     let database: any DatabaseWriter
     /// Every committed write: this store's, and (file stores, while someone subscribes) those of
-    /// other connections and processes on the same file, as ``StoreCommit/external``.
+    /// other connections and processes on the same file, as `StoreCommit.external`.
     public let commits: StoreCommits
     /// "the SQLite store at '…'", for messages.
     let place: String

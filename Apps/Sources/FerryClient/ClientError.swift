@@ -79,6 +79,9 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
                 return ClientError(.usage, error.message)
             case .queuedOperations:
                 return ClientError(.failed, error.message, hint: "push first, or purge with --force")
+            case .pushInProgress:
+                return ClientError(
+                    .failed, error.message, hint: "push again when the other push is done; nothing was sent twice")
             default:
                 return ClientError(.failed, error.message)
             }

@@ -217,7 +217,9 @@ public actor Device {
         let remote: HTTPRemote? = server.map { $0.remote() }
         connectivity = Connectivity(remote)
         store = try location.open()
-        context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
+        context = SyncContext(
+            store: store, remote: connectivity, conflictHandler: policy.handler,
+            pushLeaseLifetime: Self.pushLeaseLifetime)
     }
 
     /// For tests: a device on any store and remote.
@@ -228,7 +230,9 @@ public actor Device {
         self.policy = policy
         connectivity = Connectivity(remote)
         self.store = store
-        context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
+        context = SyncContext(
+            store: store, remote: connectivity, conflictHandler: policy.handler,
+            pushLeaseLifetime: Self.pushLeaseLifetime)
     }
 
     /// Whether the device talks to the server.
@@ -243,6 +247,10 @@ public actor Device {
     /// Starts syncing `tables` by itself (``SyncContext/startAutomaticSync(_:configuration:connectivity:)``):
     /// pushes soon after local writes, pulls when the server's change feed says a table changed (or
     /// every `pollInterval` without a feed).
+    /// How long a push of a `ferry` that was killed (SIGKILL) keeps the next push waiting: short,
+    /// since a command's push is renewed every second while it runs.
+    static let pushLeaseLifetime = Duration.seconds(3)
+
     public func startAutomaticSync(_ tables: [String], pollInterval: Duration = .seconds(10)) async throws {
         guard server != nil else {
             throw ClientError(.usage, "automatic sync needs a server", hint: "give --server URL (or FERRY_SERVER)")
@@ -301,7 +309,9 @@ public actor Device {
         await stopAutomaticSync()
         try await store.close()
         store = try location.open()
-        context = SyncContext(store: store, remote: connectivity, conflictHandler: policy.handler)
+        context = SyncContext(
+            store: store, remote: connectivity, conflictHandler: policy.handler,
+            pushLeaseLifetime: Self.pushLeaseLifetime)
     }
 
     /// Closes the store (after stopping automatic sync).

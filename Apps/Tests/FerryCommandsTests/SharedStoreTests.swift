@@ -1,3 +1,4 @@
+import FerryServer
 import Foundation
 import ServerTestSupport
 import StoreLMDB
@@ -73,11 +74,13 @@ struct SharedStoreTests {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = "\(directory)/shared.ferry"
-        let perImport = 3_000
+        // The import to kill is ten times larger: it is still reading, checking or writing when the
+        // kill comes, however fast or loaded the machine.
+        let sizes = ["kept": 3_000, "killed": 30_000]
         var files: [String] = []
         for name in ["kept", "killed"] {
             let file = "\(directory)/\(name).jsonl"
-            try (0..<perImport).map {
+            try (0..<sizes[name]!).map {
                 #"{"id":"\#(name)-\#($0)","n":\#($0),"text":"\#(String(repeating: "x", count: 200))"}"#
             }
             .joined(separator: "\n").write(toFile: file, atomically: true, encoding: .utf8)
@@ -101,20 +104,22 @@ struct SharedStoreTests {
             return (process, Output(errors.fileHandleForReading))
         }
         let (kept, keptErrors) = try importing(files[0])
-        let (killed, _) = try importing(files[1])
+        let (killed, killedErrors) = try importing(files[1])
         // The test's own writes, one transaction each, while both imports run.
         var acknowledged = ["local-start"]
         for index in 0..<200 {
             _ = try await things.insert(["id": .string("local-\(index)")])
             acknowledged.append("local-\(index)")
-            if index == 20 { kill(killed.processIdentifier, SIGKILL) }
+            if index == 3 { kill(killed.processIdentifier, SIGKILL) }
         }
         try await offThePool {
             kept.waitUntilExit()
             killed.waitUntilExit()
         }
         #expect(kept.terminationStatus == 0, "the import that was not killed failed: \(keptErrors.value)")
-        #expect(killed.terminationReason == .uncaughtSignal, "the import ended before it was killed")
+        #expect(
+            killed.terminationReason == .uncaughtSignal,
+            "the import ended before it was killed: status \(killed.terminationStatus), \(killedErrors.value)")
 
         let (ids, operations) = try await store.read { reader in
             (
@@ -124,13 +129,42 @@ struct SharedStoreTests {
         }
         let present = Set(ids)
         #expect(Set(acknowledged).isSubset(of: present), "an acknowledged local insert is missing")
-        #expect((0..<perImport).allSatisfy { present.contains("kept-\($0)") }, "the finished import is not whole")
+        #expect((0..<sizes["kept"]!).allSatisfy { present.contains("kept-\($0)") }, "the finished import is not whole")
         let killedCount = ids.filter { $0.hasPrefix("killed-") }.count
-        #expect(killedCount == 0 || killedCount == perImport, "the killed import left \(killedCount) items")
+        #expect(killedCount == 0 || killedCount == sizes["killed"]!, "the killed import left \(killedCount) items")
         #expect(operations.count == ids.count, "\(operations.count) operations for \(ids.count) items")
         #expect(Set(operations.map(\.itemID)) == present, "items and queued operations differ")
         let operationIDs = operations.map(\.id)
         #expect(operationIDs == operationIDs.sorted() && Set(operationIDs).count == operationIDs.count)
         try await store.close()
+    }
+
+    /// Two `ferry push` processes on one store at once: one pushes, the other is told that another
+    /// process is pushing (or finds the queue empty), and no operation reaches the server twice.
+    @Test func twoPushesOfOneStoreAtOnceSendEachOperationOnce() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = "sqlite:\(directory)/shared.ferry"
+        let lines = "\(directory)/items.jsonl"
+        let count = 2_000
+        try (0..<count).map { #"{"id":"p\#($0)","n":\#($0)}"# }.joined(separator: "\n")
+            .write(toFile: lines, atomically: true, encoding: .utf8)
+        let imported = try await FerryBinaryTests.run(["import", "things", lines, "--store", store])
+        #expect(imported.status == 0, "\(imported.errors)")
+        // Batches of one operation each: a push long enough for the other to start beside it.
+        async let first = FerryBinaryTests.run(["push", "--store", store, "--server", server.url])
+        async let second = FerryBinaryTests.run(["push", "--store", store, "--server", server.url])
+        let outcomes = try await [first, second]
+        #expect(outcomes.contains { $0.status == 0 }, "\(outcomes.map(\.errors))")
+        for outcome in outcomes where outcome.status != 0 {
+            #expect(outcome.errors.contains("another process is pushing this store"), "\(outcome.errors)")
+        }
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
+        let total = try await remote.onlineTable("things").query(TableQuery().top(0).includingTotalCount()).totalCount
+        #expect(total == count)
+        let status = try await FerryBinaryTests.run(["status", "--store", store])
+        #expect(status.output.contains("everything synced"), "\(status.output)")
     }
 }

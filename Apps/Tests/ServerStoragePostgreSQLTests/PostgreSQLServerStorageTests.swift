@@ -215,6 +215,18 @@ struct PostgreSQLServerStorageTests {
         try await withSchema { schema in
             let storage = try await TestPostgreSQL.open(
                 schema: schema, connections: 1, connectionWait: .milliseconds(300), statementTimeout: .seconds(20))
+            // The pool's one connection is opened by the first request, within the same 300 ms: on a
+            // loaded machine that can take longer, so a read is tried until the connection is open.
+            var connected = false
+            for _ in 0..<40 where !connected {
+                do {
+                    _ = try await storage.tableExists("todo")
+                    connected = true
+                } catch let error as StorageError where error.code == .busy {
+                    try await Task.sleep(for: .milliseconds(250))
+                }
+            }
+            try #require(connected, "the pool never opened its connection")
             _ = try await storage.insert(into: Self.todo, id: "first", content: [:], owner: nil)
             let started = ContinuousClock.now
             let stuck = try await holdingTheSequence(schema, "todo") {

@@ -11,7 +11,7 @@ extension SQLiteStore {
     /// since it was last read, and never for the connection's own commits. Read on the store's writer
     /// connection, it tells "someone else wrote" without reading a row: the hub reads it every
     /// ``Configuration/otherWritersCheckInterval`` while someone subscribes
-    /// (``StoreCommits/init(checkingOtherWritersEvery:probe:)``). A check is a statement on the
+    /// (`StoreCommits.init(checkingOtherWritersEvery:probe:)`). A check is a statement on the
     /// writer's queue that touches no page (SQLite reads the number from the write-ahead log's
     /// shared-memory index): observed inserts run at 0.91-0.99 of unobserved ones in
     /// `StoreBenchmark --only writes`.

@@ -39,7 +39,13 @@ extension SyncContext {
     public func push() async throws(SyncError) -> PushResult {
         try checkCancellation("push")
         do {
-            let result = try await holding([Self.pushGate]) { try await pushHoldingGate() }
+            let result = try await holding([Self.pushGate]) {
+                // One pusher per store across processes (PushLease.swift); an empty queue needs none.
+                guard try await read("push", { try $0.operationCount(table: nil) }) > 0 else {
+                    return try await pushHoldingGate()
+                }
+                return try await holdingPushLease { try await self.pushHoldingGate() }
+            }
             if result.pushed > 0 && result.isComplete { try await recordSync() }
             return result
         } catch {

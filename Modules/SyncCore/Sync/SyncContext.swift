@@ -34,6 +34,8 @@ public actor SyncContext {
     nonisolated let hub: EventHub
     /// The reports of stored items that typed tables could not decode.
     nonisolated let undecodable: UndecodableItemLog
+    /// This context's name in the store's push lease, and the lease's lifetime.
+    nonisolated let pushLease: (holder: String, lifetime: Duration)
     /// Where sync stands (automatic sync keeps it up to date).
     public nonisolated let status = SyncStatus()
     /// The running automatic sync, if any.
@@ -80,10 +82,14 @@ public actor SyncContext {
     ///   - conflictHandler: decides conflicts; the default keeps them in the errors table.
     ///   - logger: where the context logs its events (swift-log's practice for libraries: the app
     ///     gives the logger; by default the task-local `Logger.current` of the caller).
+    ///   - pushLeaseLifetime: how long another process waits for this context's push after this
+    ///     process died mid-push (see ``SyncError/Code/pushInProgress``).
     public init(
         store: any LocalStore, remote: any RemoteService,
-        conflictHandler: some ConflictHandler = KeepingConflictHandler(), logger: Logger = Logger.current
+        conflictHandler: some ConflictHandler = KeepingConflictHandler(), logger: Logger = Logger.current,
+        pushLeaseLifetime: Duration = .seconds(10)
     ) {
+        self.pushLease = (PushLease.newHolder(), max(pushLeaseLifetime, .milliseconds(300)))
         self.store = store
         self.remote = remote
         self.conflictHandler = conflictHandler

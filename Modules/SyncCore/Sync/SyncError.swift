@@ -47,6 +47,10 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let remote = Code("remote")
         /// The local store failed; see ``SyncError/underlying``.
         public static let store = Code("store")
+        /// Another process, or another context on the same store, is pushing it: nothing was sent.
+        /// Push again once it is done; a pusher that died gives its turn up within
+        /// ``SyncContext/pushLeaseLifetime``.
+        public static let pushInProgress = Code("pushInProgress")
 
         public var description: String { name }
     }
