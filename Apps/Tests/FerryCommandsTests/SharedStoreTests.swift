@@ -74,9 +74,10 @@ struct SharedStoreTests {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = "\(directory)/shared.ferry"
-        // The import to kill is ten times larger: it is still reading, checking or writing when the
-        // kill comes, however fast or loaded the machine.
-        let sizes = ["kept": 3_000, "killed": 30_000]
+        // The import to kill is much larger (about 23 MB): it is still reading, checking or writing
+        // when the kill comes, 300 ms after its start on a clock of its own thread (the test's
+        // tasks may wait seconds for a thread of their pool on a loaded machine).
+        let sizes = ["kept": 3_000, "killed": 100_000]
         var files: [String] = []
         for name in ["kept", "killed"] {
             let file = "\(directory)/\(name).jsonl"
@@ -105,12 +106,16 @@ struct SharedStoreTests {
         }
         let (kept, keptErrors) = try importing(files[0])
         let (killed, killedErrors) = try importing(files[1])
+        let killedPID = killed.processIdentifier
+        Thread.detachNewThread {
+            usleep(300_000)
+            kill(killedPID, SIGKILL)
+        }
         // The test's own writes, one transaction each, while both imports run.
         var acknowledged = ["local-start"]
         for index in 0..<200 {
             _ = try await things.insert(["id": .string("local-\(index)")])
             acknowledged.append("local-\(index)")
-            if index == 3 { kill(killed.processIdentifier, SIGKILL) }
         }
         try await offThePool {
             kept.waitUntilExit()

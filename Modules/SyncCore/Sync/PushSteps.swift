@@ -1,0 +1,200 @@
+/// The store transactions of a push.
+enum PushSteps {
+    struct Attempt: Sendable {
+        /// The operation as marked in flight.
+        var operation: QueuedOperation
+        /// What is sent: the local item without server-owned properties (insert, update).
+        var body: JSONObject
+        /// The version the server must still have (update, delete).
+        var precondition: String?
+        /// Whether this resends an earlier attempt (same key) whose outcome is unknown.
+        var isReplay = false
+    }
+
+    enum Prepared: Sendable {
+        case gone
+        /// An earlier attempt's outcome is unknown; `body` is what would be sent now.
+        case verify(QueuedOperation, body: JSONObject)
+        case send(Attempt)
+    }
+
+    /// Reads an operation and its item, and marks it in flight with the body it is about to send.
+    ///
+    /// With `replayingKeyed` (the backend honours idempotency keys), an attempt whose outcome is
+    /// unknown is sent again as it was, with its key, instead of being checked against the server.
+    static func prepare(operationID: Int64, replayingKeyed: Bool = false, in tx: any StoreTransaction) throws
+        -> Prepared
+    {
+        guard var operation = try tx.operation(id: operationID) else { return .gone }
+        var body: JSONObject = ["id": .string(operation.itemID)]
+        var precondition: String?
+        switch operation.kind {
+        case .insert, .update:
+            guard let local = try tx.item(operation.table, id: operation.itemID) else {
+                if operation.state == .inFlight, let sent = operation.item {
+                    // The item was deleted locally after this operation was sent with an unknown outcome
+                    // (the delete is queued after it): find out what the server did, so the delete
+                    // carries the right version.
+                    return .verify(operation, body: sent)
+                }
+                // Nothing left to send (the item was removed behind the queue's back).
+                try LocalChanges.dropOperation(operation, in: tx)
+                return .gone
+            }
+            body = ItemFields.body(local)
+            if operation.state == .inFlight {
+                if replayingKeyed, let sent = operation.item {
+                    let precondition = operation.kind == .update ? local.version : nil
+                    return .send(Attempt(operation: operation, body: sent, precondition: precondition, isReplay: true))
+                }
+                return .verify(operation, body: body)
+            }
+            if operation.kind == .update { precondition = local.version }
+            operation.item = body
+        case .delete:
+            precondition = operation.item?.version
+        }
+        operation.state = .inFlight
+        operation.attempts += 1
+        try tx.updateOperation(operation)
+        return .send(Attempt(operation: operation, body: body, precondition: precondition))
+    }
+
+    /// The operation did not reach the server: back to pending, and later local edits collapse into it.
+    static func markNotApplied(operationID: Int64, in tx: any StoreTransaction) throws {
+        guard var operation = try tx.operation(id: operationID) else { return }
+        operation.state = .pending
+        if operation.kind != .delete { operation.item = nil }
+        try tx.updateOperation(operation)
+        try collapseFollowUps(into: operation, in: tx)
+    }
+
+    /// The server applied the operation: drop it, store the server's item, and hand the server's new
+    /// version to an operation queued for the item meanwhile (so it does not meet a false 412).
+    static func complete(operationID: Int64, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
+        guard let operation = try tx.operation(id: operationID) else { return }
+        try LocalChanges.dropOperation(operation, in: tx)
+        guard operation.kind != .delete, let server = serverItem else { return }
+        let followUps = try tx.operations(table: operation.table, itemID: operation.itemID)
+        let local = try tx.item(operation.table, id: operation.itemID)
+        guard var next = followUps.first else {
+            if let local, let localTime = local.updatedAt, let serverTime = server.updatedAt, localTime > serverTime {
+                return  // a pull stored a newer copy meanwhile
+            }
+            var stored = server
+            stored["id"] = .string(operation.itemID)
+            stored.removeValue(forKey: "deleted")
+            try tx.upsert(operation.table, [stored])
+            return
+        }
+        if let local {
+            try tx.upsert(operation.table, [ItemFields.body(local, withSystemPropertiesOf: server)])
+        }
+        next.baseItem = server
+        if next.kind == .delete {
+            let deleted = next.item ?? local ?? ["id": .string(operation.itemID)]
+            next.item = ItemFields.body(deleted, withSystemPropertiesOf: server)
+        }
+        try tx.updateOperation(next)
+    }
+
+    /// Records why the operation failed (one error per operation) and marks it failed.
+    static func recordFailure(
+        operationID: Int64, status: Int?, message: String, serverItem: JSONObject?, keepInFlight: Bool,
+        in tx: any StoreTransaction
+    ) throws -> OperationErrorRecord? {
+        guard var operation = try tx.operation(id: operationID) else { return nil }
+        try LocalChanges.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        let clientItem =
+            operation.kind == .delete ? operation.item : try tx.item(operation.table, id: operation.itemID)
+        let record = OperationErrorRecord(
+            id: ItemID.generate(), operationID: operation.id, table: operation.table, itemID: operation.itemID,
+            kind: operation.kind, statusCode: status, message: message, clientItem: clientItem,
+            serverItem: serverItem, createdAt: ItemFields.now())
+        try tx.saveOperationError(record)
+        if keepInFlight { return record }
+        operation.state = .failed
+        if operation.kind != .delete { operation.item = nil }
+        try tx.updateOperation(operation)
+        try collapseFollowUps(into: operation, in: tx)
+        return record
+    }
+
+    /// Post-flight collapse: once an operation is known not to have been applied, the operations queued
+    /// for its item while it was in flight fold into it (one operation per item again).
+    static func collapseFollowUps(into operation: QueuedOperation, in tx: any StoreTransaction) throws {
+        var operation = operation
+        let followUps = try tx.operations(table: operation.table, itemID: operation.itemID).filter {
+            $0.id > operation.id && $0.state != .inFlight
+        }
+        guard !followUps.isEmpty else { return }
+        for next in followUps {
+            switch (operation.kind, next.kind) {
+            case (.insert, .update), (.update, .update):
+                break
+            case (.insert, .delete):
+                // The insert never reached the server: nothing is left to do.
+                try LocalChanges.dropOperation(next, in: tx)
+                try LocalChanges.dropOperation(operation, in: tx)
+                return
+            case (.update, .delete):
+                operation.kind = .delete
+                operation.item = next.item
+            case (.delete, .insert), (.delete, .update):
+                operation.kind = .update
+                if let local = try tx.item(operation.table, id: operation.itemID), local.version == nil {
+                    try tx.upsert(operation.table, [ItemFields.body(local, withSystemPropertiesOf: operation.item)])
+                }
+                operation.item = nil
+            default:
+                try tx.updateOperation(operation)
+                return
+            }
+            try LocalChanges.dropOperation(next, in: tx)
+        }
+        try tx.updateOperation(operation)
+    }
+
+    /// Conflict resolved for the server: the local item becomes the server's (or goes away) and every
+    /// queued operation of the item is dropped.
+    static func takeServer(operationID: Int64, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
+        guard let operation = try tx.operation(id: operationID) else { return }
+        for queued in try tx.operations(table: operation.table, itemID: operation.itemID) {
+            try LocalChanges.dropOperation(queued, in: tx)
+        }
+        if var server = serverItem {
+            server["id"] = .string(operation.itemID)
+            try tx.upsert(operation.table, [server])
+        } else {
+            try tx.delete(operation.table, ids: [operation.itemID])
+        }
+    }
+
+    /// Conflict resolved for the client (or merged): the operation is sent again against the server's
+    /// current version. An insert whose id exists becomes an update.
+    static func rebase(
+        operationID: Int64, onto server: JSONObject, merged: JSONObject?, in tx: any StoreTransaction
+    ) throws {
+        // Edits queued while the operation was in flight fold into it first (it is sent again anyway).
+        guard let original = try tx.operation(id: operationID) else { return }
+        try collapseFollowUps(into: original, in: tx)
+        guard var operation = try tx.operation(id: operationID) else { return }
+        try LocalChanges.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        let id: JSONValue = .string(operation.itemID)
+        let local = try tx.item(operation.table, id: operation.itemID)
+        if let source = merged ?? (operation.kind == .delete ? nil : local) {
+            var rebased = ItemFields.body(source, withSystemPropertiesOf: server)
+            rebased["id"] = id
+            try tx.upsert(operation.table, [rebased])
+            operation.kind = .update
+            operation.item = nil
+        } else {
+            // A delete (or an edit of an item deleted locally since): delete the server's version.
+            operation.kind = .delete
+            operation.item = ItemFields.body(operation.item ?? local ?? ["id": id], withSystemPropertiesOf: server)
+        }
+        operation.baseItem = server
+        operation.state = .pending
+        try tx.updateOperation(operation)
+    }
+}
