@@ -57,8 +57,8 @@ struct PushLeaseTests {
         let server = ModelServer()
         let context = Self.context(store, server)
         try await Self.queue(3, on: context)
-        // A pusher that died a moment ago, in another process: its lease runs for 1.5 s more.
-        let ends = ItemFields.now().millisecondsSince1970 + 1_500
+        // A pusher that died a moment ago, in another process: its lease runs for 3 s more.
+        let ends = ItemFields.now().millisecondsSince1970 + 3_000
         try await store.write { tx in
             try tx.setDeltaToken(
                 table: SyncContext.engineSlot, queryID: PushLease.slot,
@@ -100,12 +100,13 @@ struct PushLeaseTests {
     @Test func aLongPushRenewsItsLeaseAndKeepsTheStore() async throws {
         let store = MemoryStore()
         let server = ModelServer()
-        // Ten inserts of 100 ms each: three lifetimes of 300 ms.
-        let long = Self.context(store, server, delay: .milliseconds(100), lifetime: .milliseconds(300))
-        let other = Self.context(store, server, lifetime: .milliseconds(300))
-        try await Self.queue(10, on: long)
+        // Eight inserts of 250 ms each: more than two lifetimes of 900 ms (renewed every 300 ms,
+        // which leaves a loaded machine 600 ms of slack).
+        let long = Self.context(store, server, delay: .milliseconds(250), lifetime: .milliseconds(900))
+        let other = Self.context(store, server, lifetime: .milliseconds(900))
+        try await Self.queue(8, on: long)
         let pushing = Task { try await long.push() }
-        try await Task.sleep(for: .milliseconds(700))
+        try await Task.sleep(for: .milliseconds(1_200))
         do {
             let result = try await other.push()
             // Only when the long push had already ended (a very slow machine) may this one run.
@@ -113,7 +114,38 @@ struct PushLeaseTests {
         } catch {
             #expect(error.code == .pushInProgress, "\(error)")
         }
-        #expect(try await pushing.value.pushed == 10)
+        #expect(try await pushing.value.pushed == 8)
+        #expect(server.requests.filter { $0.kind == .insert }.count == 8)
+    }
+
+    /// A push whose lease another pusher took (this process was stopped past its end) stops at its
+    /// next step, keeps the rest queued, and sends nothing twice.
+    @Test func aPushThatLostItsLeaseStopsAndKeepsTheRestQueued() async throws {
+        let store = MemoryStore()
+        let server = ModelServer()
+        let context = Self.context(store, server, delay: .milliseconds(100), lifetime: .milliseconds(300))
+        try await Self.queue(10, on: context)
+        let pushing = Task { await Self.attempt(context) }
+        try await Task.sleep(for: .milliseconds(250))
+        // Another process finds the lease ended and takes it.
+        let thief = PushLease(holder: "thief", endsAt: ItemFields.now().millisecondsSince1970 + 60_000)
+        try await store.write { tx in
+            try tx.setDeltaToken(table: SyncContext.engineSlot, queryID: PushLease.slot, value: thief.text)
+        }
+        guard case .failure(let error) = await pushing.value else {
+            Issue.record("the push went on without its lease")
+            return
+        }
+        #expect(error.code == .pushInProgress || error.code == .cancelled, "\(error)")
+        let sent = server.rows("todo").count
+        #expect(sent < 10, "the push sent everything after losing its lease")
+        #expect(try await context.queuedOperationCount(table: "todo") == 10 - sent)
+        #expect(try await Self.lease(in: store) == thief, "the lease of the new holder was given back")
+        // Once the other holder is done, the rest goes, each operation once.
+        try await store.write { tx in
+            try tx.setDeltaToken(table: SyncContext.engineSlot, queryID: PushLease.slot, value: nil)
+        }
+        #expect(try await context.push().pushed == 10 - sent)
         #expect(server.requests.filter { $0.kind == .insert }.count == 10)
     }
 }
