@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "StoreSQLiteTests",
             dependencies: [
-                "StoreSQLite", "StoreConformance", "SyncCore", "QuerySQL", "QuerySQLite",
+                "StoreSQLite", "StoreConformance", "SyncCore", "SyncTesting", "QuerySQL", "QuerySQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/StoreSQLiteTests"

@@ -65,6 +65,13 @@ public enum SQLiteQueryFunctions: Sendable {
     }
 
     /// Registers every function on `db`'s connection.
+    /// Whether ``register(_:)`` ran on this connection.
+    public static func areRegistered(_ db: Database) throws -> Bool {
+        try Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM pragma_function_list WHERE name = ?)",
+            arguments: [Function.instant.name]) ?? false
+    }
+
     public static func register(_ db: Database) throws {
         guard let connection = db.sqliteConnection else { return }
         for function in Function.allCases {

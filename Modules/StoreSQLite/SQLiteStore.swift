@@ -112,6 +112,8 @@ public final class SQLiteStore: LocalStore {
     /// "the SQLite store at '…'", for messages.
     let place: String
     private let closed = Mutex(false)
+    /// Whether ``close()`` closes the database (not when the app opened it and owns it).
+    private let ownsDatabase: Bool
     /// A read-only connection of its own for point reads (file stores), opened on first use.
     private let pointReader = Mutex(PointReader.unopened)
     /// The SQL tables of the Ferry tables point reads have found (a table's never changes).
@@ -143,24 +145,39 @@ public final class SQLiteStore: LocalStore {
     /// ```swift
     /// let scratch = try SQLiteStore(location: .memory)
     /// ```
-    public init(location: Location, configuration: Configuration = Configuration()) throws {
-        self.location = location
+    public convenience init(location: Location, configuration: Configuration = Configuration()) throws {
         switch location {
         case .file(let path):
-            place = "the SQLite store at '\(path)'"
-            database = try Self.openFile(path, configuration, place: place)
-            capabilities = [.persistent, .concurrentReaders, .declaredIndexes]
+            let place = "the SQLite store at '\(path)'"
+            try self.init(
+                database: try Self.openFile(path, configuration, place: place), location: location, place: place,
+                capabilities: [.persistent, .concurrentReaders, .declaredIndexes], ownsDatabase: true,
+                configuration: configuration)
         case .memory:
-            place = "the in-memory SQLite store"
+            let place = "the in-memory SQLite store"
+            let queue: DatabaseQueue
             do {
-                let queue = try DatabaseQueue(configuration: Self.grdbConfiguration(configuration))
+                queue = try DatabaseQueue(configuration: Self.grdbConfiguration(configuration))
                 try StoreSchema.migrator.migrate(queue)
-                database = queue
             } catch {
                 throw StoreErrors.mapIfNeeded(error, "opening", place)
             }
-            capabilities = [.declaredIndexes]
+            try self.init(
+                database: queue, location: location, place: place, capabilities: [.declaredIndexes],
+                ownsDatabase: true, configuration: configuration)
         }
+    }
+
+    /// A store on an open database: this store's own (`ownsDatabase`, closed with it) or the app's.
+    init(
+        database: any DatabaseWriter, location: Location, place: String, capabilities: StoreCapabilities,
+        ownsDatabase: Bool, configuration: Configuration
+    ) throws {
+        self.database = database
+        self.location = location
+        self.place = place
+        self.capabilities = capabilities
+        self.ownsDatabase = ownsDatabase
         commits = (database as? DatabasePool).map { Self.commitsHearingOthers(on: $0, configuration) } ?? StoreCommits()
     }
 
@@ -281,10 +298,15 @@ public final class SQLiteStore: LocalStore {
         try checkOpen()
         let place = self.place
         do {
+            let tellsTheApp = !ownsDatabase
             let (result, commit) = try await database.write { db in
                 let transaction = SQLiteTransaction(db: db, place: place)
                 defer { transaction.isFinished = true }
-                return try StoreCommits.tracking(transaction, body)
+                let tracked = try StoreCommits.tracking(transaction, body)
+                // Items are written through SQLite's C API, which GRDB's observation does not see:
+                // in the app's database, its ValueObservations are told here.
+                if tellsTheApp { try transaction.notifyGRDBObservers(of: tracked.1) }
+                return tracked
             }
             commits.publish(commit)
             return result
@@ -318,6 +340,7 @@ public final class SQLiteStore: LocalStore {
             // `-wal` and `-shm` files (GRDB closes the writer first, which leaves them behind). The
             // point reader's close waits for a read it is running.
             try pointQueue?.close()
+            guard ownsDatabase else { return }
             (database as? DatabasePool)?.releaseMemory()
             try database.close()
         } catch {

@@ -37,14 +37,16 @@ class SQLiteReader: StoreReader {
 
     func entry(_ table: String) throws -> TableEntry? {
         if let known = entries[table] { return known }
-        let statement = try db.cachedStatement(sql: "SELECT key, definition FROM ferry_tables WHERE name = ?")
+        let statement = try db.cachedStatement(sql: "SELECT key, layout, definition FROM ferry_tables WHERE name = ?")
         guard let row = try Row.fetchOne(statement, arguments: [table]) else { return nil }
         var definition: SyncCore.TableDefinition?
         if let text = try row.decode(String?.self, forColumn: "definition") {
             definition = try SyncCore.TableDefinition(
                 json: try decodeObject(text, what: "the definition of table '\(table)'"))
         }
-        let entry = TableEntry(key: try row.decode(Int64.self, forColumn: "key"), definition: definition)
+        let entry = TableEntry(
+            key: try row.decode(Int64.self, forColumn: "key"), layout: try row.decode(Int64.self, forColumn: "layout"),
+            definition: definition)
         entries[table] = entry
         return entry
     }
@@ -124,12 +126,14 @@ class SQLiteReader: StoreReader {
         try run("listing the tables of") {
             var names: [String] = []
             for row in try Row.fetchAll(
-                db, sql: "SELECT key, name, definition IS NOT NULL AS defined FROM ferry_tables")
+                db, sql: "SELECT key, layout, name, definition IS NOT NULL AS defined FROM ferry_tables")
             {
                 let key = try row.decode(Int64.self, forColumn: "key")
+                let layout = try row.decode(Int64.self, forColumn: "layout")
                 let defined = try row.decode(Bool.self, forColumn: "defined")
                 let holdsItems =
-                    try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \"\(ItemTable.name(key))\")") ?? false
+                    try Bool.fetchOne(
+                        db, sql: "SELECT EXISTS (SELECT 1 FROM \"\(ItemTable.name(key, layout: layout))\")") ?? false
                 if defined || holdsItems {
                     names.append(try row.decode(String.self, forColumn: "name"))
                 }

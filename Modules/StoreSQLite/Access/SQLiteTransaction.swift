@@ -8,13 +8,17 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
     func ensureTable(_ table: String) throws -> TableEntry {
         try StoreValidation.validateTableName(table)
         if let entry = try entry(table) { return entry }
+        // A store inside an app's database names its tables apart from the app's (StoreSchema).
+        let layout =
+            try Int64.fetchOne(db, sql: "SELECT value FROM ferry_meta WHERE key = 'newTableLayout'") ?? ItemTable.layout
         try db.execute(
             sql: "INSERT INTO ferry_tables (name, layout, definition) VALUES (?, ?, NULL)",
-            arguments: [table, ItemTable.layout])
+            arguments: [table, layout])
         let key = db.lastInsertedRowID
-        try ItemTable.create(db, key: key)
-        entries[table] = TableEntry(key: key, definition: nil)
-        return TableEntry(key: key, definition: nil)
+        try ItemTable.create(db, key: key, layout: layout)
+        let entry = TableEntry(key: key, layout: layout, definition: nil)
+        entries[table] = entry
+        return entry
     }
 
     func define(_ definition: SyncCore.TableDefinition) throws {
@@ -24,7 +28,7 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
                 sql: "UPDATE ferry_tables SET definition = ? WHERE key = ?",
                 arguments: [JSONValue.object(definition.json).serialized(), entry.key])
             entries[definition.name] = nil
-            try ItemTable.syncIndexes(db, key: entry.key, definition: definition)
+            try ItemTable.syncIndexes(db, entry: entry, definition: definition)
         }
     }
 

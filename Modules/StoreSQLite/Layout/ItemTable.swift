@@ -30,8 +30,11 @@ import SyncCore
 /// the query compiler uses: `json_extract(item, '$."field"')` per field, or the column for `id` and
 /// `updatedAt`.
 enum ItemTable {
-    /// The layout version recorded in `ferry_tables.layout`.
+    /// The layout version recorded in `ferry_tables.layout` for tables of a store file.
     static let layout: Int64 = 1
+    /// The layout of tables created in an app's own database: the same columns, named
+    /// `ferry_items_<key>` so that they cannot collide with the app's tables.
+    static let prefixedLayout: Int64 = 2
 
     /// The columns as the query compiler sees them: the whole item in `item`, and `updatedAt` in
     /// milliseconds with its irregular values flagged.
@@ -44,10 +47,12 @@ enum ItemTable {
             schema: schema, layout: sqlLayout, dialect: .sqlite, assumesRegularSortKeys: assumesRegularSortKeys)
     }
 
-    static func name(_ key: Int64) -> String { "items_\(key)" }
+    static func name(_ key: Int64, layout: Int64) -> String {
+        layout >= prefixedLayout ? "ferry_items_\(key)" : "items_\(key)"
+    }
 
-    static func create(_ db: Database, key: Int64) throws {
-        let table = name(key)
+    static func create(_ db: Database, key: Int64, layout: Int64) throws {
+        let table = name(key, layout: layout)
         try db.execute(
             sql: """
                 CREATE TABLE "\(table)" (
@@ -72,8 +77,8 @@ enum ItemTable {
     }
 
     /// Makes the declared indexes of `definition` exist, and no others.
-    static func syncIndexes(_ db: Database, key: Int64, definition: SyncCore.TableDefinition) throws {
-        let table = name(key)
+    static func syncIndexes(_ db: Database, entry: TableEntry, definition: SyncCore.TableDefinition) throws {
+        let table = ItemTable.name(entry.key, layout: entry.layout)
         var wanted: [String: String] = [:]
         for (position, fields) in definition.indexes.enumerated() where !fields.isEmpty {
             var expressions = fields.compactMap { indexExpression($0, schema: definition.schema) }
@@ -115,8 +120,9 @@ enum ItemTable {
 /// A catalog row: a Ferry table's key and definition.
 struct TableEntry {
     var key: Int64
+    var layout: Int64
     var definition: SyncCore.TableDefinition?
 
-    var sqlName: String { "\"\(ItemTable.name(key))\"" }
+    var sqlName: String { "\"\(ItemTable.name(key, layout: layout))\"" }
     var schema: TableSchema { definition?.schema ?? .schemaless }
 }
