@@ -40,9 +40,13 @@ extension SyncContext {
         try checkCancellation("push")
         do {
             let result = try await holding([Self.pushGate]) {
-                // One pusher per store across processes (PushLease.swift); an empty queue needs none.
+                // One pusher per store across processes (PushLease.swift). An empty queue needs no
+                // lease, and is not read again: an operation queued meanwhile waits for a push that
+                // holds the lease.
                 guard try await read("push", { try $0.operationCount(table: nil) }) > 0 else {
-                    return try await pushHoldingGate()
+                    hub.emit(.pushStarted(operations: 0))
+                    hub.emit(.pushFinished(PushResult(), stoppedBy: nil))
+                    return PushResult()
                 }
                 return try await holdingPushLease { try await self.pushHoldingGate() }
             }
