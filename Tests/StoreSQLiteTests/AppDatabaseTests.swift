@@ -28,6 +28,15 @@ enum AppDatabase {
         try migrator.migrate(pool)
         return pool
     }
+
+    /// The same as a `DatabaseQueue` (one connection, no WAL), as some apps open theirs.
+    static func openQueue(_ path: String) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        SQLiteStore.prepare(&configuration)
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        try migrator.migrate(queue)
+        return queue
+    }
 }
 
 @Suite("SQLiteStore conformance, inside an app's GRDB database")
@@ -39,6 +48,15 @@ struct SQLiteAppDatabaseConformanceTests {
         let pool = try AppDatabase.open(directory.path + "/app.sqlite")
         try await check.run { StoreFixture(store: try SQLiteStore(database: pool)) }
         try pool.close()
+    }
+
+    @Test(arguments: StoreConformanceSuite.all)
+    func conformanceInADatabaseQueue(_ check: StoreConformanceCheck) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let queue = try AppDatabase.openQueue(directory.path + "/app.sqlite")
+        try await check.run { StoreFixture(store: try SQLiteStore(database: queue)) }
+        try queue.close()
     }
 }
 
