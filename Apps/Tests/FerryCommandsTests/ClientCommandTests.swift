@@ -55,6 +55,26 @@ func temporaryDirectory() throws -> String {
 
 @Suite("ferry client commands", .timeLimit(.minutes(10)))
 struct ClientCommandTests {
+    /// Issue 32: the help of `--conflicts` offered `fail`, which was then refused. Every policy it
+    /// names now parses, and it names every policy.
+    @Test func theConflictPoliciesTheHelpOffersAreAccepted() async throws {
+        let help = try await FerryBinaryTests.run(["push", "--help"])
+        let text = help.output.replacingOccurrences(of: "\n", with: " ")
+            .replacingOccurrences(of: #"\s+"#, with: " ", options: .regularExpression)
+        let offered = try #require(text.range(of: "What a push does with a conflict:")).upperBound
+        let named = text[offered...].prefix { $0 != "." }
+            .replacingOccurrences(of: #"\([^)]*\)"#, with: "", options: .regularExpression)
+            .replacingOccurrences(of: " or ", with: ", ")
+            .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        #expect(Set(named) == Set(ConflictPolicy.allCases.map(\.rawValue)), "\(named)")
+        for policy in named { #expect(ConflictPolicy(rawValue: policy) != nil, "\(policy) is offered, not accepted") }
+        let refused = try await FerryBinaryTests.run([
+            "insert", "todo", #"{"id":"x"}"#, "--store", "memory", "--conflicts", "fail",
+        ])
+        #expect(refused.status == 64)
+        #expect(refused.errors.contains("keep, server, client, merge"), "\(refused.errors)")
+    }
+
     @Test func theCommandTreeParsesEveryClientCommand() throws {
         let query = try FerryCommand.parseAsRoot([
             "query", "todo", "--filter", "done eq false", "--orderby", "title desc", "--top", "5", "--store", "memory",

@@ -90,8 +90,12 @@ public struct ClientOptions: ParsableArguments, Sendable {
 
     @OptionGroup var connection: ServerOptions
 
-    @Option(help: "What a push does with a conflict: fail (keep it in `conflicts`), server, client or merge.")
+    @Option(help: ArgumentHelp(Self.conflictsHelp, valueName: "policy"))
     var conflicts: String = "keep"
+
+    /// The help of `--conflicts`, from the policies themselves (it once offered `fail`, refused).
+    static let conflictsHelp =
+        "What a push does with a conflict: keep (it stays in `conflicts`), server, client or merge."
 
     @OptionGroup var output: OutputOptions
 
@@ -112,7 +116,9 @@ public struct ClientOptions: ParsableArguments, Sendable {
     /// `keep`, `server`, `client` or `merge`.
     static func policy(_ text: String) throws(ClientError) -> ConflictPolicy {
         guard let policy = ConflictPolicy(rawValue: text) else {
-            throw ClientError(.usage, "unknown conflict policy '\(text)'", hint: "keep, server, client or merge")
+            throw ClientError(
+                .usage, "unknown conflict policy '\(text)'",
+                hint: ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))
         }
         return policy
     }
