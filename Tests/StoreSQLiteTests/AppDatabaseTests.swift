@@ -20,22 +20,17 @@ enum AppDatabase {
         return migrator
     }
 
-    /// The database as an app opens it: prepared for Ferry, with its own migrations applied.
-    static func open(_ path: String) throws -> DatabasePool {
+    /// The database as an app opens it, a pool or (`open(path) { try DatabaseQueue(path: $0,
+    /// configuration: $1) }`) a queue: prepared for Ferry, with its own migrations applied.
+    static func open<Writer: DatabaseWriter>(
+        _ path: String,
+        _ make: (String, Configuration) throws -> Writer = { try DatabasePool(path: $0, configuration: $1) }
+    ) throws -> Writer {
         var configuration = Configuration()
         SQLiteStore.prepare(&configuration)
-        let pool = try DatabasePool(path: path, configuration: configuration)
-        try migrator.migrate(pool)
-        return pool
-    }
-
-    /// The same as a `DatabaseQueue` (one connection, no WAL), as some apps open theirs.
-    static func openQueue(_ path: String) throws -> DatabaseQueue {
-        var configuration = Configuration()
-        SQLiteStore.prepare(&configuration)
-        let queue = try DatabaseQueue(path: path, configuration: configuration)
-        try migrator.migrate(queue)
-        return queue
+        let database = try make(path, configuration)
+        try migrator.migrate(database)
+        return database
     }
 }
 
@@ -54,7 +49,9 @@ struct SQLiteAppDatabaseConformanceTests {
     func conformanceInADatabaseQueue(_ check: StoreConformanceCheck) async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let queue = try AppDatabase.openQueue(directory.path + "/app.sqlite")
+        let queue = try AppDatabase.open(directory.path + "/app.sqlite") {
+            try DatabaseQueue(path: $0, configuration: $1)
+        }
         try await check.run { StoreFixture(store: try SQLiteStore(database: queue)) }
         try queue.close()
     }

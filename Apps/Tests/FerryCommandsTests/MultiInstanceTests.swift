@@ -100,8 +100,9 @@ struct MultiInstanceTests {
         let executable = try #require(ServeCommandTests.executable, "the ferry executable is not built")
         let database = try await ServerBackend.postgreSQL.database()
         var instances: [Instance] = []
-        for _ in 0..<3 { instances.append(try await Instance.start(executable, database: database.serveArgument)) }
+        // Before the starts: an instance that started is stopped even when a later start fails.
         defer { for instance in instances { instance.stop() } }
+        for _ in 0..<3 { instances.append(try await Instance.start(executable, database: database.serveArgument)) }
         let urls = instances.map(\.url)
         let devices = (0..<3).map { _ in MemoryStore() }
         // Every row version each device's pulls brought, with how often.
