@@ -18,7 +18,8 @@ public enum OutputFormat: String, Sendable, Hashable, CaseIterable {
 /// print(Rendering.items(result.items, count: result.totalCount, format: .table))
 /// ```
 public enum Rendering: Sendable {
-    static let systemColumns = ["updatedAt", "version", "deleted", "createdAt"]
+    /// The system properties, shown after the app's fields.
+    public static let systemColumns = ["updatedAt", "version", "deleted", "createdAt"]
 
     /// Items as a table (id first, then the app's fields, then the system properties; or the
     /// `columns` given, in their order) or a JSON array (`{"items": [...], "count": N}` when a count
@@ -91,23 +92,25 @@ public enum Rendering: Sendable {
     }
 
     /// A push's outcome.
-    public static func push(_ result: PushResult, format: OutputFormat) -> String {
+    public static func push(_ result: PushResult, format: OutputFormat, width: Int? = nil) -> String {
         switch format {
         case .json, .jsonLines:
             return JSONValue.object([
                 "pushed": .int(Int64(result.pushed)), "failed": .array(result.failed.map { .object($0.json) }),
             ]).serialized()
         case .table, .csv:
-            var text = "pushed \(result.pushed) operation\(result.pushed == 1 ? "" : "s")"
+            var text = "pushed \(grouped(result.pushed)) operation\(result.pushed == 1 ? "" : "s")"
             if !result.failed.isEmpty {
-                text += "; \(result.failed.count) failed (see `conflicts`):\n" + errors(result.failed, format: .table)
+                text +=
+                    "; \(grouped(result.failed.count)) failed (see `conflicts`):\n"
+                    + errors(result.failed, format: .table, width: width)
             }
             return text
         }
     }
 
     /// A pull's outcome.
-    public static func pull(_ result: PullResult, table: String, format: OutputFormat) -> String {
+    public static func pull(_ result: PullResult, table: String, format: OutputFormat, width: Int? = nil) -> String {
         let items = result.items
         switch format {
         case .json, .jsonLines:
@@ -121,44 +124,71 @@ public enum Rendering: Sendable {
             return JSONValue.object(object).serialized()
         case .table, .csv:
             var text =
-                "pulled \(items.received) item\(items.received == 1 ? "" : "s") of '\(table)' in \(result.pages) "
-                + "page\(result.pages == 1 ? "" : "s"): \(items.upserted) written, \(items.deleted) deleted"
-            if items.skipped > 0 { text += ", \(items.skipped) kept (pending local changes)" }
+                "pulled \(grouped(items.received)) item\(items.received == 1 ? "" : "s") of '\(table)' in "
+                + "\(grouped(result.pages)) page\(result.pages == 1 ? "" : "s"): \(grouped(items.upserted)) written, "
+                + "\(grouped(items.deleted)) deleted"
+            if items.skipped > 0 { text += ", \(grouped(items.skipped)) kept (pending local changes)" }
             if let push = result.push, push.pushed > 0 || !push.failed.isEmpty {
-                text = "pushed \(push.pushed) first; " + text
+                text = "pushed \(grouped(push.pushed)) first; " + text
             }
             if let failed = result.push?.failed, !failed.isEmpty {
                 text +=
                     "\n\(failed.count) operation\(failed.count == 1 ? "" : "s") of the push first failed (see `conflicts`):\n"
-                    + errors(failed, format: .table)
+                    + errors(failed, format: .table, width: width)
             }
             return text
         }
     }
 
-    /// The errors table.
+    /// The errors table; `expanded` prints a block per error with its message whole. On a terminal
+    /// (`width`) the table fits it, and says so when a message was cut.
     public static func errors(
-        _ errors: [OperationErrorRecord], bases: [Int64: JSONObject] = [:], format: OutputFormat, width: Int? = nil
+        _ errors: [OperationErrorRecord], bases: [Int64: JSONObject] = [:], format: OutputFormat, width: Int? = nil,
+        expanded: Bool = false
     ) -> String {
         switch format {
         case .json, .jsonLines:
             return JSONValue.array(errors.map { .object($0.json) }).serialized()
         case .table, .csv:
             guard !errors.isEmpty else { return "(no conflicts or failed operations)" }
+            let headers = ["error", "table", "item", "operation", "status", "message"]
             let rows = errors.map { error in
                 [
                     error.id, error.table, error.itemID, error.kind.rawValue, error.statusCode.map(String.init) ?? "-",
                     error.message,
                 ]
             }
-            var text = TextTable.render(
-                headers: ["error", "table", "item", "operation", "status", "message"], rows: rows, maximumWidth: 60,
-                totalWidth: width)
+            var text: String
+            if expanded {
+                text = TextTable.renderExpanded(headers: headers, rows: rows, totalWidth: nil)
+            } else {
+                text = TextTable.render(headers: headers, rows: rows, totalWidth: width)
+                if TextTable.cutsCells(headers: headers, rows: rows, totalWidth: width) {
+                    let note = "(cut to fit: `conflicts -x` shows each error whole)"
+                    text += "\n" + wrapped(note, width: width ?? note.count).joined(separator: "\n")
+                }
+            }
             for error in errors where error.clientItem != nil || error.serverItem != nil {
-                text += "\n\n" + conflict(error, base: bases[error.operationID], width: width)
+                text += "\n\n" + conflict(error, base: bases[error.operationID], width: expanded ? nil : width)
             }
             return text
         }
+    }
+
+    /// `3 items`, or `{"count":3}`: what `query --count` prints.
+    public static func count(_ count: Int, format: OutputFormat) -> String {
+        switch format {
+        case .json, .jsonLines: JSONValue.object(["count": .int(Int64(count))]).serialized()
+        case .csv: "count\n\(count)"
+        case .table: "\(grouped(count)) item\(count == 1 ? "" : "s")"
+        }
+    }
+
+    /// Whether the items table at `width` cuts a cell (then `query` says how to see it whole).
+    public static func cutsCells(_ items: [JSONObject], columns given: [String]?, width: Int) -> Bool {
+        let columns = given ?? defaultColumns(items)
+        let rows = items.map { item in columns.map { cell(item[$0]) } }
+        return TextTable.cutsCells(headers: columns, rows: rows, totalWidth: width)
     }
 
     /// The base (what the device last had from the server), mine and the server's item side by
@@ -202,7 +232,10 @@ public enum Rendering: Sendable {
             "mine from version \(mine["version"]?.stringValue ?? "-"), the server's at \(server["version"]?.stringValue ?? "-")"
         let headers =
             base == nil ? ["", "field", "mine", "server's"] : ["", "field", "base", "mine", "server's", "changed by"]
-        return heading + ": " + versions + "\n" + TextTable.render(headers: headers, rows: rows, totalWidth: width)
+        let title =
+            width.map { heading.count + versions.count + 2 > $0 } == true
+            ? heading + "\n" + versions : heading + ": " + versions
+        return title + "\n" + TextTable.render(headers: headers, rows: rows, totalWidth: width)
     }
 
     private static func cellOrAbsent(_ value: JSONValue?, _ item: JSONObject?) -> String {
@@ -242,7 +275,9 @@ public enum Rendering: Sendable {
     }
 
     /// `status`.
-    public static func status(_ status: DeviceStatus, format: OutputFormat, now: Timestamp? = nil) -> String {
+    public static func status(
+        _ status: DeviceStatus, format: OutputFormat, now: Timestamp? = nil, width: Int? = nil
+    ) -> String {
         let now = now ?? Timestamp(millisecondsSince1970: Int64(Date().timeIntervalSince1970 * 1000))
         switch format {
         case .json, .jsonLines:
@@ -285,6 +320,7 @@ public enum Rendering: Sendable {
                 let summary = status.sync.map { " (\($0.summary))" } ?? ""
                 lines.append("syncing automatically: \(tables.joined(separator: ", "))\(summary)")
             }
+            if let width { lines = lines.flatMap { Self.wrapped($0, width: width) } }
             if status.operations.count > Self.operationListLimit {
                 // Many (after an import): a count per table, operation and state, not a line each.
                 var counts: [[String]: Int] = [:]
@@ -294,25 +330,59 @@ public enum Rendering: Sendable {
                 let rows = counts.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map {
                     $0.key + [grouped($0.value)]
                 }
-                lines.append(TextTable.render(headers: ["table", "operation", "state", "count"], rows: rows))
+                lines.append(
+                    TextTable.render(headers: ["table", "operation", "state", "count"], rows: rows, totalWidth: width))
             } else if !status.operations.isEmpty {
                 let rows = status.operations.map {
                     [String($0.id), $0.table, $0.itemID, $0.kind.rawValue, Self.words($0.state)]
                 }
-                lines.append(TextTable.render(headers: ["#", "table", "item", "operation", "state"], rows: rows))
+                lines.append(
+                    TextTable.render(
+                        headers: ["#", "table", "item", "operation", "state"], rows: rows, totalWidth: width))
             }
             if !status.deltaTokens.isEmpty {
                 var rows: [[String]] = []
                 for (table, entries) in status.deltaTokens.sorted(by: { $0.key < $1.key }) {
                     for (queryID, value) in entries.sorted(by: { $0.key < $1.key }) {
-                        rows.append([table, queryID, value])
+                        rows.append([table, queryID] + Self.deltaToken(value, now: now))
                     }
                 }
                 lines.append(
-                    TextTable.render(headers: ["table", "query id", "delta token"], rows: rows, maximumWidth: 60))
+                    TextTable.render(
+                        headers: ["table", "query id", "pulled up to", "filter"], rows: rows, totalWidth: width))
             }
             return lines.joined(separator: "\n")
         }
+    }
+
+    /// `line` in lines of at most `width` columns, broken between words; the lines after the first
+    /// are indented by two.
+    public static func wrapped(_ line: String, width: Int) -> [String] {
+        guard TextTable.displayWidth(line) > width else { return [line] }
+        var lines: [String] = []
+        var current = ""
+        for word in line.split(separator: " ", omittingEmptySubsequences: false) {
+            let candidate = current.isEmpty ? String(word) : current + " " + word
+            if !current.trimmingCharacters(in: .whitespaces).isEmpty, TextTable.displayWidth(candidate) > width {
+                lines.append(current)
+                current = "  " + word
+            } else {
+                current = candidate
+            }
+        }
+        lines.append(current)
+        return lines
+    }
+
+    /// A delta token for people: where the pull stands (`5 min ago (2026-11-26 13:09:44 UTC)`) and
+    /// the filter it belongs to; a token Ferry did not write shows as it is.
+    static func deltaToken(_ stored: String, now: Timestamp) -> [String] {
+        guard case .object(let object)? = try? JSONValue(parsing: stored),
+            let time = object["updatedAt"]?.stringValue.flatMap({ Timestamp(iso8601: $0) })
+        else { return [stored, ""] }
+        let shown = String(time.iso8601.prefix(19)).replacingOccurrences(of: "T", with: " ") + " UTC"
+        let filter = object["filter"]?.stringValue ?? ""
+        return [ago(from: time, to: now) + " (" + shown + ")", filter.isEmpty ? "(all)" : filter]
     }
 
     /// An operation's state for people: "waiting", "sent, no answer yet", "failed".

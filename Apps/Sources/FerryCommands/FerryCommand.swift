@@ -1,9 +1,11 @@
 public import ArgumentParser
+import FerryClient
+import FerryConsole
 import Foundation
 
 /// The root of the `ferry` command tree.
 ///
-/// The `ferry` executable is one line, `await FerryCommand.main()`; a REPL parses each line it reads
+/// The `ferry` executable is one line, `exit(await FerryCommand.run(arguments))`; a REPL parses each line it reads
 /// with `FerryCommand.parseAsRoot(arguments)` and runs the same commands.
 ///
 /// ```
@@ -32,5 +34,57 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
         let hint = Suggestion.hint(for: first, among: commandNames).replacingOccurrences(
             of: "`help` lists", with: "`ferry --help` lists")
         return "error: unknown command '\(first)' (\(hint))"
+    }
+
+    /// Parses `arguments` and runs the command; returns the exit status. Every failure is printed
+    /// as Ferry prints its own: `error: …` on one line with where to look, never swift-argument-parser's
+    /// `Error: …` with a usage block (help and `--version` still print as they do).
+    public static func run(_ arguments: [String]) async -> Int32 {
+        if let message = unknownCommandMessage(arguments) {
+            StandardStreams.writeError(message + "\n")
+            return ClientError.Code.usage.rawValue
+        }
+        do {
+            var command = try parseAsRoot(arguments)
+            if var asynchronous = command as? any AsyncParsableCommand {
+                try await asynchronous.run()
+            } else {
+                try command.run()
+            }
+            return 0
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                StandardStreams.write(fullMessage(for: error) + "\n")
+            } else if let text = usageErrorLine(error, arguments: arguments) {
+                let style = Style.for(descriptor: 2)
+                StandardStreams.writeError(style.error("error:") + text.dropFirst("error:".count) + "\n")
+            }
+            return code.rawValue
+        }
+    }
+
+    /// `error: unknown option '--bogus' (`ferry query --help` lists the options)`: swift-argument-parser's
+    /// message for a command line it refused, in Ferry's words; `nil` for errors the commands
+    /// printed themselves (an `ExitCode`).
+    static func usageErrorLine(_ error: any Error, arguments: [String]) -> String? {
+        let message = message(for: error).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !message.isEmpty else { return nil }
+        let first = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
+        let text = first.hasPrefix("Error: ") ? String(first.dropFirst("Error: ".count)) : first
+        let lowered = text.prefix(1).lowercased() + text.dropFirst()
+        return "error: \(lowered) (`\(commandPath(arguments)) --help` lists the options)"
+    }
+
+    /// `ferry remote query`: the commands `arguments` name, as far as they name commands.
+    static func commandPath(_ arguments: [String]) -> String {
+        var path = ["ferry"]
+        var subcommands = configuration.subcommands
+        for argument in arguments {
+            guard let next = subcommands.first(where: { $0.configuration.commandName == argument }) else { break }
+            path.append(argument)
+            subcommands = next.configuration.subcommands
+        }
+        return path.joined(separator: " ")
     }
 }

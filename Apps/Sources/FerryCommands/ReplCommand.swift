@@ -219,7 +219,10 @@ public actor ReplSession {
                     String(status.operations.count), String(status.errors.count),
                 ])
             }
-            output.print(TextTable.render(headers: ["device", "store", "network", "queued", "errors"], rows: rows))
+            output.print(
+                TextTable.render(
+                    headers: ["device", "store", "network", "queued", "errors"], rows: rows,
+                    totalWidth: output.remeasured().terminalWidth))
         case "offline", "online":
             try await currentDevice().setOnline(first == "online")
             if first == "online" { offline.remove(current) } else { offline.insert(current) }
@@ -271,13 +274,14 @@ public actor ReplSession {
                     hint: "use `use NAME --store …`, or start the REPL with --server")
             }
             let format = command.client.outputFormat
-            try await command.execute(
-                on: try currentDevice(),
-                output: CommandOutput(
-                    // Progress goes to stderr, drawn and cleared while the command runs (the line editor
-                    // is idle then), when stderr is a terminal, as in the CLI.
-                    format: format, showsProgress: format == .table && isatty(2) == 1,
-                    terminalWidth: output.terminalWidth, write: output.write))
+            // The terminal is measured for each command: a resize between commands is followed.
+            var commandOutput = output.remeasured()
+            commandOutput.format = format
+            // Progress goes to stderr, drawn and cleared while the command runs (the line editor is
+            // idle then), when stderr is a terminal, as in the CLI.
+            commandOutput.showsProgress = format == .table && isatty(2) == 1
+            commandOutput.readsStandardInput = false
+            try await command.execute(on: try currentDevice(), output: commandOutput)
             await refreshTables()
         }
     }
@@ -312,7 +316,9 @@ public actor ReplSession {
             ["auto on [TABLE…] / off", "let this device sync by itself (push after writes, pull on changes)"],
             ["help [COMMAND]", "this list, or one command's options"], ["exit", "leave (Ctrl-D too)"],
         ]
-        return TextTable.render(headers: ["command", "what it does"], rows: rows, maximumWidth: 80)
+        return TextTable.render(
+            headers: ["command", "what it does"], rows: rows, maximumWidth: 80,
+            totalWidth: output.remeasured().terminalWidth)
     }
 }
 
@@ -404,36 +410,6 @@ final class Interrupter: Sendable {
 
     func set(_ running: Task<Void, any Error>?) { task.withLock { $0 = running } }
     func cancel() { task.withLock { $0?.cancel() } }
-}
-
-/// "Did you mean …?" for a mistyped name.
-enum Suggestion {
-    /// `did you mean 'push'?` when a name is within two edits of `word`, else a pointer to `help`.
-    static func hint(for word: String, among names: [String]) -> String {
-        let scored = names.map { (name: $0, distance: distance(word.lowercased(), $0)) }
-        if let best = scored.min(by: { $0.distance < $1.distance }), best.distance <= 2,
-            best.distance < max(word.count, 2)
-        {
-            return "did you mean '\(best.name)'? `help` lists the commands"
-        }
-        return "`help` lists the commands"
-    }
-
-    /// The Levenshtein distance between two strings.
-    static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a)
-        let b = Array(b)
-        if a.isEmpty { return b.count }
-        var previous = Array(0...b.count)
-        for (i, x) in a.enumerated() {
-            var current = [i + 1] + Array(repeating: 0, count: b.count)
-            for (j, y) in b.enumerated() {
-                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
-            }
-            previous = current
-        }
-        return previous[b.count]
-    }
 }
 
 enum ShellWords {

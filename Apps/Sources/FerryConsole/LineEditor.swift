@@ -134,37 +134,57 @@ public final class LineEditor: @unchecked Sendable {
     private var terminalWidth: Int { TerminalSize.width(of: output, readingEnvironment: false) ?? 80 }
 
     /// Draws the prompt and the line from the prompt's first row, over as many rows as the line
-    /// takes at the terminal's width, and puts the cursor on its character.
+    /// takes at the terminal's width (measured at each redraw, so a resize is followed), and puts
+    /// the cursor on its character.
     private func redraw(_ prompt: String, _ buffer: EditBuffer) {
-        let width = max(1, terminalWidth)
+        let width = max(2, terminalWidth)
         let text = buffer.text
         var out = cursorRow > 0 ? "\u{1B}[\(cursorRow)A" : ""
         out += "\r\u{1B}[J" + prompt + text
-        let end = TextTable.displayWidth(prompt + text)
-        var endRow = end / width
-        if end > 0 && end % width == 0 {
+        let end = Self.place(prompt + text, next: nil, width: width)
+        if end.pendingWrap {
             // At the right margin the terminal has not wrapped yet: wrap now so the rows are known.
             out += "\r\n"
-        } else if end < width {
-            endRow = 0
         }
-        let position = TextTable.displayWidth(prompt + String(text.prefix(buffer.cursor)))
-        let row = position / width
-        let column = position % width
-        if endRow > row { out += "\u{1B}[\(endRow - row)A" }
+        let characters = Array(text)
+        let next = buffer.cursor < characters.count ? characters[buffer.cursor] : nil
+        let cursor = Self.place(prompt + String(characters.prefix(buffer.cursor)), next: next, width: width)
+        if end.row > cursor.row { out += "\u{1B}[\(end.row - cursor.row)A" }
         out += "\r"
-        if column > 0 { out += "\u{1B}[\(column)C" }
-        cursorRow = row
+        if cursor.column > 0 { out += "\u{1B}[\(cursor.column)C" }
+        cursorRow = cursor.row
         write(out)
+    }
+
+    /// Where the cursor stands after `text` is written from the first column of a terminal `width`
+    /// columns wide, as terminals wrap: a character that does not fit in what is left of a row
+    /// goes to the next one (a wide character at the last column leaves that column empty). With
+    /// `next`, the place is where that character will be drawn. `pendingWrap`: the text ends
+    /// exactly at the right margin, where a terminal keeps the cursor until the next character.
+    static func place(_ text: String, next: Character?, width: Int) -> (row: Int, column: Int, pendingWrap: Bool) {
+        var row = 0
+        var column = 0
+        for character in text {
+            let cells = TextTable.displayWidth(String(character))
+            if column + cells > width {
+                row += 1
+                column = 0
+            }
+            column += cells
+        }
+        let following = next.map { TextTable.displayWidth(String($0)) } ?? 1
+        if column + following > width && column > 0 {
+            return (row + 1, 0, next == nil && column == width)
+        }
+        return (row, column, false)
     }
 
     /// Puts the cursor after the last character of the line, for what is written below it.
     private func moveToEnd(_ prompt: String, _ buffer: EditBuffer) {
-        let width = max(1, terminalWidth)
-        let end = TextTable.displayWidth(prompt + buffer.text)
-        let endRow = end / width
-        if endRow > cursorRow { write("\u{1B}[\(endRow - cursorRow)B") }
-        cursorRow = endRow
+        let width = max(2, terminalWidth)
+        let end = Self.place(prompt + buffer.text, next: nil, width: width)
+        if end.row > cursorRow { write("\u{1B}[\(end.row - cursorRow)B") }
+        cursorRow = end.row
     }
 
     private var pending: [UInt8] = []

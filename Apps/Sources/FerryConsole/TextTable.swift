@@ -16,25 +16,16 @@ import Foundation
 /// // 2   Bread
 /// ```
 public enum TextTable: Sendable {
-    /// The table as lines joined by `\n` (no trailing newline). Cells are cut to `maximumWidth`
-    /// columns with `…`; line breaks and tabs in cells show as `⏎` and a space. Rows shorter
-    /// than the headers are padded with empty cells. Widths are terminal columns: wide characters
-    /// (CJK, emoji) count two. With `totalWidth` (a terminal's width), the widest columns are cut
-    /// further until each line fits, down to a few columns each.
+    /// The table as lines joined by `\n` (no trailing newline). Line breaks and tabs in cells show
+    /// as `⏎` and a space. Rows shorter than the headers are padded with empty cells. Widths are
+    /// terminal columns: wide characters (CJK, emoji) count two. Nothing is cut unless asked: with
+    /// `totalWidth` (a terminal's width), the widest columns are cut with `…` until each line fits,
+    /// down to a few columns each; `maximumWidth` caps every cell.
     public static func render(
-        headers: [String], rows: [[String]], maximumWidth: Int = 40, totalWidth: Int? = nil
+        headers: [String], rows: [[String]], maximumWidth: Int? = nil, totalWidth: Int? = nil
     ) -> String {
-        let limit = max(2, maximumWidth)
-        let columns = max(headers.count, rows.map(\.count).max() ?? 0)
-        let head = (0..<columns).map { $0 < headers.count ? clean(headers[$0]) : "" }
-        let body = rows.map { row in (0..<columns).map { $0 < row.count ? clean(row[$0]) : "" } }
-        var widths = head.map { min(limit, displayWidth($0)) }
-        for row in body {
-            for (column, cell) in row.enumerated() {
-                widths[column] = max(widths[column], min(limit, displayWidth(cell)))
-            }
-        }
-        if let totalWidth { fit(&widths, into: totalWidth) }
+        let layout = Layout(headers: headers, rows: rows, maximumWidth: maximumWidth, totalWidth: totalWidth)
+        let widths = layout.widths
         func line(_ cells: [String]) -> String {
             var text = ""
             for (column, cell) in cells.enumerated() {
@@ -44,9 +35,40 @@ public enum TextTable: Sendable {
             }
             return text
         }
-        var lines = [line(head), line(widths.map { String(repeating: "─", count: max(1, $0)) })]
-        lines += body.map(line)
+        var lines = [line(layout.head), line(widths.map { String(repeating: "─", count: max(1, $0)) })]
+        lines += layout.body.map(line)
         return lines.joined(separator: "\n")
+    }
+
+    /// Whether ``render(headers:rows:maximumWidth:totalWidth:)`` cuts some cell: then a command
+    /// says how to see it whole.
+    public static func cutsCells(
+        headers: [String], rows: [[String]], maximumWidth: Int? = nil, totalWidth: Int? = nil
+    ) -> Bool {
+        let layout = Layout(headers: headers, rows: rows, maximumWidth: maximumWidth, totalWidth: totalWidth)
+        return layout.widths != layout.natural
+    }
+
+    /// The cells, cleaned, and the width of each column: as wide as its widest cell (`natural`),
+    /// then capped and fitted (`widths`).
+    private struct Layout {
+        var head: [String]
+        var body: [[String]]
+        var natural: [Int]
+        var widths: [Int]
+
+        init(headers: [String], rows: [[String]], maximumWidth: Int?, totalWidth: Int?) {
+            let columns = max(headers.count, rows.map(\.count).max() ?? 0)
+            head = (0..<columns).map { $0 < headers.count ? clean(headers[$0]) : "" }
+            body = rows.map { row in (0..<columns).map { $0 < row.count ? clean(row[$0]) : "" } }
+            natural = head.map(displayWidth)
+            for row in body {
+                for (column, cell) in row.enumerated() { natural[column] = max(natural[column], displayWidth(cell)) }
+            }
+            let limit = maximumWidth.map { max(2, $0) } ?? Int.max
+            widths = natural.map { min(limit, $0) }
+            if let totalWidth { fit(&widths, into: totalWidth) }
+        }
     }
 
     /// One record per block, a field per line (`psql`'s expanded view): for rows too wide for a table.

@@ -1,4 +1,3 @@
-import ArgumentParser
 import FerryCommands
 import FerryConsole
 import Foundation
@@ -11,10 +10,6 @@ struct FerryMain {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         // A closed output (`ferry demo | head -1`) is an EPIPE error the commands end on quietly.
         StandardStreams.ignoreBrokenPipeSignal()
-        if let message = FerryCommand.unknownCommandMessage(Array(CommandLine.arguments.dropFirst())) {
-            StandardStreams.writeError(message + "\n")
-            exit(64)
-        }
-        await FerryCommand.main()
+        exit(await FerryCommand.run(Array(CommandLine.arguments.dropFirst())))
     }
 }

@@ -69,7 +69,7 @@ struct ClientCommandTests {
         #expect(Set(named) == Set(ConflictPolicy.allCases.map(\.rawValue)), "\(named)")
         for policy in named { #expect(ConflictPolicy(rawValue: policy) != nil, "\(policy) is offered, not accepted") }
         let refused = try await FerryBinaryTests.run([
-            "insert", "todo", #"{"id":"x"}"#, "--store", "memory", "--conflicts", "fail",
+            "push", "--store", "memory", "--conflicts", "fail",
         ])
         #expect(refused.status == 64)
         #expect(refused.errors.contains("keep, server, client, merge"), "\(refused.errors)")

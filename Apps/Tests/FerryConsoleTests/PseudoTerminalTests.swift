@@ -205,6 +205,90 @@ struct PseudoTerminalTests {
         screen.feed(String(decoding: transcript[beforeEnter.count...], as: UTF8.self))
         #expect(screen.row == shown.count && screen.column == 0)
     }
+
+    /// Types `keys` one group at a time into an editor on a terminal `width` columns wide, and
+    /// returns the screen after each group (after `resize`, the terminal is that wide from then on).
+    static func session(width: Int, keys: [String], resize: (after: Int, columns: Int)? = nil) async throws -> (
+        screens: [[String]], line: String?
+    ) {
+        let pty = try PseudoTerminal(columns: UInt16(width))
+        defer { pty.close() }
+        let editor = LineEditor(input: pty.terminal, output: pty.terminal)
+        return try await offThePool {
+            let result = Mutex<String?>(nil)
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                let line = editor.readLine(prompt: "ferry> ")
+                result.withLock { $0 = line }
+                done.signal()
+            }.start()
+            var transcript: [UInt8] = []
+            for _ in 0..<50 where !String(decoding: transcript, as: UTF8.self).contains("ferry> ") {
+                transcript += pty.drain()
+            }
+            var screen = Screen(width: width)
+            screen.feed(String(decoding: transcript, as: UTF8.self))
+            var screens: [[String]] = []
+            for (index, group) in keys.enumerated() {
+                pty.type(group)
+                screen.feed(String(decoding: pty.drain(), as: UTF8.self))
+                screens.append(screen.lines)
+                if let resize, resize.after == index {
+                    var size = winsize(ws_row: 40, ws_col: UInt16(resize.columns), ws_xpixel: 0, ws_ypixel: 0)
+                    _ = ioctl(pty.controller, UInt(TIOCSWINSZ), &size)
+                    // A terminal that shrinks keeps its rows as they were; the model starts clean.
+                    screen = Screen(width: resize.columns)
+                }
+            }
+            pty.type("\r")
+            let ended = done.wait(timeout: .now() + 10) == .success
+            return (screens, ended ? result.withLock { $0 } : "the editor did not return")
+        }
+    }
+
+    /// A line whose wide character straddles the right edge: the terminal moves it to the next row
+    /// and leaves the last column empty, so every row after it holds one column less than a count
+    /// of the line's width says. Rows: the prompt and 12 "a" (19 columns), "東" and 18 "a" (a full
+    /// row), then "abc".
+    static let straddling = String(repeating: "a", count: 12) + "東" + String(repeating: "a", count: 19) + "bc"
+
+    /// Issue 32: a wide character that does not fit at the right edge goes to the next row; the
+    /// editor counted it on the row before, lost track of its rows and drew the first row twice.
+    @Test func aWideCharacterAtTheRightEdgeDoesNotDuplicateARow() async throws {
+        let (screens, line) = try await Self.session(
+            width: 20, keys: [Self.straddling, "\u{1B}[D\u{1B}[D\u{1B}[D", "X", "Y"])
+        let expected = String(repeating: "a", count: 12) + "東" + String(repeating: "a", count: 18) + "XYabc"
+        #expect(line == expected)
+        let rows = ["ferry> " + String(repeating: "a", count: 12), "東" + String(repeating: "a", count: 18), "XYabc"]
+        for screen in screens.dropFirst(2) {
+            #expect(screen.joined().components(separatedBy: "ferry>").count == 2, "\(screen)")
+        }
+        let last = try #require(screens.last)
+        #expect(Array(last.prefix(3)) == rows, "\(last)")
+        #expect(last.dropFirst(3).allSatisfy { $0.isEmpty }, "\(last)")
+    }
+
+    /// Issue 32: Ctrl-U then Ctrl-L left old text on the screen, on such a line.
+    @Test func killingTheLineThenClearingLeavesOnlyThePrompt() async throws {
+        let (screens, line) = try await Self.session(
+            width: 20, keys: [Self.straddling, "d", "\u{15}", "\u{0C}", "push"])
+        #expect(line == "push")
+        let killed = screens[2]
+        #expect(killed.first == "ferry>", "\(killed)")
+        #expect(killed.dropFirst().allSatisfy { $0.isEmpty }, "\(killed)")
+        let cleared = screens[3]
+        #expect(cleared.first == "ferry>" && cleared.dropFirst().allSatisfy { $0.isEmpty }, "\(cleared)")
+        #expect(screens[4].first == "ferry> push", "\(screens[4])")
+    }
+
+    /// A resize is followed: the line is laid out at the new width at the next key.
+    @Test func aResizedTerminalIsMeasuredAgain() async throws {
+        let (screens, line) = try await Self.session(
+            width: 20, keys: [String(repeating: "a", count: 20), "b"], resize: (after: 0, columns: 30))
+        #expect(line == String(repeating: "a", count: 20) + "b")
+        let after = try #require(screens.last)
+        #expect(after.contains("ferry> " + String(repeating: "a", count: 20) + "b"), "\(after)")
+    }
 }
 
 private func closeDescriptor(_ descriptor: Int32) { _ = close(descriptor) }

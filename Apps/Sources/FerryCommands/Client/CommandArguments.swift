@@ -24,12 +24,25 @@ func parseObject(_ argument: String, what: String, readsStandardInput: Bool = fa
     do {
         value = try JSONValue(parsing: text)
     } catch {
-        throw ClientError(.usage, "the \(what) is not JSON: \(error)", hint: #"quote it: '{"title":"Milk"}'"#)
+        throw ClientError(.usage, "the \(what) is not JSON: \(error)", hint: jsonHint(text))
     }
     guard case .object(let object) = value else {
         throw ClientError(.usage, "the \(what) must be a JSON object", hint: #"for example '{"title":"Milk"}'"#)
     }
     return object
+}
+
+/// What to do about JSON that did not parse. Quoting is the fix only when the shell ate the
+/// double quotes (`{title:Milk}`); JSON that kept its quotes has a mistake of its own.
+func jsonHint(_ text: String) -> String {
+    let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+    if trimmed.hasPrefix("{"), !trimmed.contains("\""), trimmed.contains(":") {
+        return #"the shell removed the double quotes: put the JSON in single quotes, '{"title":"Milk"}'"#
+    }
+    if trimmed.hasPrefix("{") || trimmed.hasPrefix("[") {
+        return "names and strings take double quotes, and nothing may follow the last value"
+    }
+    return #"an item is a JSON object, for example '{"title":"Milk"}'"#
 }
 
 /// Parses the query options of `query`, `pull` and `purge` (filters in the 3.0 protocol version).

@@ -24,6 +24,9 @@ public struct ServerOptions: ParsableArguments, Sendable {
 
     public init() {}
 
+    /// Whether `--server`, `--token` or `--ca-file` was given.
+    var namesAServer: Bool { server != nil || token != nil || caFile != nil }
+
     /// The server the options (or `$FERRY_SERVER`, `$FERRY_TOKEN`) name, or `nil` for none.
     func serverSettings() throws(ClientError) -> ServerSettings? {
         let environment = ProcessInfo.processInfo.environment
@@ -78,15 +81,77 @@ public struct QueryOptions: ParsableArguments, Sendable {
     public init() {}
 }
 
-/// The options every client command shares: which store, which server, how to print.
+/// What a device command needs to open its device: the store, the server (when the command talks
+/// to one), the conflict policy, and how to print. Local commands take ``LocalOptions``, `status`
+/// ``StatusOptions``, and the commands that sync ``ClientOptions``: each lists only the options it
+/// uses.
+public protocol DeviceOptions: ParsableArguments, Sendable {
+    /// The store and the output format.
+    var local: LocalOptions { get }
+    /// The server, when the command talks to one.
+    func serverSettings() throws(ClientError) -> ServerSettings?
+    /// What a push does with a conflict.
+    func policy() throws(ClientError) -> ConflictPolicy
+    /// Whether server options were given (the REPL refuses them per command).
+    var namesAServer: Bool { get }
+}
+
+extension DeviceOptions {
+    var json: Bool { local.output.json }
+    var outputFormat: OutputFormat { local.output.outputFormat }
+    public func serverSettings() throws(ClientError) -> ServerSettings? { nil }
+    public func policy() throws(ClientError) -> ConflictPolicy { .keep }
+    public var namesAServer: Bool { false }
+
+    /// Whether store or server options were given (the REPL refuses them per command).
+    var namesADevice: Bool { local.store != LocalOptions.defaultStore || namesAServer }
+
+    /// The device the options name. With `readOnly`, a store that does not exist is an error naming
+    /// its path, never created.
+    func device(named name: String = "cli", readOnly: Bool = false) throws -> Device {
+        let location = try StoreLocation(parsing: local.store)
+        if readOnly { try location.requireExisting() }
+        return try Device(name: name, store: location, server: try serverSettings(), policy: try policy())
+    }
+}
+
+/// The options of a command that only uses the local store: which store, how to print.
 ///
 /// ```
-/// ferry status --store sqlite:phone.ferry
+/// ferry query todo --store sqlite:phone.ferry --json
+/// ```
+public struct LocalOptions: DeviceOptions {
+    static let defaultStore = "sqlite:ferry-client.sqlite"
+
+    @Option(help: ArgumentHelp("The local store: sqlite:PATH, lmdb:PATH or memory.", valueName: "store"))
+    var store: String = Self.defaultStore
+
+    @OptionGroup var output: OutputOptions
+
+    public init() {}
+
+    public var local: LocalOptions { self }
+}
+
+/// The options of `status`: the store, and the server it asks whether it answers.
+public struct StatusOptions: DeviceOptions {
+    @OptionGroup public var local: LocalOptions
+    @OptionGroup var connection: ServerOptions
+
+    public init() {}
+
+    public func serverSettings() throws(ClientError) -> ServerSettings? { try connection.serverSettings() }
+    public var namesAServer: Bool { connection.namesAServer }
+}
+
+/// The options of the commands that sync (`push`, `pull`, `watch`): the store, the server, the
+/// conflict policy, how to print.
+///
+/// ```
 /// ferry push --store sqlite:phone.ferry --server http://127.0.0.1:8080 --protocol 2 --token "$TOKEN"
 /// ```
-public struct ClientOptions: ParsableArguments, Sendable {
-    @Option(help: ArgumentHelp("The local store: sqlite:PATH, lmdb:PATH or memory.", valueName: "store"))
-    var store: String = "sqlite:ferry-client.sqlite"
+public struct ClientOptions: DeviceOptions {
+    @OptionGroup public var local: LocalOptions
 
     @OptionGroup var connection: ServerOptions
 
@@ -97,21 +162,12 @@ public struct ClientOptions: ParsableArguments, Sendable {
     static let conflictsHelp =
         "What a push does with a conflict: keep (it stays in `conflicts`), server, client or merge."
 
-    @OptionGroup var output: OutputOptions
-
     public init() {}
 
-    var json: Bool { output.json }
-    var outputFormat: OutputFormat { output.outputFormat }
+    public func serverSettings() throws(ClientError) -> ServerSettings? { try connection.serverSettings() }
+    public var namesAServer: Bool { connection.namesAServer }
 
-    /// Whether store or server options were given (the REPL refuses them per command).
-    var namesADevice: Bool {
-        store != "sqlite:ferry-client.sqlite" || connection.server != nil || connection.token != nil
-    }
-
-    func serverSettings() throws(ClientError) -> ServerSettings? { try connection.serverSettings() }
-
-    func policy() throws(ClientError) -> ConflictPolicy { try Self.policy(conflicts) }
+    public func policy() throws(ClientError) -> ConflictPolicy { try Self.policy(conflicts) }
 
     /// `keep`, `server`, `client` or `merge`.
     static func policy(_ text: String) throws(ClientError) -> ConflictPolicy {
@@ -121,14 +177,6 @@ public struct ClientOptions: ParsableArguments, Sendable {
                 hint: ConflictPolicy.allCases.map(\.rawValue).joined(separator: ", "))
         }
         return policy
-    }
-
-    /// The device the options name. With `readOnly`, a store that does not exist is an error naming
-    /// its path, never created.
-    func device(named name: String = "cli", readOnly: Bool = false) throws -> Device {
-        let location = try StoreLocation(parsing: store)
-        if readOnly { try location.requireExisting() }
-        return try Device(name: name, store: location, server: try serverSettings(), policy: try policy())
     }
 }
 

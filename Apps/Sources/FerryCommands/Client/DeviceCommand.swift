@@ -13,6 +13,9 @@ public struct CommandOutput: Sendable {
     public var readsStandardInput: Bool
     /// The terminal's width when results go to one (tables fit it; long results are cut short).
     public var terminalWidth: Int?
+    /// Measures the terminal again, for each command of a session (`ferry repl`), so that a resize
+    /// is followed; `nil` keeps ``terminalWidth`` as it is.
+    public var measureWidth: (@Sendable () -> Int?)?
     let write: @Sendable (String) -> Void
 
     public init(
@@ -28,20 +31,32 @@ public struct CommandOutput: Sendable {
 
     public func print(_ text: String) { write(text + "\n") }
 
+    /// The output for the next command of a session: the terminal's width as it is now.
+    func remeasured() -> CommandOutput {
+        guard let measureWidth else { return self }
+        var output = self
+        output.terminalWidth = measureWidth() ?? terminalWidth
+        return output
+    }
+
     static func standard(_ format: OutputFormat) -> CommandOutput {
-        CommandOutput(
+        var output = CommandOutput(
             format: format, showsProgress: format == .table && isatty(2) == 1, readsStandardInput: true,
             terminalWidth: TerminalSize.width()
         ) { text in
             StandardStreams.write(text)
         }
+        if output.terminalWidth != nil { output.measureWidth = { TerminalSize.width() } }
+        return output
     }
 }
 
-/// A command that works on one device: the CLI opens the device from ``ClientOptions``; the REPL
+/// A command that works on one device: the CLI opens the device from its ``DeviceOptions``; the REPL
 /// runs it on its current device.
 public protocol DeviceCommand: AsyncParsableCommand {
-    var client: ClientOptions { get }
+    associatedtype Options: DeviceOptions
+    /// The store, server and output options; each command lists only those it uses.
+    var client: Options { get }
     /// Whether the command only reads the store (`query`, `get`, `status`): the CLI then refuses a
     /// store that does not exist instead of creating it.
     static var readsOnly: Bool { get }
@@ -54,12 +69,17 @@ extension DeviceCommand {
     /// The CLI path: open the device, run, close; any failure becomes one line and an exit code.
     public func run() async throws {
         do {
+            let location = try StoreLocation(parsing: client.local.store)
+            // A command that fails on a store it created (a pull that cannot reach the server, an
+            // insert of bad JSON into a mistyped path) leaves no new store behind.
+            let created = !location.exists
             let device = try client.device(readOnly: Self.readsOnly)
             do {
                 try await execute(on: device, output: .standard(client.outputFormat))
                 try await device.close()
             } catch {
                 try? await device.close()
+                if created { location.remove() }
                 throw error
             }
         } catch let error as CleanExit {

@@ -14,21 +14,36 @@ public struct ImportCommand: DeviceCommand, Sendable {
             one transaction: every item is imported, or, when one fails (a bad line, an id already \
             stored), none is, and the error names the line. Example: ferry import todo todos.jsonl
             """)
-    @OptionGroup public var client: ClientOptions
+    @OptionGroup public var client: LocalOptions
     @Argument(help: "The table.") var table: String
     @Argument(help: "A JSON array or JSON lines file; - for standard input.") var file: String
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        let drawsProgress = output.showsProgress
+        // Reading and checking a large file takes seconds: say so at once.
+        if drawsProgress { StandardStreams.writeError("reading \(file == "-" ? "standard input" : file)…") }
         let text = try Self.read(file, readsStandardInput: output.readsStandardInput)
-        let (items, names) = try Self.items(in: text)
+        let (items, names) = try Self.items(in: text) { lines in
+            guard drawsProgress else { return }
+            StandardStreams.writeError("\r\u{1B}[Kchecking: \(Rendering.grouped(lines)) lines read")
+        }
+        try Self.checkRepeatedIDs(items, names: names)
+        if drawsProgress {
+            StandardStreams.writeError("\r\u{1B}[Kimporting \(Rendering.grouped(items.count)) items…")
+        }
         let started = ContinuousClock.now
         let total = items.count
-        let drawsProgress = output.showsProgress
-        let imported = try await device.importItems(table, items, names: names) { count in
-            guard drawsProgress else { return }
-            let seconds = (ContinuousClock.now - started) / .seconds(1)
-            StandardStreams.writeError("\r\u{1B}[K" + Self.progressLine(count, of: total, seconds: seconds))
+        let imported: Int
+        do {
+            imported = try await device.importItems(table, items, names: names) { count in
+                guard drawsProgress else { return }
+                let seconds = (ContinuousClock.now - started) / .seconds(1)
+                StandardStreams.writeError("\r\u{1B}[K" + Self.progressLine(count, of: total, seconds: seconds))
+            }
+        } catch {
+            if drawsProgress { StandardStreams.writeError("\r\u{1B}[K") }
+            throw error
         }
         if drawsProgress { StandardStreams.writeError("\r\u{1B}[K") }
         let seconds = (ContinuousClock.now - started) / .seconds(1)
@@ -64,7 +79,9 @@ public struct ImportCommand: DeviceCommand, Sendable {
 
     /// The items of a JSON array or of JSON lines, and how to name item `i` in a message (`line 7`,
     /// `item 3`).
-    static func items(in text: String) throws -> ([JSONObject], @Sendable (Int) -> String) {
+    static func items(in text: String, progress: (Int) -> Void = { _ in }) throws -> (
+        [JSONObject], @Sendable (Int) -> String
+    ) {
         let trimmed = text.drop { $0 == " " || $0 == "\n" || $0 == "\r" || $0 == "\t" || $0 == "\u{FEFF}" }
         if trimmed.hasPrefix("[") {
             let value: JSONValue
@@ -90,13 +107,23 @@ public struct ImportCommand: DeviceCommand, Sendable {
         var items: [JSONObject] = []
         var lines: [Int] = []
         for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if index > 0, index % 10_000 == 0 { progress(index) }
             let content = line.hasSuffix("\r") ? line.dropLast() : line
             if content.allSatisfy({ $0 == " " || $0 == "\t" || $0 == "\u{FEFF}" }) { continue }
             let value: JSONValue
             do {
                 value = try JSONValue(parsing: String(content))
             } catch {
-                throw ClientError(.usage, "line \(index + 1) is not JSON: \(error); nothing was imported")
+                if index == 0, Self.looksLikeCSV(content) {
+                    throw ClientError(
+                        .usage,
+                        "the file looks like CSV; import reads a JSON array or JSON lines, nothing was imported",
+                        hint: "one object per line, as `ferry query TABLE --format jsonl` writes them"
+                    )
+                }
+                throw ClientError(
+                    .usage, "line \(index + 1) is not JSON: \(error); nothing was imported",
+                    hint: jsonHint(String(content)))
             }
             guard case .object(let item) = value else {
                 throw ClientError(.usage, "line \(index + 1) is not a JSON object; nothing was imported")
@@ -106,5 +133,27 @@ public struct ImportCommand: DeviceCommand, Sendable {
         }
         let numbers = lines
         return (items, { "line \(numbers[$0])" })
+    }
+
+    /// A first line such as `id,title,done`: names separated by commas, no JSON brackets or quotes
+    /// around names.
+    static func looksLikeCSV(_ line: Substring) -> Bool {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        return trimmed.contains(",") && !trimmed.hasPrefix("{") && !trimmed.hasPrefix("[")
+    }
+
+    /// Two items of the file with the same id: an error naming both places (the store would only
+    /// say the second "already exists", as if it had been there before).
+    static func checkRepeatedIDs(_ items: [JSONObject], names: (Int) -> String) throws {
+        var seen: [String: Int] = [:]
+        for (index, item) in items.enumerated() {
+            guard case .string(let id)? = item["id"] else { continue }
+            if let first = seen[id] {
+                throw ClientError(
+                    .usage, "\(names(index)) repeats the id '\(id)' of \(names(first)); nothing was imported",
+                    hint: "each item of one import needs its own id, or none for a generated one")
+            }
+            seen[id] = index
+        }
     }
 }

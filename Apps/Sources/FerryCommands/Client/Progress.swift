@@ -22,6 +22,7 @@ final class Progress: Sendable {
             var rows = 0
             var rowTotal: Int?
             var operations = 0
+            var drawn = start
             for await event in events {
                 switch event {
                 case .pullCounted(_, _, let counted): rowTotal = counted
@@ -29,7 +30,11 @@ final class Progress: Sendable {
                 case .operationPushed: operations += 1
                 default: continue
                 }
-                let seconds = (ContinuousClock.now - start) / .seconds(1)
+                // At most ten lines a second: a push sends thousands of operations a second.
+                let now = ContinuousClock.now
+                guard now - drawn >= .milliseconds(100) else { continue }
+                drawn = now
+                let seconds = (now - start) / .seconds(1)
                 StandardStreams.writeError(
                     "\r\u{1B}[K"
                         + line(rows: rows, rowTotal: rowTotal, operations: operations, total: total, seconds: seconds))
@@ -67,9 +72,13 @@ final class Progress: Sendable {
         return left >= 60 ? ", about \(left / 60) min \(left % 60) s left" : ", about \(left) s left"
     }
 
-    func finish() {
+    /// Stops drawing and clears the line. It waits for the drawing task to end first: a line it
+    /// drew after the clear stayed behind (after a push of 100,000 operations, whose events were
+    /// still being drawn when the push returned).
+    func finish() async {
         guard let task else { return }
         task.cancel()
+        await task.value
         StandardStreams.writeError("\r\u{1B}[K")
     }
 }

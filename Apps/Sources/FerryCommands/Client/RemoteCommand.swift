@@ -86,7 +86,15 @@ public struct RemoteQueryCommand: AsyncParsableCommand, Sendable {
                 includeDeleted: query.includeDeleted)
             // Follows the server's pages up to --top; a terminal gets the first 100 unless told otherwise.
             let limit = query.top ?? (output.terminalWidth != nil && output.format == .table ? 100 : 1_000_000)
-            let items = try await options.remote().onlineTable(table).all(tableQuery, limit: limit)
+            let remote = try options.remote()
+            let items = try await remote.onlineTable(table).all(tableQuery, limit: limit)
+            // A server with dynamic tables answers any name with no items: when it lists its tables
+            // (Ferry's does), a name it does not have is an error with the near name.
+            if items.isEmpty, let tables = try? await remote.tableNames(), !tables.contains(table) {
+                throw ClientError(
+                    .notFound, "the server has no table '\(table)'",
+                    hint: Suggestion.table(table, among: tables, of: "the server"))
+            }
             let columns = query.select.map {
                 $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
             }

@@ -19,11 +19,11 @@ public struct PushCommand: DeviceCommand, Sendable {
         do {
             result = try await device.push()
         } catch {
-            progress.finish()
+            await progress.finish()
             throw error
         }
-        progress.finish()
-        output.print(Rendering.push(result, format: output.format))
+        await progress.finish()
+        output.print(Rendering.push(result, format: output.format, width: output.terminalWidth))
         if !result.failed.isEmpty {
             let count = result.failed.count
             throw ClientError(
@@ -57,11 +57,11 @@ public struct PullCommand: DeviceCommand, Sendable {
             result = try await device.pull(
                 table, query: query, queryID: queryId, pageSize: pageSize, countsTotal: output.showsProgress)
         } catch {
-            progress.finish()
+            await progress.finish()
             throw error
         }
-        progress.finish()
-        output.print(Rendering.pull(result, table: table, format: output.format))
+        await progress.finish()
+        output.print(Rendering.pull(result, table: table, format: output.format, width: output.terminalWidth))
         if let failed = result.push?.failed, !failed.isEmpty {
             throw ClientError(
                 .conflicts,
@@ -76,7 +76,7 @@ public struct PurgeCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "purge", abstract: "Remove items from the local store only (the server keeps them).",
         discussion: "Refuses while the table has queued operations, unless --force (which drops them too).")
-    @OptionGroup public var client: ClientOptions
+    @OptionGroup public var client: LocalOptions
     @Argument(help: "The table.") var table: String
     @Option(help: "Only items matching this OData $filter.") var filter: String?
     @Flag(help: "Also drop the table's queued operations, errors and delta tokens.") var force = false
@@ -95,11 +95,12 @@ public struct StatusCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "status", abstract: "Show queued operations per table, errors and delta tokens.")
     public static let readsOnly = true
-    @OptionGroup public var client: ClientOptions
+    @OptionGroup public var client: StatusOptions
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        output.print(Rendering.status(try await device.status(), format: output.format))
+        output.print(
+            Rendering.status(try await device.status(), format: output.format, width: output.terminalWidth))
     }
 }
 
@@ -116,12 +117,14 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             ferry conflicts resolve ERROR --take discard  drop my change, keep the local copy as before it
             ferry conflicts resolve ERROR --take change --operation update --item '{…}'
             """)
-    @OptionGroup public var client: ClientOptions
+    @OptionGroup public var client: LocalOptions
     @Argument(help: "list (the default) or resolve.") var action: String = "list"
     @Argument(help: "The error to resolve: its id, or its item's id.") var errorID: String?
     @Option(help: "How to resolve: server, mine, discard or change.") var take: String?
     @Option(help: "With mine or change: the item to send, a JSON object.") var item: String?
     @Option(help: "With change: the new operation, insert, update or delete.") var operation: String?
+    @Flag(name: [.customShort("x"), .long], help: "One block per error, its message whole (for long messages).")
+    var expanded = false
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
@@ -130,7 +133,7 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             output.print(
                 Rendering.errors(
                     try await device.conflicts(), bases: try await device.conflictBases(), format: output.format,
-                    width: output.terminalWidth))
+                    width: output.terminalWidth, expanded: expanded))
         case "resolve":
             guard let errorID else {
                 throw ClientError(.usage, "which error?", hint: "give its id (or its item's id) from `conflicts`")

@@ -23,12 +23,14 @@ public struct WatchCommand: DeviceCommand, Sendable {
     @Argument(help: "The table.") var table: String
     @Option(help: "An OData $filter, e.g. \"done eq false\".") var filter: String?
     @Option(help: "The most rows shown.") var top: Int = 50
+    @Option(help: "Only these fields, comma-separated, in this order.") var select: String?
     @Option(help: "Stop after this many seconds (default: until Ctrl-C).") var seconds: Double?
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
         guard top >= 1 else { throw ClientError(.usage, "--top must be at least 1") }
-        let query = try makeQuery(filter: filter, top: top)
+        let query = try makeQuery(filter: filter, top: top, select: select)
+        let columns = select.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let server = await device.server?.url.absoluteString
         if server != nil { try await device.startAutomaticSync([table]) }
         let stream = await device.observe(table, query: query)
@@ -37,7 +39,7 @@ public struct WatchCommand: DeviceCommand, Sendable {
         let statuses = await device.syncStatusUpdates()
         let view = WatchView(
             table: table, place: server.map { "on \($0)" } ?? "on this device (no server)", output: output,
-            redraws: redraws)
+            redraws: redraws, columns: columns, waitsForFirstSync: server != nil)
         // The view is drawn again when the rows change, and (on a terminal) when the sync's status
         // does: a server that goes away shows at once, not at the next change of the rows.
         let watching = Task {
@@ -87,13 +89,29 @@ final class WatchView: Sendable {
     private let place: String
     private let output: CommandOutput
     private let redraws: Bool
-    private let state = Mutex<(items: [JSONObject]?, status: SyncStatus.Snapshot?)>((nil, nil))
+    /// `--select`'s fields, in order.
+    private let columns: [String]?
+    private struct State {
+        var items: [JSONObject]?
+        var status: SyncStatus.Snapshot?
+        /// With a server, JSON waits for the first sync: the store's rows before it are not the
+        /// table (a new store printed `[]`).
+        var synced: Bool
+        /// The rows printed last as JSON, not printed twice in a row.
+        var printed: [JSONObject]?
+    }
+    private let state: Mutex<State>
 
-    init(table: String, place: String, output: CommandOutput, redraws: Bool) {
+    init(
+        table: String, place: String, output: CommandOutput, redraws: Bool, columns: [String]? = nil,
+        waitsForFirstSync: Bool = false
+    ) {
         self.table = table
         self.place = place
         self.output = output
         self.redraws = redraws
+        self.columns = columns
+        state = Mutex(State(synced: !waitsForFirstSync))
     }
 
     func show(items: [JSONObject]) {
@@ -103,7 +121,7 @@ final class WatchView: Sendable {
         }
         switch output.format {
         case .json, .jsonLines:
-            output.print(JSONValue.array(items.map(JSONValue.object)).serialized())
+            printJSON()
         case .table, .csv:
             draw(items, status)
         }
@@ -112,15 +130,37 @@ final class WatchView: Sendable {
     func show(status: SyncStatus.Snapshot) {
         let (items, changed) = state.withLock { state in
             defer { state.status = status }
+            // The first sync is over once it caught up, or failed (then the local rows are all
+            // there is to show).
+            if status.isCaughtUp || status.downloadProblem != nil || status.uploadProblem != nil || !status.isOnline {
+                state.synced = true
+            }
             return (state.items, state.status?.summary != status.summary)
         }
-        // JSON prints rows only; a table is drawn again with the new status line.
-        guard let items, changed, output.format == .table || output.format == .csv else { return }
-        draw(items, status)
+        switch output.format {
+        case .json, .jsonLines:
+            printJSON()
+        case .table, .csv:
+            // A table is drawn again with the new status line.
+            guard let items, changed else { return }
+            draw(items, status)
+        }
+    }
+
+    /// Prints the rows as one JSON array per line, once the first sync is over, never the same
+    /// rows twice in a row.
+    private func printJSON() {
+        let rows: [JSONObject]? = state.withLock { state in
+            guard state.synced, let items = state.items, items != state.printed else { return nil }
+            state.printed = items
+            return items
+        }
+        guard let rows else { return }
+        output.print(JSONValue.array(rows.map(JSONValue.object)).serialized())
     }
 
     private func draw(_ items: [JSONObject], _ status: SyncStatus.Snapshot?) {
-        let rows = Rendering.items(items, format: output.format, width: output.terminalWidth)
+        let rows = Rendering.items(items, format: output.format, columns: columns, width: output.terminalWidth)
         let header =
             "\(table) \(place): \(items.count) row\(items.count == 1 ? "" : "s"); \(status?.summary ?? "starting")"
         // Clear the screen and draw from the top, or print after the last view.

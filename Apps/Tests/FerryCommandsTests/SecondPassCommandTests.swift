@@ -1,0 +1,273 @@
+import ArgumentParser
+import FerryConsole
+import FerryServer
+import Foundation
+import ServerTestSupport
+import SyncCore
+import Synchronization
+import Testing
+import Transport
+
+@testable import FerryClient
+@testable import FerryCommands
+
+/// Issue 32: what bothered a new user of the CLI, each point as the user meets it (the binary as a
+/// process where it can be).
+@Suite("ferry, second pass", .timeLimit(.minutes(10)))
+struct SecondPassCommandTests {
+    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+        try await FerryBinaryTests.run(arguments)
+    }
+
+    /// A fresh directory for stores, removed by the caller.
+    static func directory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-32-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// The long options a command's help lists.
+    static func options(of command: String) async throws -> Set<String> {
+        let help = try await run([command, "--help"])
+        return Set(ReplHelp.options(in: help.output) + ReplHelp.hidden.filter { help.output.contains($0 + " ") })
+    }
+
+    @Test func eachCommandListsOnlyTheOptionsItUses() async throws {
+        for local in ["query", "get", "insert", "update", "delete", "import", "purge", "conflicts"] {
+            let options = try await Self.options(of: local)
+            #expect(options.contains("--store"), "\(local): \(options)")
+            for unused in ["--server", "--token", "--protocol", "--conflicts", "--ca-file"] {
+                #expect(!options.contains(unused), "\(local) lists \(unused)")
+            }
+        }
+        let status = try await Self.options(of: "status")
+        #expect(status.contains("--server") && !status.contains("--conflicts"), "\(status)")
+        for syncing in ["push", "pull", "watch"] {
+            let options = try await Self.options(of: syncing)
+            #expect(options.isSuperset(of: ["--store", "--server", "--token", "--conflicts"]), "\(syncing)")
+        }
+        // An option a command does not take is refused in Ferry's words.
+        let refused = try await Self.run(["query", "todo", "--server", "http://127.0.0.1:9", "--store", "memory"])
+        #expect(refused.status == 64)
+        #expect(refused.errors.hasPrefix("error: unknown option '--server'"), "\(refused.errors)")
+    }
+
+    @Test func usageErrorsSpeakFerrysOneLineStyle() async throws {
+        for arguments in [
+            ["query", "todo", "--bogus"], ["insert"], ["query", "todo", "--top", "many"],
+            ["remote", "query", "todo", "--top", "x"],
+        ] {
+            let result = try await Self.run(arguments)
+            #expect(result.status == 64, "\(arguments)")
+            #expect(result.errors.hasPrefix("error: "), "\(arguments): \(result.errors)")
+            #expect(!result.errors.contains("Error:") && !result.errors.contains("Usage:"), "\(result.errors)")
+            #expect(result.errors.split(separator: "\n").count == 1, "\(result.errors)")
+        }
+        let remote = try await Self.run(["remote", "query", "todo", "--top", "x"])
+        #expect(remote.errors.contains("`ferry remote query --help`"), "\(remote.errors)")
+        // Help and the version still print on standard output with exit 0.
+        let help = try await Self.run(["query", "--help"])
+        #expect(help.status == 0 && help.output.contains("USAGE: ferry query"))
+        let version = try await Self.run(["--version"])
+        #expect(version.status == 0 && !version.output.isEmpty)
+    }
+
+    @Test func aMistypedTableOrFieldIsSaidNotAnsweredEmpty() async throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("s.sqlite").path
+        let inserted = try await Self.run([
+            "insert", "todo", #"{"id":"a","title":"Milk","done":false}"#, "--store", store,
+        ])
+        #expect(inserted.status == 0, "\(inserted.errors)")
+
+        let table = try await Self.run(["query", "todoo", "--store", store])
+        #expect(table.status == 5)
+        #expect(table.errors.contains("the store has no table 'todoo'"), "\(table.errors)")
+        #expect(table.errors.contains("did you mean 'todo'?"), "\(table.errors)")
+        let get = try await Self.run(["get", "todoo", "a", "--store", store])
+        #expect(get.status == 5 && get.errors.contains("did you mean 'todo'?"), "\(get.errors)")
+
+        let filter = try await Self.run(["query", "todo", "--filter", "titel eq 'Milk'", "--store", store])
+        #expect(filter.status == 64)
+        #expect(filter.errors.contains("no item of 'todo' has a field 'titel'"), "\(filter.errors)")
+        #expect(filter.errors.contains("did you mean 'title'?"), "\(filter.errors)")
+        let select = try await Self.run(["query", "todo", "--select", "titel", "--store", store])
+        #expect(select.status == 64 && select.errors.contains("did you mean 'title'?"), "\(select.errors)")
+        // A known field that matches nothing is an empty answer, as it should be.
+        let nothing = try await Self.run(["query", "todo", "--filter", "title eq 'Bread'", "--store", store])
+        #expect(nothing.status == 0 && nothing.output.contains("(no items)"), "\(nothing.errors)")
+
+        // --count prints the count alone.
+        let count = try await Self.run(["query", "todo", "--count", "--store", store])
+        #expect(count.status == 0 && count.output == "1 item\n", "\(count.output)")
+        let countJSON = try await Self.run(["query", "todo", "--count", "--json", "--store", store])
+        #expect(try JSONValue(parsing: countJSON.output) == ["count": 1])
+    }
+
+    @Test func theServerSaysWhichTablesItHas() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
+        _ = try await remote.onlineTable("todo").insert(["id": "a", "title": "Milk"])
+        let result = try await Self.run(["remote", "query", "todoo", "--server", server.url])
+        #expect(result.status == 5)
+        #expect(result.errors.contains("the server has no table 'todoo'"), "\(result.errors)")
+        #expect(result.errors.contains("did you mean 'todo'?"), "\(result.errors)")
+        let empty = try await Self.run(["remote", "query", "todo", "--filter", "title eq 'x'", "--server", server.url])
+        #expect(empty.status == 0 && empty.output.contains("(no items)"), "\(empty.errors)")
+    }
+
+    @Test func aFailedCommandLeavesNoNewStoreBehind() async throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let sqlite = directory.appendingPathComponent("pulled.sqlite").path
+        let pull = try await Self.run(["pull", "todo", "--store", "sqlite:" + sqlite, "--server", "http://127.0.0.1:9"])
+        #expect(pull.status == 3, "\(pull.errors)")
+        let lmdb = directory.appendingPathComponent("pulled.lmdb").path
+        let lmdbPull = try await Self.run(["pull", "todo", "--store", "lmdb:" + lmdb, "--server", "http://127.0.0.1:9"])
+        #expect(lmdbPull.status == 3, "\(lmdbPull.errors)")
+        let typo = directory.appendingPathComponent("typo.sqlite").path
+        let insert = try await Self.run(["insert", "todo", "{title:Milk}", "--store", "sqlite:" + typo])
+        #expect(insert.status == 64)
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        #expect(left.isEmpty, "\(left)")
+        // A store that was there stays, whatever fails.
+        let made = try await Self.run(["insert", "todo", #"{"id":"a"}"#, "--store", "sqlite:" + typo])
+        #expect(made.status == 0)
+        let failed = try await Self.run(["insert", "todo", "{bad", "--store", "sqlite:" + typo])
+        #expect(failed.status == 64)
+        #expect(FileManager.default.fileExists(atPath: typo))
+    }
+
+    @Test func badJSONGetsAHintThatFitsIt() async throws {
+        let eaten = try await Self.run(["insert", "todo", "{title:Milk}", "--store", "memory"])
+        #expect(eaten.errors.contains("the shell removed the double quotes"), "\(eaten.errors)")
+        let trailing = try await Self.run(["insert", "todo", #"{"title":"Milk",}"#, "--store", "memory"])
+        #expect(trailing.status == 64)
+        #expect(!trailing.errors.contains("quote it"), "\(trailing.errors)")
+        #expect(!trailing.errors.contains("shell removed"), "\(trailing.errors)")
+    }
+
+    @Test func importNamesRepeatedIdsAndCSV() async throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let repeated = directory.appendingPathComponent("repeated.jsonl")
+        try #"{"id":"q"}"#.appending("\n{\"id\":\"r\"}\n{\"id\":\"q\"}\n").write(
+            to: repeated, atomically: true, encoding: .utf8)
+        let store = "sqlite:" + directory.appendingPathComponent("s.sqlite").path
+        let result = try await Self.run(["import", "todo", repeated.path, "--store", store])
+        #expect(result.status == 64)
+        #expect(result.errors.contains("line 3 repeats the id 'q' of line 1"), "\(result.errors)")
+        #expect(!result.errors.contains("already exists"), "\(result.errors)")
+
+        let csv = directory.appendingPathComponent("todo.csv")
+        try "id,title\na,Milk\n".write(to: csv, atomically: true, encoding: .utf8)
+        let csvResult = try await Self.run(["import", "todo", csv.path, "--store", store])
+        #expect(csvResult.status == 64)
+        #expect(csvResult.errors.contains("looks like CSV"), "\(csvResult.errors)")
+    }
+
+    @Test func longFailureMessagesAreWholeWhenPipedAndWithX() throws {
+        let message = String(repeating: "the server refused this update because the item changed meanwhile; ", count: 2)
+        let error = OperationErrorRecord(
+            id: "e1", operationID: 1, table: "todo", itemID: "milk", kind: .update, statusCode: 412,
+            message: message, clientItem: nil, serverItem: nil)
+        // Piped (no width): nothing is cut.
+        let piped = Rendering.errors([error], format: .table)
+        #expect(piped.contains(message.trimmingCharacters(in: .whitespaces)), "\(piped)")
+        // At 60 columns the table fits and says how to read the rest; -x prints it whole.
+        let narrow = Rendering.errors([error], format: .table, width: 60)
+        let lines = narrow.split(separator: "\n")
+        #expect(lines.allSatisfy { TextTable.displayWidth(String($0)) <= 60 }, "\(narrow)")
+        #expect(narrow.contains("`conflicts -x`"), "\(narrow)")
+        let expanded = Rendering.errors([error], format: .table, width: 60, expanded: true)
+        #expect(expanded.contains(message.trimmingCharacters(in: .whitespaces)), "\(expanded)")
+        #expect(try FerryCommand.parseAsRoot(["conflicts", "-x"]) is ConflictsCommand)
+        // A push's failures fit the width too.
+        var result = PushResult()
+        result.pushed = 100_000
+        result.failed = [error]
+        let push = Rendering.push(result, format: .table, width: 60)
+        #expect(push.hasPrefix("pushed 100,000 operations; 1 failed"), "\(push)")
+        #expect(push.split(separator: "\n").allSatisfy { TextTable.displayWidth(String($0)) <= 60 }, "\(push)")
+    }
+
+    @Test func statusFitsNarrowTerminalsAndSaysWhereThePullStands() throws {
+        let now = Timestamp(millisecondsSince1970: 1_764_162_584_000)
+        let pulledAt = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - 300_000)
+        let token = JSONValue.object([
+            "updatedAt": .string(pulledAt.iso8601), "id": .string("milk"), "filter": .string("done eq false"),
+        ]).serialized()
+        let status = DeviceStatus(
+            device: "cli", store: "sqlite:/a/long/path/to/the/store/of/this/device.sqlite", online: true,
+            queued: [:], operations: [], errors: [], deltaTokens: ["todo": ["all": token]])
+        let text = Rendering.status(status, format: .table, now: now, width: 60)
+        #expect(!text.contains("{\"filter\""), "\(text)")
+        #expect(text.contains("5 min ago") && text.contains("done eq false"), "\(text)")
+        #expect(text.split(separator: "\n").allSatisfy { TextTable.displayWidth(String($0)) <= 60 }, "\(text)")
+        // A token another client wrote shows as it is.
+        #expect(Rendering.deltaToken("opaque-42", now: now) == ["opaque-42", ""])
+    }
+
+    @Test func watchSelectsFieldsAndItsJSONStartsWithTheSyncedRows() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let url = URL(string: server.url)!
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: url))
+        _ = try await remote.onlineTable("todo").insert(["id": "a", "title": "Milk", "done": false])
+
+        let watcher = try Device(name: "watcher", store: .memory, server: ServerSettings(url: url))
+        let transcript = Transcript()
+        let watch = try #require(
+            try FerryCommand.parseAsRoot(["watch", "todo", "--json", "--seconds", "20"]) as? WatchCommand)
+        var output = transcript.output
+        output.format = .json
+        let jsonOutput = output
+        let watching = Task { try await watch.execute(on: watcher, output: jsonOutput) }
+        try await eventually("the server's row") { transcript.value.contains("Milk") }
+        watching.cancel()
+        _ = await watching.result
+        try await watcher.close()
+        // The first line is the table as the server has it, not the empty store before the pull.
+        let first = try #require(transcript.value.split(separator: "\n").first)
+        #expect(first.contains("Milk"), "\(transcript.value)")
+        #expect(!transcript.value.contains("[]"), "\(transcript.value)")
+
+        let local = try Device(name: "local", store: .memory, server: nil)
+        _ = try await local.insert("todo", ["id": "b", "title": "Bread", "done": true, "notes": "wholemeal"])
+        let selecting = Transcript()
+        let selected = try #require(
+            try FerryCommand.parseAsRoot(["watch", "todo", "--select", "title,done", "--seconds", "1"])
+                as? WatchCommand)
+        try await selected.execute(on: local, output: selecting.output)
+        try await local.close()
+        #expect(selecting.value.contains("title  done"), "\(selecting.value)")
+        #expect(!selecting.value.contains("notes"), "\(selecting.value)")
+    }
+
+    /// Issue 32: the REPL measured the terminal once; now each command gets the width it has then.
+    @Test func theReplFollowsAResizedTerminal() async throws {
+        let width = Mutex(80)
+        let transcript = Transcript()
+        var output = transcript.output
+        output.terminalWidth = 80
+        output.measureWidth = { width.withLock { $0 } }
+        let session = try ReplSession(server: nil, policy: .keep, stores: "memory", output: output)
+        try await session.use("phone", store: nil)
+        let title = String(repeating: "a long title ", count: 8)
+        try await session.execute("insert todo '{\"id\":\"a\",\"title\":\"\(title)\"}'")
+        let wide = transcript.value.count
+        try await session.execute("query todo")
+        let atEighty = String(transcript.value.dropFirst(wide))
+        width.withLock { $0 = 40 }
+        let narrowStart = transcript.value.count
+        try await session.execute("query todo")
+        let atForty = String(transcript.value.dropFirst(narrowStart))
+        let widest = { (text: String) in
+            text.split(separator: "\n").map { TextTable.displayWidth(String($0)) }.max() ?? 0
+        }
+        #expect(widest(atEighty) > 40 && widest(atEighty) <= 80, "\(atEighty)")
+        #expect(widest(atForty) <= 40, "\(atForty)")
+    }
+}
