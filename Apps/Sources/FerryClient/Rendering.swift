@@ -299,7 +299,7 @@ public enum Rendering: Sendable {
             var lines = [
                 "device \(status.device) (\(status.store)), \(status.online ? "online" : "offline"); "
                     + "\(grouped(status.operations.count)) queued operation\(status.operations.count == 1 ? "" : "s"), "
-                    + "\(status.errors.count) error\(status.errors.count == 1 ? "" : "s")"
+                    + "\(grouped(status.errors.count)) error\(status.errors.count == 1 ? "" : "s")"
             ]
             if let server = status.server {
                 switch status.reachability {

@@ -270,4 +270,38 @@ struct SecondPassCommandTests {
         #expect(widest(atEighty) > 40 && widest(atEighty) <= 80, "\(atEighty)")
         #expect(widest(atForty) <= 40, "\(atForty)")
     }
+
+    /// Issue 32: after a long push the progress line was left on the screen: the line drawn last
+    /// came after the clear. Now the clear is the last thing written, and nothing follows it.
+    @Test func aLongPushLeavesNoProgressLineBehind() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let device = try Device(name: "cli", store: .memory, server: ServerSettings(url: URL(string: server.url)!))
+        let items = (0..<3_000).map { index -> JSONObject in ["id": .string("i\(index)"), "n": .int(Int64(index))] }
+        _ = try await device.importItems("todo", items, names: { "item \($0)" }, progress: { _ in })
+        let progress = Transcript()
+        let transcript = Transcript()
+        var output = transcript.output
+        output.showsProgress = true
+        output.writeProgress = { progress.append($0) }
+        let push = try #require(try FerryCommand.parseAsRoot(["push"]) as? PushCommand)
+        try await push.execute(on: device, output: output)
+        let written = progress.value
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(progress.value == written, "progress was drawn after the push ended")
+        #expect(written.hasSuffix("\r\u{1B}[K"), "\(written.suffix(80))")
+        #expect(transcript.value == "pushed 3,000 operations\n", "\(transcript.value)")
+        try await device.close()
+    }
+
+    @Test func deletingWhatIsNotThereIsAnError() async throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("s.sqlite").path
+        _ = try await Self.run(["insert", "todo", #"{"id":"a"}"#, "--store", store])
+        let result = try await Self.run(["delete", "todo", "nosuch", "--store", store])
+        #expect(result.status == 5, "\(result.errors)")
+        #expect(result.errors.hasPrefix("error: table 'todo': no item with id 'nosuch'"), "\(result.errors)")
+        #expect(!result.output.contains("deleted"))
+    }
 }

@@ -17,6 +17,9 @@ public struct CommandOutput: Sendable {
     /// is followed; `nil` keeps ``terminalWidth`` as it is.
     public var measureWidth: (@Sendable () -> Int?)?
     let write: @Sendable (String) -> Void
+    /// Where progress lines go (standard error), drawn over each other with `\r` and cleared at
+    /// the end.
+    public var writeProgress: @Sendable (String) -> Void = { StandardStreams.writeError($0) }
 
     public init(
         format: OutputFormat, showsProgress: Bool, readsStandardInput: Bool = false, terminalWidth: Int? = nil,

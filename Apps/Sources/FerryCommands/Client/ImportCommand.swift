@@ -22,15 +22,15 @@ public struct ImportCommand: DeviceCommand, Sendable {
     public func execute(on device: Device, output: CommandOutput) async throws {
         let drawsProgress = output.showsProgress
         // Reading and checking a large file takes seconds: say so at once.
-        if drawsProgress { StandardStreams.writeError("reading \(file == "-" ? "standard input" : file)…") }
+        if drawsProgress { output.writeProgress("reading \(file == "-" ? "standard input" : file)…") }
         let text = try Self.read(file, readsStandardInput: output.readsStandardInput)
         let (items, names) = try Self.items(in: text) { lines in
             guard drawsProgress else { return }
-            StandardStreams.writeError("\r\u{1B}[Kchecking: \(Rendering.grouped(lines)) lines read")
+            output.writeProgress("\r\u{1B}[Kchecking: \(Rendering.grouped(lines)) lines read")
         }
         try Self.checkRepeatedIDs(items, names: names)
         if drawsProgress {
-            StandardStreams.writeError("\r\u{1B}[Kimporting \(Rendering.grouped(items.count)) items…")
+            output.writeProgress("\r\u{1B}[Kimporting \(Rendering.grouped(items.count)) items…")
         }
         let started = ContinuousClock.now
         let total = items.count
@@ -39,13 +39,13 @@ public struct ImportCommand: DeviceCommand, Sendable {
             imported = try await device.importItems(table, items, names: names) { count in
                 guard drawsProgress else { return }
                 let seconds = (ContinuousClock.now - started) / .seconds(1)
-                StandardStreams.writeError("\r\u{1B}[K" + Self.progressLine(count, of: total, seconds: seconds))
+                output.writeProgress("\r\u{1B}[K" + Self.progressLine(count, of: total, seconds: seconds))
             }
         } catch {
-            if drawsProgress { StandardStreams.writeError("\r\u{1B}[K") }
+            if drawsProgress { output.writeProgress("\r\u{1B}[K") }
             throw error
         }
-        if drawsProgress { StandardStreams.writeError("\r\u{1B}[K") }
+        if drawsProgress { output.writeProgress("\r\u{1B}[K") }
         let seconds = (ContinuousClock.now - started) / .seconds(1)
         if output.format.isJSON {
             output.print(JSONValue.object(["imported": .int(Int64(imported)), "table": .string(table)]).serialized())

@@ -8,14 +8,18 @@ import SyncCore
 /// or pull runs, when stderr is a terminal.
 final class Progress: Sendable {
     private let task: Task<Void, Never>?
+    private let output: CommandOutput?
 
-    private init(task: Task<Void, Never>?) { self.task = task }
+    private init(task: Task<Void, Never>?, output: CommandOutput?) {
+        self.task = task
+        self.output = output
+    }
 
     /// Draws progress on stderr while the device pulls or pushes. `operations` is how many
     /// operations a push will send, when known: then the line has a total and an estimate of the
     /// time left.
     static func watch(_ device: Device, output: CommandOutput, operations total: Int? = nil) async -> Progress {
-        guard output.showsProgress else { return Progress(task: nil) }
+        guard output.showsProgress else { return Progress(task: nil, output: nil) }
         let events = await device.events()
         let task = Task {
             let start = ContinuousClock.now
@@ -35,12 +39,12 @@ final class Progress: Sendable {
                 guard now - drawn >= .milliseconds(100) else { continue }
                 drawn = now
                 let seconds = (now - start) / .seconds(1)
-                StandardStreams.writeError(
+                output.writeProgress(
                     "\r\u{1B}[K"
                         + line(rows: rows, rowTotal: rowTotal, operations: operations, total: total, seconds: seconds))
             }
         }
-        return Progress(task: task)
+        return Progress(task: task, output: output)
     }
 
     /// `1,200 rows (4,800 rows/s)`, `1,200 of 10,000 rows (4,800 rows/s, about 2 s left)`, or
@@ -76,9 +80,9 @@ final class Progress: Sendable {
     /// drew after the clear stayed behind (after a push of 100,000 operations, whose events were
     /// still being drawn when the push returned).
     func finish() async {
-        guard let task else { return }
+        guard let task, let output else { return }
         task.cancel()
         await task.value
-        StandardStreams.writeError("\r\u{1B}[K")
+        output.writeProgress("\r\u{1B}[K")
     }
 }

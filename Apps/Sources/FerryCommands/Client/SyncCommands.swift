@@ -86,7 +86,8 @@ public struct PurgeCommand: DeviceCommand, Sendable {
         let removed = try await device.purge(table, query: try makeQuery(filter: filter), force: force)
         output.print(
             output.format.isJSON
-                ? #"{"purged":\#(removed)}"# : "purged \(removed) item\(removed == 1 ? "" : "s") of '\(table)'")
+                ? #"{"purged":\#(removed)}"#
+                : "purged \(Rendering.grouped(removed)) item\(removed == 1 ? "" : "s") of '\(table)'")
     }
 }
 
