@@ -63,6 +63,7 @@ let package = Package(
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "QuerySQL", package: "Ferry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/ServerStoragePostgreSQL"

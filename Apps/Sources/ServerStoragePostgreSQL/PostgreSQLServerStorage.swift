@@ -315,7 +315,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
             let line = "\(action) \(place) failed (PostgreSQL \(state): \(message))"
             return StorageError(code(forSQLState: state), line, underlying: error)
         default:
-            let reason = error.underlying.map { oneLine("\($0)") } ?? "\(error.code)"
+            let reason =
+                error.underlying.map { ConnectionFailure.reason($0) ?? oneLine("\($0)") } ?? "\(error.code)"
             return StorageError(.unavailable, "\(action) \(place) failed: \(reason)", underlying: error)
         }
     }

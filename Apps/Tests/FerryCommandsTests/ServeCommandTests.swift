@@ -132,6 +132,30 @@ extension ServeCommandTests {
         #expect(text.hasPrefix("error: cannot open the database: "), "\(text)")
         #expect(text.contains("postgres://ferry@127.0.0.1:1/ferry"), "\(text)")
         #expect(!text.contains("hunter2"))
+        // The reason in words, not SwiftNIO's error dump (issue 31).
+        #expect(text.contains("the connection was refused"), "\(text)")
+        #expect(!text.contains("SingleConnectionFailure") && !text.contains("errno"), "\(text)")
+    }
+
+    /// Issue 31: a tables file that cannot be read gave Foundation's message and exit 1; docs/server.md
+    /// promises 64 for every bad setting.
+    @Test func aTablesFileItCannotReadIsOneLineAndExitStatus64() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "ferry-tables-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let bad = directory.appendingPathComponent("bad.json")
+        try "{bad".write(to: bad, atomically: true, encoding: .utf8)
+        for (file, expected) in [
+            ("/nonexistent/tables.json", "cannot read the tables file '/nonexistent/tables.json': no such file"),
+            (directory.path, "it is a directory"), (bad.path, "invalid JSON"),
+        ] {
+            let result = try await FerryBinaryTests.run(["serve", "--port", "0", "--db", "memory", "--tables", file])
+            #expect(result.status == 64, "\(file): \(result.errors)")
+            #expect(result.errors.hasPrefix("error: invalid server configuration: "), "\(result.errors)")
+            #expect(result.errors.contains(expected), "\(result.errors)")
+            #expect(result.errors.split(separator: "\n").count == 1, "\(result.errors)")
+        }
     }
 
     @Test func aDatabaseItCannotReadIsOneLineAndExitStatus64() async throws {

@@ -14,7 +14,10 @@ struct PeerDifferenceTests {
     /// and a filter on `null` finds the item either way.
     @Test func aFieldNeverSetIsLeftOutAndStillMatchesNull() async throws {
         let server = try await LiveServer.start(
-            tables: [TableSettings(name: "todo", fields: ["title": FieldRule(type: .string), "due": FieldRule(type: .string)])],
+            tables: [
+                TableSettings(
+                    name: "todo", fields: ["title": FieldRule(type: .string), "due": FieldRule(type: .string)])
+            ],
             allowsDynamicTables: false)
         _ = try await server.send("POST", "/tables/todo", json: ["id": "a", "title": "Milk"])
         for headers in [[], Self.v2] {

@@ -30,7 +30,12 @@ public enum TablesFile: Sendable {
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
-            throw ConfigurationError("cannot read the tables file '\(path)': \(error.localizedDescription)")
+            let files = FileManager.default
+            var isDirectory: ObjCBool = false
+            let reason =
+                !files.fileExists(atPath: path, isDirectory: &isDirectory)
+                ? "no such file" : isDirectory.boolValue ? "it is a directory" : "permission denied"
+            throw ConfigurationError("cannot read the tables file '\(path)': \(reason)")
         }
         do {
             try apply(JSONValue(parsingUTF8: data), to: &configuration)
