@@ -106,6 +106,8 @@ public struct QueuedOperation: Sendable, Hashable, Identifiable {
 
 /// Why a queued operation failed, kept until the app resolves it (it survives restarts).
 public struct OperationErrorRecord: Sendable, Hashable, Identifiable {
+    /// The error's id, for ``SyncContext/resolveError(_:_:)``: the same for every failure of one
+    /// operation until the error is resolved.
     public var id: String
     /// The failed operation's id (never lost: legacy bug #1).
     public var operationID: Int64
@@ -120,6 +122,8 @@ public struct OperationErrorRecord: Sendable, Hashable, Identifiable {
     public var clientItem: JSONObject?
     /// The server's item from a 409 or 412 answer.
     public var serverItem: JSONObject?
+    /// When the operation first failed. A later failure of the same operation (the next push) keeps
+    /// the error, its ``id`` and this time, and updates the rest.
     public var createdAt: Timestamp
 
     public init(

@@ -98,19 +98,22 @@ enum PushSteps {
         try tx.updateOperation(next)
     }
 
-    /// Records why the operation failed (one error per operation) and marks it failed.
+    /// Records why the operation failed (one error per operation) and marks it failed. An operation
+    /// that failed before keeps its error: the same id and creation time, with this failure's details
+    /// (an app or a person holding the id can still resolve it after the next push).
     static func recordFailure(
         operationID: Int64, status: Int?, message: String, serverItem: JSONObject?, keepInFlight: Bool,
         in tx: any StoreTransaction
     ) throws -> OperationErrorRecord? {
         guard var operation = try tx.operation(id: operationID) else { return nil }
-        try QueuedEdits.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        let earlier = try tx.operationErrors(table: operation.table).filter { $0.operationID == operation.id }
+        if earlier.count > 1 { try tx.deleteOperationErrors(ids: earlier.dropFirst().map(\.id)) }
         let clientItem =
             operation.kind == .delete ? operation.item : try tx.item(operation.table, id: operation.itemID)
         let record = OperationErrorRecord(
-            id: ItemID.generate(), operationID: operation.id, table: operation.table, itemID: operation.itemID,
-            kind: operation.kind, statusCode: status, message: message, clientItem: clientItem,
-            serverItem: serverItem, createdAt: ItemFields.now())
+            id: earlier.first?.id ?? ItemID.generate(), operationID: operation.id, table: operation.table,
+            itemID: operation.itemID, kind: operation.kind, statusCode: status, message: message,
+            clientItem: clientItem, serverItem: serverItem, createdAt: earlier.first?.createdAt ?? ItemFields.now())
         try tx.saveOperationError(record)
         if keepInFlight { return record }
         operation.state = .failed
