@@ -123,7 +123,7 @@ public struct OperationErrorRecord: Sendable, Hashable, Identifiable {
     /// The server's item from a 409 or 412 answer.
     public var serverItem: JSONObject?
     /// When the operation first failed. A later failure of the same operation (the next push) keeps
-    /// the error, its ``id`` and this time, and updates the rest.
+    /// the error, its `id` and this time, and updates the rest.
     public var createdAt: Timestamp
 
     public init(
