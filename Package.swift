@@ -3,6 +3,15 @@
 // The Ferry SDK package: what an app imports, and nothing heavier.
 // Pick a backend: `import SyncCore` plus exactly one of StoreSQLite, StoreLMDB or StoreMemory.
 // The server, CLI and REPL live in Apps/Package.swift so that an app never resolves them.
+//
+// Where each product builds (docs/architecture.md, "Where each product builds"):
+//   SyncCore, StoreMemory, StoreSQLite, QuerySQL, QuerySQLite, Transport: every platform below and Linux.
+//   StoreLMDB: Linux and macOS only. It links the system's liblmdb (CLMDB, found through pkg-config:
+//   `liblmdb-dev` on Debian and Ubuntu, Homebrew's `lmdb` on macOS); iOS, tvOS, watchOS and
+//   visionOS have no system liblmdb, so an app for them that adds StoreLMDB fails to link. SwiftPM
+//   cannot put a platform condition on a product or a target (only on a target's dependencies), so
+//   the product is declared for every platform and this comment is the rule: on those platforms,
+//   pick StoreSQLite.
 import PackageDescription
 
 let package = Package(
@@ -12,6 +21,7 @@ let package = Package(
         .library(name: "SyncCore", targets: ["SyncCore"]),
         .library(name: "StoreMemory", targets: ["StoreMemory"]),
         .library(name: "StoreSQLite", targets: ["StoreSQLite"]),
+        // Linux and macOS only: needs the system's liblmdb (see the top of this file).
         .library(name: "StoreLMDB", targets: ["StoreLMDB"]),
         // The query-to-SQL compiler with its dialects, and its SQLite functions, for SQL stores.
         .library(name: "QuerySQL", targets: ["QuerySQL"]),
@@ -48,6 +58,8 @@ let package = Package(
             path: "Modules/StoreSQLite"
         ),
 
+        // The system's liblmdb: Linux and macOS (Homebrew) have one; iOS, tvOS, watchOS and visionOS
+        // do not, so StoreLMDB does not build for them.
         .systemLibrary(
             name: "CLMDB", path: "Modules/CLMDB", pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"]), .brew(["lmdb"])]

@@ -198,8 +198,8 @@ struct HTTPClient: Sendable {
     func url(table: String, id: String? = nil, query: String? = nil) throws(RemoteError) -> URL {
         var text = configuration.serverURL.absoluteString
         while text.hasSuffix("/") { text.removeLast() }
-        text += "/" + Self.pathSegment(configuration.tablesPath) + "/" + Self.pathSegment(table)
-        if let id { text += "/" + Self.pathSegment(id) }
+        text += "/" + PercentEncoding.pathSegment(configuration.tablesPath) + "/" + PercentEncoding.pathSegment(table)
+        if let id { text += "/" + PercentEncoding.pathSegment(id) }
         if let query, !query.isEmpty { text += "?" + query }
         guard let url = URL(string: text) else {
             throw RemoteError(
@@ -212,7 +212,7 @@ struct HTTPClient: Sendable {
     func tablesURL() throws(RemoteError) -> URL {
         var text = configuration.serverURL.absoluteString
         while text.hasSuffix("/") { text.removeLast() }
-        text += "/" + Self.pathSegment(configuration.tablesPath)
+        text += "/" + PercentEncoding.pathSegment(configuration.tablesPath)
         guard let url = URL(string: text) else {
             throw RemoteError(.badRequest, "cannot form a URL for the tables of \(configuration.serverURL)")
         }
@@ -228,25 +228,6 @@ struct HTTPClient: Sendable {
         components.user = nil
         components.password = nil
         return components.url?.absoluteString ?? url.absoluteString
-    }
-
-    /// Percent-encodes everything but RFC 3986's unreserved characters.
-    static func pathSegment(_ text: String) -> String {
-        var encoded = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"):
-                encoded.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                let hex = Array("0123456789ABCDEF".unicodeScalars)
-                encoded.unicodeScalars.append("%")
-                encoded.unicodeScalars.append(hex[Int(byte >> 4)])
-                encoded.unicodeScalars.append(hex[Int(byte & 0xF)])
-            }
-        }
-        return encoded
     }
 
     /// Sends a request and returns the answer, whatever its status. Retries `GET`s as the policy

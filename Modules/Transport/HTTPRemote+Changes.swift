@@ -30,7 +30,7 @@ extension HTTPRemote {
         let offer = await extensions().changes
         var url = try client.tablesURL().appendingPathComponent("$changes")
         if let tables {
-            let list = tables.map(HTTPClient.pathSegment).joined(separator: ",")
+            let list = tables.map(PercentEncoding.pathSegment).joined(separator: ",")
             guard let withQuery = URL(string: url.absoluteString + "?tables=" + list) else {
                 throw RemoteError(.badRequest, "cannot form the change feed's URL for tables \(tables)")
             }

@@ -1,4 +1,5 @@
 import SyncCore
+import Synchronization
 import Testing
 
 extension StoreConformanceSuite {
@@ -173,6 +174,27 @@ extension StoreConformanceSuite {
                 try await store.write { try $0.deleteOperationErrors(ids: ["e1", "missing"]) }
                 #expect(try await store.read { try $0.operationErrors(table: nil) } == [e2])
             },
+            .init("an operation that fails again keeps its error: the same id, with the new details") {
+                fixture async throws in
+                let server = ConflictingTable()
+                let context = SyncContext(store: fixture.store) { _ in server }
+                try await fixture.store.write {
+                    try $0.upsert("todo", [["id": "a", "title": "base", "version": "v1"]])
+                }
+                try await context.table("todo").update(["id": "a", "title": "mine"])
+                let first = try #require(try await context.push().failed.first)
+                #expect(first.statusCode == 412 && first.serverItem?["version"] == "s1")
+                let again = try #require(try await context.push().failed.first)
+                #expect(again.id == first.id, "a repeated failure of one operation is the same error")
+                #expect(again.serverItem?["version"] == "s2", "with the details of the newest failure")
+                #expect(again.createdAt == first.createdAt)
+                #expect(try await context.operationErrors() == [again])
+                #expect(try await fixture.store.operationCount() == 1)
+                // Resolved by the id the first push gave: the error and the operation go.
+                try await context.resolveError(first.id, .discardLocalChange)
+                #expect(try await context.operationErrors().isEmpty)
+                #expect(try await fixture.store.operationCount() == 0)
+            },
             .init("delta tokens are kept per table and query id, replaced and removed") { fixture async throws in
                 let store = fixture.store
                 try await store.write { tx in
@@ -258,4 +280,25 @@ extension StoreConformanceSuite {
             }
         ]
     }
+}
+
+/// A server table whose copy of every item is always newer than the device's: each update is
+/// refused with a 412 carrying the server's item, at a new version each time.
+private final class ConflictingTable: RemoteTable {
+    private let versions = Mutex(0)
+
+    func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
+    func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject {
+        let version = versions.withLock { count in
+            count += 1
+            return count
+        }
+        var server = item
+        server["title"] = "theirs"
+        server["version"] = .string("s\(version)")
+        throw RemoteError(status: 412, "precondition failed", serverItem: server)
+    }
+    func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
+    func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
+    func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage { RemotePage(items: []) }
 }

@@ -186,10 +186,15 @@ struct ODataEncoderTests: ODataTestSupport {
     }
 
     @Test func percentEncoding() throws {
-        #expect(ODataEncoding.percentEncoded("AZaz09-._~$'(),:") == "AZaz09-._~$'(),:")
-        #expect(ODataEncoding.percentEncoded(" &=+#%") == "%20%26%3D%2B%23%25")
-        #expect(ODataEncoding.percentEncoded("é🎬") == "%C3%A9%F0%9F%8E%AC")
-        #expect(ODataEncoding.percentEncoded("/?*!@;\"[]") == "%2F%3F%2A%21%40%3B%22%5B%5D")
+        #expect(PercentEncoding.queryComponent("AZaz09-._~$'(),:") == "AZaz09-._~$'(),:")
+        #expect(PercentEncoding.queryComponent(" &=+#%") == "%20%26%3D%2B%23%25")
+        #expect(PercentEncoding.queryComponent("é🎬") == "%C3%A9%F0%9F%8E%AC")
+        #expect(PercentEncoding.queryComponent("/?*!@;\"[]") == "%2F%3F%2A%21%40%3B%22%5B%5D")
+        // A path segment keeps RFC 3986's unreserved characters only.
+        #expect(PercentEncoding.pathSegment("Ab-._~9") == "Ab-._~9")
+        #expect(PercentEncoding.pathSegment("a b/c?d#e%f") == "a%20b%2Fc%3Fd%23e%25f")
+        #expect(PercentEncoding.pathSegment("$'(),:;=+&@!*") == "%24%27%28%29%2C%3A%3B%3D%2B%26%40%21%2A")
+        #expect(PercentEncoding.pathSegment("é") == "%C3%A9")
         let query = TableQuery(filter: binary(.equal, field("title"), string("Amélie & co + 100%")))
         #expect(
             query.odataQueryString(protocolVersion: .v3)

@@ -153,12 +153,6 @@ struct OnlineTableTests {
         #expect(seen.path == "/tables/todo/a b/c" || seen.path == "/tables/todo/a%20b%2Fc")
     }
 
-    @Test func aPathSegmentEncodesEverythingButUnreservedCharacters() {
-        #expect(HTTPClient.pathSegment("a b/c?d#e%f") == "a%20b%2Fc%3Fd%23e%25f")
-        #expect(HTTPClient.pathSegment("Ab-._~9") == "Ab-._~9")
-        #expect(HTTPClient.pathSegment("é") == "%C3%A9")
-    }
-
     @Test(arguments: [409, 412])
     func conflictsCarryTheServersItem(status: Int) async throws {
         let host = "conflict\(status).test"

@@ -80,3 +80,10 @@ public struct QueryLimits: Sendable, Hashable {
 
     public static let `default` = QueryLimits()
 }
+
+extension QueryError.Code {
+    /// Lets `catch QueryError.Code.syntax { … }` match a ``QueryError`` with that code.
+    public static func ~= (pattern: QueryError.Code, error: any Error) -> Bool {
+        (error as? QueryError)?.code == pattern
+    }
+}

@@ -45,28 +45,22 @@ public struct StoreCommit: Sendable, Hashable {
 ///
 /// ```swift
 /// let commits = StoreCommits()
-/// let changes = commits.subscribe(tables: ["todo"])
+/// let todoCommits = commits.subscribe(tables: ["todo"])
 /// commits.publish(StoreCommit(tables: ["todo"]))
-/// for await _ in changes { print("todo changed"); break }
+/// for await _ in todoCommits { print("todo changed"); break }
 /// ```
 public final class StoreCommits: Sendable {
-    private struct Subscriber {
-        /// `nil` for every table.
-        var tables: Set<String>?
-        /// Woken by queue changes too.
-        var queue: Bool
-        var continuation: AsyncStream<Void>.Continuation
-    }
-
-    private struct State {
-        var next = 0
-        var subscribers: [Int: Subscriber] = [:]
-        /// The running check for other writers, if any.
-        var checking: Task<Void, Never>?
+    /// The check for other writers.
+    private struct Checking {
+        /// The running check, if any.
+        var task: Task<Void, Never>?
         var stopped = false
     }
 
-    private let state = Mutex(State())
+    /// The subscribers, each with the tables it watches.
+    private let subscribers = Broadcast<StoreCommit>()
+    /// Taken before the subscribers' own lock when both are held, never after.
+    private let checking = Mutex(Checking())
     private let otherWriters: (interval: Duration, probe: @Sendable () async -> Bool)?
 
     /// A hub for a store that only this process writes (or that hears others by itself).
@@ -95,12 +89,17 @@ public final class StoreCommits: Sendable {
     /// A stream that yields after each commit that changed one of `tables` (every table when `nil`)
     /// or, with `queue`, the queue. It ends when the caller stops iterating it.
     public func subscribe(tables: Set<String>?, queue: Bool = false) -> AsyncStream<Void> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state in
-            state.next += 1
-            state.subscribers[state.next] = Subscriber(tables: tables, queue: queue, continuation: continuation)
-            if let otherWriters, state.checking == nil, !state.stopped {
-                state.checking = Task { [weak self] in
+        let stream = subscribers.stream(bufferingNewest: 1) { commit -> Void? in
+            let concerned =
+                commit.isExternal || (commit.queue && queue)
+                || (!commit.tables.isEmpty && tables.map { !$0.isDisjoint(with: commit.tables) } ?? true)
+            return concerned ? () : nil
+        }
+        // After the subscriber is in: a check deciding to end either saw it or ended before this.
+        if let otherWriters {
+            checking.withLock { checking in
+                guard checking.task == nil, !checking.stopped else { return }
+                checking.task = Task { [weak self] in
                     // The hub is held only for one look, never across the pause.
                     while true {
                         try? await Task.sleep(for: otherWriters.interval)
@@ -109,30 +108,26 @@ public final class StoreCommits: Sendable {
                     }
                 }
             }
-            return state.next
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
         return stream
     }
 
     /// Stops checking for other writers for good (the store closes).
     public func stopChecking() {
-        state.withLock { state in
-            state.stopped = true
-            state.checking?.cancel()
-            state.checking = nil
+        checking.withLock { checking in
+            checking.stopped = true
+            checking.task?.cancel()
+            checking.task = nil
         }
     }
 
     /// Whether the check for other writers goes on: not once nobody subscribes. Decided under the
-    /// lock `subscribe` takes, so a new subscriber finds the check running or starts another, never
-    /// one about to end.
+    /// lock `subscribe` takes after adding its subscriber, so a new subscriber finds the check
+    /// running or starts another, never one about to end.
     private func checkingGoesOn() -> Bool {
-        state.withLock { state in
-            guard !state.stopped, !Task.isCancelled, !state.subscribers.isEmpty else {
-                state.checking = nil
+        checking.withLock { checking in
+            guard !checking.stopped, !Task.isCancelled, subscribers.subscriberCount > 0 else {
+                checking.task = nil
                 return false
             }
             return true
@@ -142,20 +137,14 @@ public final class StoreCommits: Sendable {
     /// Wakes the subscribers `commit` concerns. Stores call it after the commit is durable.
     public func publish(_ commit: StoreCommit) {
         guard !commit.isEmpty else { return }
-        let woken = state.withLock { state in
-            state.subscribers.values.filter { subscriber in
-                commit.isExternal || (commit.queue && subscriber.queue)
-                    || (!commit.tables.isEmpty && subscriber.tables.map { !$0.isDisjoint(with: commit.tables) } ?? true)
-            }.map(\.continuation)
-        }
-        for continuation in woken { continuation.yield() }
+        subscribers.yield(commit)
     }
 
     /// How many subscribers there are.
-    public var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+    public var subscriberCount: Int { subscribers.subscriberCount }
 
     /// Whether the check for other writers runs now.
-    public var isCheckingOtherWriters: Bool { state.withLock { $0.checking != nil } }
+    public var isCheckingOtherWriters: Bool { checking.withLock { $0.task != nil } }
 
     /// Runs `body` on `transaction` and returns its result with what it changed: for a store's
     /// ``LocalStore/write(_:)``, which publishes the change once its commit succeeded.
@@ -182,10 +171,9 @@ public final class StoreCommits: Sendable {
         (transaction as? TrackedTransaction)?.inner ?? transaction
     }
 
+    /// The subscribers' streams finish with the hub (the `Broadcast` finishes them).
     deinit {
-        let (subscribers, checking) = state.withLock { ($0.subscribers.values, $0.checking) }
-        checking?.cancel()
-        for subscriber in subscribers { subscriber.continuation.finish() }
+        checking.withLock { $0.task }?.cancel()
     }
 }
 

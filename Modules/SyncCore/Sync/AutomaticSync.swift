@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A query that automatic sync keeps pulled (incrementally, under its query id).
 ///
 /// ```swift
@@ -101,49 +99,6 @@ public final class ManualConnectivity: ConnectivityMonitor {
     }
 
     public func paths() -> AsyncStream<Bool> { online.watch() }
-}
-
-/// A value and whoever watches it: a watcher gets the value now, then each new one (the newest
-/// only when it falls behind), until it drops its stream.
-final class WatchedValue<Value: Sendable & Equatable>: Sendable {
-    private let state: Mutex<(value: Value, next: Int, watchers: [Int: AsyncStream<Value>.Continuation])>
-
-    init(_ value: Value) { state = Mutex((value, 0, [:])) }
-
-    var value: Value { state.withLock { $0.value } }
-
-    /// Changes the value, and tells the watchers when it changed; whether it did.
-    @discardableResult
-    func update(_ change: (inout Value) -> Void) -> Bool {
-        let changed: (Value, [AsyncStream<Value>.Continuation])? = state.withLock { state in
-            var next = state.value
-            change(&next)
-            guard next != state.value else { return nil }
-            state.value = next
-            return (next, Array(state.watchers.values))
-        }
-        guard let (value, watchers) = changed else { return false }
-        for watcher in watchers { watcher.yield(value) }
-        return true
-    }
-
-    func watch() -> AsyncStream<Value> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Value.self, bufferingPolicy: .bufferingNewest(1))
-        let id = state.withLock { state in
-            state.next += 1
-            state.watchers[state.next] = continuation
-            continuation.yield(state.value)
-            return state.next
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.watchers.removeValue(forKey: id) }
-        }
-        return stream
-    }
-
-    deinit {
-        for watcher in state.withLock({ $0.watchers.values }) { watcher.finish() }
-    }
 }
 
 /// What ``SyncContext/synchronize(_:)`` did.

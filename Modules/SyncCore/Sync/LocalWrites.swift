@@ -27,7 +27,7 @@ public final class LocalWrites {
     ///   - table: The table's name.
     @discardableResult
     public func insert(_ item: JSONObject, into table: String) throws(SyncError) -> JSONObject {
-        try run(table) { try LocalChanges.insert(item, table: table, in: transaction) }
+        try run(table) { try QueuedEdits.insert(item, table: table, in: transaction) }
     }
 
     /// Inserts items and queues their inserts, exactly as one ``insert(_:into:)`` each would, in
@@ -38,7 +38,7 @@ public final class LocalWrites {
     ///   - table: The table's name.
     @discardableResult
     public func insert(contentsOf items: [JSONObject], into table: String) throws(SyncError) -> [JSONObject] {
-        try run(table) { try LocalChanges.insertMany(items, table: table, in: transaction) }
+        try run(table) { try QueuedEdits.insertMany(items, table: table, in: transaction) }
     }
 
     /// Replaces a stored item's fields and queues an update, as ``SyncTable/update(_:)`` does.
@@ -48,7 +48,7 @@ public final class LocalWrites {
     ///   - table: The table's name.
     @discardableResult
     public func update(_ item: JSONObject, in table: String) throws(SyncError) -> JSONObject {
-        try run(table) { try LocalChanges.update(item, table: table, in: transaction) }
+        try run(table) { try QueuedEdits.update(item, table: table, in: transaction) }
     }
 
     /// Deletes a stored item and queues a delete, as ``SyncTable/delete(id:)`` does.
@@ -57,7 +57,7 @@ public final class LocalWrites {
     ///   - id: The item's id.
     ///   - table: The table's name.
     public func delete(id: String, from table: String) throws(SyncError) {
-        _ = try run(table) { try LocalChanges.delete(id: id, given: nil, table: table, in: transaction) }
+        _ = try run(table) { try QueuedEdits.delete(id: id, given: nil, table: table, in: transaction) }
     }
 
     /// The item with `id` as this write sees it (its own changes included), or `nil`.

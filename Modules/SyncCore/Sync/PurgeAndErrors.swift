@@ -100,7 +100,7 @@ enum PurgeSteps {
         let items = try tx.query(table, selection).items
         if force {
             for operation in try tx.operations(after: nil, table: table, limit: nil) {
-                try LocalChanges.dropOperation(operation, in: tx)
+                try QueuedEdits.dropOperation(operation, in: tx)
             }
             let errors = try tx.operationErrors(table: table).map(\.id)
             if !errors.isEmpty { try tx.deleteOperationErrors(ids: errors) }
@@ -161,7 +161,7 @@ enum ErrorSteps {
         switch resolution {
         case .discardLocalChange:
             for queued in try tx.operations(table: table, itemID: operation.itemID) {
-                try LocalChanges.dropOperation(queued, in: tx)
+                try QueuedEdits.dropOperation(queued, in: tx)
             }
             if serverGone {
                 try store(nil)
@@ -182,7 +182,7 @@ enum ErrorSteps {
                     "error '\(errorID)' carries no server item; use discardLocalChange or useClient instead")
             }
             for queued in try tx.operations(table: table, itemID: operation.itemID) {
-                try LocalChanges.dropOperation(queued, in: tx)
+                try QueuedEdits.dropOperation(queued, in: tx)
             }
             try store(server)
             return false
@@ -227,7 +227,7 @@ enum ErrorSteps {
         }
         operation.state = .pending
         if operation.kind != .delete { operation.item = nil }
-        try LocalChanges.deleteErrors(of: operation.id, table: table, in: tx)
+        try QueuedEdits.deleteErrors(of: operation.id, table: table, in: tx)
         try tx.updateOperation(operation)
         return false
     }

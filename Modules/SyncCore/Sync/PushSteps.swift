@@ -38,7 +38,7 @@ enum PushSteps {
                     return .verify(operation, body: sent)
                 }
                 // Nothing left to send (the item was removed behind the queue's back).
-                try LocalChanges.dropOperation(operation, in: tx)
+                try QueuedEdits.dropOperation(operation, in: tx)
                 return .gone
             }
             body = ItemFields.body(local)
@@ -73,7 +73,7 @@ enum PushSteps {
     /// version to an operation queued for the item meanwhile (so it does not meet a false 412).
     static func complete(operationID: Int64, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
         guard let operation = try tx.operation(id: operationID) else { return }
-        try LocalChanges.dropOperation(operation, in: tx)
+        try QueuedEdits.dropOperation(operation, in: tx)
         guard operation.kind != .delete, let server = serverItem else { return }
         let followUps = try tx.operations(table: operation.table, itemID: operation.itemID)
         let local = try tx.item(operation.table, id: operation.itemID)
@@ -98,19 +98,22 @@ enum PushSteps {
         try tx.updateOperation(next)
     }
 
-    /// Records why the operation failed (one error per operation) and marks it failed.
+    /// Records why the operation failed (one error per operation) and marks it failed. An operation
+    /// that failed before keeps its error: the same id and creation time, with this failure's details
+    /// (an app or a person holding the id can still resolve it after the next push).
     static func recordFailure(
         operationID: Int64, status: Int?, message: String, serverItem: JSONObject?, keepInFlight: Bool,
         in tx: any StoreTransaction
     ) throws -> OperationErrorRecord? {
         guard var operation = try tx.operation(id: operationID) else { return nil }
-        try LocalChanges.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        let earlier = try tx.operationErrors(table: operation.table).filter { $0.operationID == operation.id }
+        if earlier.count > 1 { try tx.deleteOperationErrors(ids: earlier.dropFirst().map(\.id)) }
         let clientItem =
             operation.kind == .delete ? operation.item : try tx.item(operation.table, id: operation.itemID)
         let record = OperationErrorRecord(
-            id: ItemID.generate(), operationID: operation.id, table: operation.table, itemID: operation.itemID,
-            kind: operation.kind, statusCode: status, message: message, clientItem: clientItem,
-            serverItem: serverItem, createdAt: ItemFields.now())
+            id: earlier.first?.id ?? ItemID.generate(), operationID: operation.id, table: operation.table,
+            itemID: operation.itemID, kind: operation.kind, statusCode: status, message: message,
+            clientItem: clientItem, serverItem: serverItem, createdAt: earlier.first?.createdAt ?? ItemFields.now())
         try tx.saveOperationError(record)
         if keepInFlight { return record }
         operation.state = .failed
@@ -134,8 +137,8 @@ enum PushSteps {
                 break
             case (.insert, .delete):
                 // The insert never reached the server: nothing is left to do.
-                try LocalChanges.dropOperation(next, in: tx)
-                try LocalChanges.dropOperation(operation, in: tx)
+                try QueuedEdits.dropOperation(next, in: tx)
+                try QueuedEdits.dropOperation(operation, in: tx)
                 return
             case (.update, .delete):
                 operation.kind = .delete
@@ -150,7 +153,7 @@ enum PushSteps {
                 try tx.updateOperation(operation)
                 return
             }
-            try LocalChanges.dropOperation(next, in: tx)
+            try QueuedEdits.dropOperation(next, in: tx)
         }
         try tx.updateOperation(operation)
     }
@@ -160,7 +163,7 @@ enum PushSteps {
     static func takeServer(operationID: Int64, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
         guard let operation = try tx.operation(id: operationID) else { return }
         for queued in try tx.operations(table: operation.table, itemID: operation.itemID) {
-            try LocalChanges.dropOperation(queued, in: tx)
+            try QueuedEdits.dropOperation(queued, in: tx)
         }
         if var server = serverItem {
             server["id"] = .string(operation.itemID)
@@ -179,7 +182,7 @@ enum PushSteps {
         guard let original = try tx.operation(id: operationID) else { return }
         try collapseFollowUps(into: original, in: tx)
         guard var operation = try tx.operation(id: operationID) else { return }
-        try LocalChanges.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        try QueuedEdits.deleteErrors(of: operation.id, table: operation.table, in: tx)
         let id: JSONValue = .string(operation.itemID)
         let local = try tx.item(operation.table, id: operation.itemID)
         if let source = merged ?? (operation.kind == .delete ? nil : local) {

@@ -34,7 +34,7 @@ public struct SyncTable: Sendable {
         let name = name
         try validateName()
         return try await context.write("insert into '\(name)'") { tx in
-            try LocalChanges.insert(item, table: name, in: tx)
+            try QueuedEdits.insert(item, table: name, in: tx)
         }
     }
 
@@ -45,7 +45,7 @@ public struct SyncTable: Sendable {
         let name = name
         try validateName()
         return try await context.write("update in '\(name)'") { tx in
-            try LocalChanges.update(item, table: name, in: tx)
+            try QueuedEdits.update(item, table: name, in: tx)
         }
     }
 
@@ -55,8 +55,8 @@ public struct SyncTable: Sendable {
         let name = name
         try validateName()
         _ = try await context.write("delete from '\(name)'") { tx in
-            let id = try LocalChanges.requireID(item, table: name)
-            try LocalChanges.delete(id: id, given: item, table: name, in: tx)
+            let id = try QueuedEdits.requireID(item, table: name)
+            try QueuedEdits.delete(id: id, given: item, table: name, in: tx)
         }
     }
 
@@ -66,7 +66,7 @@ public struct SyncTable: Sendable {
         let name = name
         try validateName()
         _ = try await context.write("delete from '\(name)'") { tx in
-            try LocalChanges.delete(id: id, given: nil, table: name, in: tx)
+            try QueuedEdits.delete(id: id, given: nil, table: name, in: tx)
         }
     }
 

@@ -52,7 +52,7 @@ func makeQuery(
 ) throws -> TableQuery {
     var parameters: [String] = []
     func add(_ name: String, _ value: String) {
-        parameters.append(name + "=" + (value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value))
+        parameters.append(name + "=" + PercentEncoding.queryComponent(value))
     }
     if let filter { add("$filter", filter) }
     if let orderBy { add("$orderby", orderBy) }

@@ -33,7 +33,7 @@ extension TableService {
         }
         var collection = Substring(context.request.path)
         while collection.hasSuffix("/") { collection = collection.dropLast() }
-        let location = "\(context.request.origin)\(collection)/\(Self.percentEncodedSegment(id))"
+        let location = "\(context.request.origin)\(collection)/\(PercentEncoding.pathSegment(id))"
         return single(201, stored, context, extra: [("Location", location)])
     }
 
@@ -185,23 +185,4 @@ extension TableService {
             throw conflict(412, current, context, reason)
         }
     }
-
-    static func percentEncodedSegment(_ text: String) -> String {
-        var result = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),
-                UInt8(ascii: "~"):
-                result.unicodeScalars.append(Unicode.Scalar(byte))
-            default:
-                result += "%" + String(byte, radix: 16, uppercase: true).leftPadded(2)
-            }
-        }
-        return result
-    }
-}
-
-extension String {
-    func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
 }

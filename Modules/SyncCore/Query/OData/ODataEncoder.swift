@@ -50,7 +50,7 @@ extension TableQuery {
     /// ```
     public func odataQueryString(protocolVersion: ProtocolVersion) -> String {
         odataParameters(protocolVersion: protocolVersion)
-            .map { ODataEncoding.percentEncoded($0.name) + "=" + ODataEncoding.percentEncoded($0.value) }
+            .map { PercentEncoding.queryComponent($0.name) + "=" + PercentEncoding.queryComponent($0.value) }
             .joined(separator: "&")
     }
 }
@@ -181,24 +181,5 @@ struct ODataEncoding {
             if character == "'" { output += "''" } else { output.unicodeScalars.append(character) }
         }
         return output + "'"
-    }
-
-    /// Percent-encodes a query-string name or value (RFC 3986): keeps `A-Z a-z 0-9 - . _ ~ $ ' ( ) , :`.
-    static func percentEncoded(_ text: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var output: [UInt8] = []
-        output.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                UInt8(ascii: "~"), UInt8(ascii: "$"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
-                UInt8(ascii: ","), UInt8(ascii: ":"):
-                output.append(byte)
-            default:
-                output += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
-            }
-        }
-        return String(decoding: output, as: UTF8.self)
     }
 }

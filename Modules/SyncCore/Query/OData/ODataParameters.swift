@@ -113,7 +113,7 @@ public struct ODataParameters: Sendable, Hashable {
     /// The parameters joined as `name=value` text, percent-encoded for a URL's query component (see
     /// ``TableQuery/odataQueryString(protocolVersion:)`` for the characters kept).
     public var percentEncodedQueryString: String {
-        parameters.map { ODataEncoding.percentEncoded($0.name) + "=" + ODataEncoding.percentEncoded($0.value) }
+        parameters.map { PercentEncoding.queryComponent($0.name) + "=" + PercentEncoding.queryComponent($0.value) }
             .joined(separator: "&")
     }
 

@@ -1,4 +1,6 @@
-// Local writes and the operation queue's collapse rules.
+// Local edits as the queue records them: each insert, update or delete writes the item and queues
+// its operation, collapsing it with the item's pending or failed operation by the rules below. The
+// public faces are `SyncTable`'s CRUD and `LocalWrites` (`SyncContext.write`).
 //
 // Every function here runs inside one store transaction, so a local edit and the queue change
 // that records it commit together (legacy bug #5).
@@ -15,7 +17,8 @@
 // collapsed: the new change is queued after it, and the two are reconciled when the outcome is known
 // (`PushCompletion`).
 
-enum LocalChanges {
+/// Local edits and their queued operations (the collapse rules above).
+enum QueuedEdits {
     /// Inserts `item` (an id is generated when it has none) and queues the insert.
     static func insert(_ item: JSONObject, table: String, in tx: any StoreTransaction) throws -> JSONObject {
         let (item, id) = try newItem(item, table: table)

@@ -1,3 +1,8 @@
+// The server's change feed, as the engine sees it: the events of `RemoteService.changeFeed` (hints
+// that tables changed, which automatic sync turns into pulls), and the default for a backend without
+// a feed. Not to be confused with a store's own commits (`StoreCommits`, what observation hears) or
+// with the local edits the queue records (`QueuedEdits`).
+
 /// One event of a backend's change feed: hints that tables changed, so that a client pulls when
 /// something changed instead of polling. A hint says nothing about which rows changed.
 ///
