@@ -8,7 +8,7 @@ import Testing
 
 /// Waits (up to `seconds`) until `condition` holds; records an issue when it never does.
 func eventually(
-    _ what: String, seconds: Double = 10, sourceLocation: SourceLocation = #_sourceLocation,
+    _ what: String, seconds: Double = 30, sourceLocation: SourceLocation = #_sourceLocation,
     _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))

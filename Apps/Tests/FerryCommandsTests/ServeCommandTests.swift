@@ -1,8 +1,10 @@
 import ArgumentParser
 import FerryServer
 import Foundation
+import Logging
 import ServerStoragePostgreSQL
 import ServerTestSupport
+import SyncCore
 import Synchronization
 import Testing
 
@@ -188,4 +190,19 @@ final class ProcessWatch: Sendable {
     private let state = Mutex(false)
     var isDone: Bool { state.withLock { $0 } }
     func finish() { state.withLock { $0 = true } }
+
+    /// `--log-format json`: one JSON object per line, the metadata as fields (issue 31).
+    @Test func jsonLogLinesAreOneObjectEach() throws {
+        let line = JSONLogHandler.line(
+            level: .info, label: "ferry.server", message: "POST /tables/todo 400: invalid JSON",
+            metadata: ["request.id": "abc", "ferry.status": "400", "nested": ["a": "1"]], source: "FerryServer",
+            time: Date(timeIntervalSince1970: 1_764_166_122.348))
+        #expect(!line.contains("\n"))
+        let object = try #require(try JSONValue(parsing: line).objectValue)
+        #expect(object["level"] == "info" && object["label"] == "ferry.server" && object["source"] == "FerryServer")
+        #expect(object["message"] == "POST /tables/todo 400: invalid JSON")
+        #expect(object["request.id"] == "abc" && object["nested"] == ["a": "1"])
+        #expect(object["time"] == "2025-11-26T14:08:42.348Z", "\(String(describing: object["time"]))")
+        #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["serve", "--log-format", "xml"]) }
+    }
 }

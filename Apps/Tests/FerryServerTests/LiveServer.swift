@@ -20,10 +20,10 @@ struct LiveServer: Sendable {
     static func start(
         tables: [TableSettings], allowsDynamicTables: Bool = true,
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
-        backend: ServerBackend = .sqlite, sharing: LiveServer? = nil,
+        backend: ServerBackend = .sqlite, sharing: LiveServer? = nil, logger: Logger = .quietTest,
         seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
-        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: .quietTest)
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
         configuration.allowsDynamicTables = allowsDynamicTables
         configuration.dynamicTableDefaults = dynamicDefaults
         configuration.authSecret = secret

@@ -76,17 +76,34 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     )
     var protocolOnly = false
 
-    @Option(help: "The log level: trace, debug, info, notice, warning, error or critical.")
+    @Option(
+        help:
+            "The log level: trace, debug, info, notice, warning, error or critical. Request lines are debug; client errors info, server errors error."
+    )
     var logLevel: String = "info"
 
+    @Option(help: "The log format: text (one line per event) or json (one JSON object per line, for log collectors).")
+    var logFormat: String = "text"
+
     public init() {}
+
+    public func validate() throws {
+        guard ["text", "json"].contains(logFormat.lowercased()) else {
+            throw ValidationError("unknown log format '\(logFormat)' (text or json)")
+        }
+    }
 
     /// Starts the server, prints where it listens and serves until SIGINT or SIGTERM.
     public func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel.lowercased()) else {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
-        var logger = Logger(label: "ferry.server")
+        var logger: Logger
+        switch logFormat.lowercased() {
+        case "text": logger = Logger(label: "ferry.server")
+        case "json": logger = Logger(label: "ferry.server") { JSONLogHandler(label: $0) }
+        default: throw ValidationError("unknown log format '\(logFormat)' (text or json)")
+        }
         logger.logLevel = level
         var configuration = ServerConfiguration(host: host, port: port, logger: logger)
         // Tables created by a first write soft-delete, so that incremental pulls see deletions

@@ -101,12 +101,16 @@ public final class ReferenceServer: Sendable {
             service: service, limits: configuration.limits,
             publicOrigin: configuration.publicURL.flatMap { PublicOrigin(publicURL: $0) }, logger: configuration.logger)
         let bound = BindSignal()
+        // Hummingbird's own info lines ("Server started and listening on …") would double the
+        // host's start-up line; its notices and above still show.
+        var frameworkLogger = configuration.logger
+        if frameworkLogger.logLevel == .info { frameworkLogger.logLevel = .notice }
         let application = Application(
             responder: responder,
             server: .guardedHTTP1(configuration.connections, logger: configuration.logger),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
-            logger: configuration.logger)
+            logger: frameworkLogger)
         let stopping = StopDeadline(configuration.shutdownGracePeriod + Self.cancellationAllowance)
         var groupConfiguration = ServiceGroupConfiguration(
             services: [

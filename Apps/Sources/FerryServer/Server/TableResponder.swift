@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import SyncCore
 import ServiceLifecycle
 
 /// The Hummingbird side: collects the body within the size limit, hands the request to
@@ -57,11 +58,7 @@ struct TableResponder: HTTPResponder {
         }
         let elapsed = ContinuousClock.now - started
         let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
-        context.logger.info(
-            "\(method) \(path) \(answer.status)",
-            metadata: [
-                "ferry.status": "\(answer.status)", "ferry.ms": "\(String(format: "%.2f", milliseconds))",
-            ])
+        Self.log(answer, method: method, path: path, milliseconds: milliseconds, to: logger, context: context.logger)
         let status = HTTPResponse.Status(code: answer.status)
         guard let bytes = answer.body else { return Response(status: status, headers: fields) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
@@ -134,5 +131,32 @@ struct FerryRequestContext: RequestContext {
     init(source: ApplicationRequestContextSource) {
         coreContext = CoreRequestContextStorage(source: source)
         channel = source.channel
+    }
+}
+
+extension TableResponder {
+    /// A request's line: at `debug` when it went well, one line with the reason at `info` for a
+    /// client's error (4xx) and at `error` for the server's (5xx), each with the request id, so an
+    /// operator at the default level sees the errors and not every request.
+    static func log(
+        _ answer: TableResponse, method: String, path: String, milliseconds: Double, to logger: Logger,
+        context: Logger
+    ) {
+        var metadata: Logger.Metadata = [
+            "ferry.status": "\(answer.status)", "ferry.ms": "\(String(format: "%.2f", milliseconds))",
+        ]
+        if let id = context[metadataKey: "hb.request.id"] { metadata["request.id"] = id }
+        let line = "\(method) \(path) \(answer.status)"
+        guard answer.status >= 400 else {
+            logger.debug("\(line)", metadata: metadata)
+            return
+        }
+        let reason = answer.body.flatMap { try? JSONValue(parsingUTF8: $0) }?["error"]?.stringValue
+        let message: Logger.Message = "\(line)\(reason.map { ": " + $0 } ?? "")"
+        if answer.status >= 500 {
+            logger.error(message, metadata: metadata)
+        } else {
+            logger.info(message, metadata: metadata)
+        }
     }
 }

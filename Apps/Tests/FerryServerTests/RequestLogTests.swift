@@ -1,0 +1,69 @@
+import FerryServer
+import Foundation
+import Logging
+import SyncCore
+import Synchronization
+import Testing
+
+/// Issue 31: every request was logged at `info`. Now a request that went well is a `debug` line, a
+/// client's error one `info` line with its reason, a server's error one `error` line, each with the
+/// request id; Hummingbird's own start-up line no longer doubles the host's.
+@Suite("The server's request log", .timeLimit(.minutes(10)))
+struct RequestLogTests {
+    /// Keeps what was logged.
+    final class Captured: Sendable {
+        struct Entry: Sendable {
+            var level: Logger.Level
+            var message: String
+            var metadata: Logger.Metadata
+        }
+        let entries = Mutex<[Entry]>([])
+    }
+
+    struct CapturingHandler: LogHandler {
+        let captured: Captured
+        var logLevel: Logger.Level = .info
+        var metadata: Logger.Metadata = [:]
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            let entry = Captured.Entry(
+                level: event.level, message: "\(event.message)",
+                metadata: metadata.merging(event.metadata ?? [:]) { $1 })
+            captured.entries.withLock { $0.append(entry) }
+        }
+    }
+
+    @Test func successesAreDebugErrorsAreOneLineWithTheRequestID() async throws {
+        let captured = Captured()
+        var logger = Logger(label: "test.server") { _ in CapturingHandler(captured: captured) }
+        logger.logLevel = .info
+        let server = try await LiveServer.start(tables: [TableSettings(name: "todo")], logger: logger)
+        #expect(try await server.send("GET", "/tables/todo").status == 200)
+        #expect(try await server.send("GET", "/tables/todo/nosuch").status == 404)
+        try await server.stop()
+        let entries = captured.entries.withLock { $0 }
+        let messages = entries.map(\.message)
+        #expect(!messages.contains { $0.hasPrefix("GET /tables/todo 200") }, "\(messages)")
+        #expect(!messages.contains { $0.contains("Server started and listening") }, "\(messages)")
+        let error = try #require(entries.first { $0.message.hasPrefix("GET /tables/todo/nosuch 404") })
+        #expect(error.level == .info)
+        #expect(error.message.contains(": "), "the reason follows: \(error.message)")
+        #expect(error.metadata["request.id"] != nil, "\(error.metadata)")
+        #expect(error.metadata["ferry.status"] == "404")
+
+        // At debug, the successes are there too.
+        let verbose = Captured()
+        var debugLogger = Logger(label: "test.server") { _ in CapturingHandler(captured: verbose) }
+        debugLogger.logLevel = .debug
+        let second = try await LiveServer.start(tables: [TableSettings(name: "todo")], logger: debugLogger)
+        #expect(try await second.send("GET", "/tables/todo").status == 200)
+        try await second.stop()
+        let success = verbose.entries.withLock { $0 }.first { $0.message == "GET /tables/todo 200" }
+        #expect(success?.level == .debug)
+    }
+}
