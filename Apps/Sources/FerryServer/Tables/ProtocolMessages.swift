@@ -62,8 +62,10 @@ struct TableRequest: Sendable {
 /// What a request's path addresses: the one place routes are told apart, for requests and for the
 /// requests inside a batch.
 enum TableRoute: Equatable, Sendable {
-    /// `GET /health`.
+    /// `GET /health` and `GET /health/ready`: readiness, the database answers.
     case health
+    /// `GET /health/live`: liveness, the process serves requests (the database is not asked).
+    case liveness
     /// `/tables`.
     case tableList
     /// `/tables/$batch`.
@@ -93,6 +95,8 @@ enum TableRoute: Equatable, Sendable {
     init(segments: [String]) {
         switch segments.count {
         case 1 where segments[0] == "health": self = .health
+        case 2 where segments[0] == "health" && segments[1] == "ready": self = .health
+        case 2 where segments[0] == "health" && segments[1] == "live": self = .liveness
         case 1 where segments[0] == "tables": self = .tableList
         case 2 where segments[0] == "tables":
             switch segments[1] {

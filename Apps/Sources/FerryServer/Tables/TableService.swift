@@ -99,6 +99,11 @@ final class TableService: Sendable {
             var failure = ProtocolError(503, "unavailable", "the database cannot be reached; retry later")
             failure.retryAfter = 2
             return failure
+        case .closed:
+            // The server is stopping (or its storage was closed under it): not ready, not broken.
+            var failure = ProtocolError(503, "unavailable", "the server is stopping; retry later")
+            failure.retryAfter = 2
+            return failure
         case .full:
             logger.error("storage full", metadata: ["ferry.error": "\(error.message)"])
             var failure = ProtocolError(
@@ -123,6 +128,8 @@ final class TableService: Sendable {
         switch request.route {
         case .invalidPath: throw ProtocolError.badRequest("the path is not valid UTF-8")
         case .health where request.method == "GET": return try await health()
+        case .liveness where request.method == "GET":
+            return .json(200, ["status": "ok", "server": .string(Self.serverVersion)])
         case .tableList where request.method == "GET": return try await tableList(request)
         case .batch, .capabilities, .changes:
             guard configuration.offersPushExtensions else {
@@ -142,7 +149,7 @@ final class TableService: Sendable {
             (name, id) = (table, nil)
         case .item(let table, let item):
             (name, id) = (table, item)
-        case .health, .tableList, .unknown:
+        case .health, .liveness, .tableList, .unknown:
             throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
         }
         let version = try Self.protocolVersion(request)
