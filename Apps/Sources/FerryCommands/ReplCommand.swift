@@ -263,7 +263,9 @@ public actor ReplSession {
                 parsed = try ReplCommands.parseAsRoot(words)
             } catch {
                 let message = ReplCommands.message(for: error).split(whereSeparator: \.isNewline).first ?? ""
-                throw ClientError(.usage, String(message), hint: "`help \(first)` shows its options")
+                throw ClientError(
+                    .usage, message.prefix(1).lowercased() + message.dropFirst(),
+                    hint: "`help \(first)` shows its options")
             }
             guard let command = parsed as? any DeviceCommand else {
                 throw ClientError(.usage, "unknown command '\(first)'", hint: "`help` lists the commands")

@@ -24,7 +24,9 @@ func parseObject(_ argument: String, what: String, readsStandardInput: Bool = fa
     do {
         value = try JSONValue(parsing: text)
     } catch {
-        throw ClientError(.usage, "the \(what) is not JSON: \(error)", hint: jsonHint(text))
+        // An argument typed on the command line came through a shell, which may have eaten its quotes.
+        let typed = readsStandardInput && !argument.hasPrefix("@") && argument != "-"
+        throw ClientError(.usage, "the \(what) is not JSON: \(error)", hint: jsonHint(text, throughAShell: typed))
     }
     guard case .object(let object) = value else {
         throw ClientError(.usage, "the \(what) must be a JSON object", hint: #"for example '{"title":"Milk"}'"#)
@@ -34,9 +36,9 @@ func parseObject(_ argument: String, what: String, readsStandardInput: Bool = fa
 
 /// What to do about JSON that did not parse. Quoting is the fix only when the shell ate the
 /// double quotes (`{title:Milk}`); JSON that kept its quotes has a mistake of its own.
-func jsonHint(_ text: String) -> String {
+func jsonHint(_ text: String, throughAShell: Bool = false) -> String {
     let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-    if trimmed.hasPrefix("{"), !trimmed.contains("\""), trimmed.contains(":") {
+    if throughAShell, trimmed.hasPrefix("{"), !trimmed.contains("\""), trimmed.contains(":") {
         return #"the shell removed the double quotes: put the JSON in single quotes, '{"title":"Milk"}'"#
     }
     if trimmed.hasPrefix("{") || trimmed.hasPrefix("[") {
