@@ -156,43 +156,13 @@ struct PseudoTerminalTests {
 
     @Test func longLinesWrapAndRedrawInPlace() async throws {
         let width = 20
-        let pty = try PseudoTerminal(columns: UInt16(width))
-        defer { pty.close() }
-        let editor = LineEditor(input: pty.terminal, output: pty.terminal)
-        #expect(editor.isInteractive)
-        // The editor reads on a thread of its own; the test types and drains the terminal (blocking
-        // polls) on another: neither holds a thread of the tests' cooperative pool.
-        let (beforeEnter, transcript, line) = try await offThePool {
-            let result = Mutex<String?>(nil)
-            let done = DispatchSemaphore(value: 0)
-            Thread {
-                let line = editor.readLine(prompt: "ferry> ")
-                result.withLock { $0 = line }
-                done.signal()
-            }.start()
-            // Wait for the prompt (raw mode flushes what was typed before it), then type a line three
-            // rows long, go back three characters, insert, and submit.
-            var transcript: [UInt8] = []
-            for _ in 0..<50 where !String(decoding: transcript, as: UTF8.self).contains("ferry> ") {
-                transcript += pty.drain()
-            }
-            let typed = #"insert todo {"title":"東京 tower 🗼 trip"}"#
-            pty.type(typed)  // the editor still reads and redraws one key at a time
-            pty.type("\u{1B}[D\u{1B}[D\u{1B}[D")
-            pty.type("X")
-            transcript += pty.drain()
-            let beforeEnter = transcript
-            pty.type("\r")
-            let ended = done.wait(timeout: .now() + 10) == .success
-            transcript += pty.drain()
-            return (beforeEnter, transcript, ended ? result.withLock { $0 } : "the editor did not return")
-        }
-
+        // A line three rows long; back three characters, insert, submit.
+        let typed = #"insert todo {"title":"東京 tower 🗼 trip"}"#
+        let (screens, line) = try await Self.session(width: width, keys: [typed, "\u{1B}[D\u{1B}[D\u{1B}[D", "X"])
         let expected = #"insert todo {"title":"東京 tower 🗼 triXp"}"#
         #expect(line == expected)
 
-        var screen = Screen(width: width)
-        screen.feed(String(decoding: beforeEnter, as: UTF8.self))
+        let screen = screens[screens.count - 2]
         let shown = Self.layout("ferry> " + expected, width: width)
         #expect(Array(screen.lines.prefix(shown.count)) == shown, "\(screen.lines)")
         #expect(screen.lines.dropFirst(shown.count).allSatisfy { $0.isEmpty }, "\(screen.lines)")
@@ -202,14 +172,17 @@ struct PseudoTerminalTests {
         let before = TextTable.displayWidth("ferry> " + #"insert todo {"title":"東京 tower 🗼 triX"#)
         #expect(screen.row == before / width && screen.column == before % width, "\(screen.row):\(screen.column)")
         // After Enter the cursor is below the whole line.
-        screen.feed(String(decoding: transcript[beforeEnter.count...], as: UTF8.self))
-        #expect(screen.row == shown.count && screen.column == 0)
+        let entered = try #require(screens.last)
+        #expect(entered.row == shown.count && entered.column == 0)
     }
 
-    /// Types `keys` one group at a time into an editor on a terminal `width` columns wide, and
-    /// returns the screen after each group (after `resize`, the terminal is that wide from then on).
+    /// Types `keys` one group at a time into an editor on a terminal `width` columns wide, then
+    /// Enter, and returns the screen after each group and after Enter (after `resize`, the terminal
+    /// is that wide from then on). The editor reads on a thread of its own; the test types and
+    /// drains the terminal (blocking polls) on another: neither holds a thread of the cooperative
+    /// pool.
     static func session(width: Int, keys: [String], resize: (after: Int, columns: Int)? = nil) async throws -> (
-        screens: [[String]], line: String?
+        screens: [Screen], line: String?
     ) {
         let pty = try PseudoTerminal(columns: UInt16(width))
         defer { pty.close() }
@@ -228,11 +201,11 @@ struct PseudoTerminalTests {
             }
             var screen = Screen(width: width)
             screen.feed(String(decoding: transcript, as: UTF8.self))
-            var screens: [[String]] = []
+            var screens: [Screen] = []
             for (index, group) in keys.enumerated() {
-                pty.type(group)
+                pty.type(group)  // the editor still reads and redraws one key at a time
                 screen.feed(String(decoding: pty.drain(), as: UTF8.self))
-                screens.append(screen.lines)
+                screens.append(screen)
                 if let resize, resize.after == index {
                     var size = winsize(ws_row: 40, ws_col: UInt16(resize.columns), ws_xpixel: 0, ws_ypixel: 0)
                     _ = ioctl(pty.controller, UInt(TIOCSWINSZ), &size)
@@ -242,6 +215,8 @@ struct PseudoTerminalTests {
             }
             pty.type("\r")
             let ended = done.wait(timeout: .now() + 10) == .success
+            screen.feed(String(decoding: pty.drain(), as: UTF8.self))
+            screens.append(screen)
             return (screens, ended ? result.withLock { $0 } : "the editor did not return")
         }
     }
@@ -260,10 +235,10 @@ struct PseudoTerminalTests {
         let expected = String(repeating: "a", count: 12) + "東" + String(repeating: "a", count: 18) + "XYabc"
         #expect(line == expected)
         let rows = ["ferry> " + String(repeating: "a", count: 12), "東" + String(repeating: "a", count: 18), "XYabc"]
-        for screen in screens.dropFirst(2) {
+        for screen in screens.dropFirst(2).map(\.lines) {
             #expect(screen.joined().components(separatedBy: "ferry>").count == 2, "\(screen)")
         }
-        let last = try #require(screens.last)
+        let last = screens[screens.count - 2].lines
         #expect(Array(last.prefix(3)) == rows, "\(last)")
         #expect(last.dropFirst(3).allSatisfy { $0.isEmpty }, "\(last)")
     }
@@ -273,12 +248,12 @@ struct PseudoTerminalTests {
         let (screens, line) = try await Self.session(
             width: 20, keys: [Self.straddling, "d", "\u{15}", "\u{0C}", "push"])
         #expect(line == "push")
-        let killed = screens[2]
+        let killed = screens[2].lines
         #expect(killed.first == "ferry>", "\(killed)")
         #expect(killed.dropFirst().allSatisfy { $0.isEmpty }, "\(killed)")
-        let cleared = screens[3]
+        let cleared = screens[3].lines
         #expect(cleared.first == "ferry>" && cleared.dropFirst().allSatisfy { $0.isEmpty }, "\(cleared)")
-        #expect(screens[4].first == "ferry> push", "\(screens[4])")
+        #expect(screens[4].lines.first == "ferry> push", "\(screens[4].lines)")
     }
 
     /// A resize is followed: the line is laid out at the new width at the next key.
@@ -286,7 +261,7 @@ struct PseudoTerminalTests {
         let (screens, line) = try await Self.session(
             width: 20, keys: [String(repeating: "a", count: 20), "b"], resize: (after: 0, columns: 30))
         #expect(line == String(repeating: "a", count: 20) + "b")
-        let after = try #require(screens.last)
+        let after = screens[screens.count - 2].lines
         #expect(after.contains("ferry> " + String(repeating: "a", count: 20) + "b"), "\(after)")
     }
 }
