@@ -18,7 +18,7 @@ struct KilledPushTests {
         let process = Process()
         process.executableURL = ferry
         process.arguments =
-            ["serve", "--port", "0", "--db", "memory", "--log-level", "info"]
+            ["serve", "--port", "0", "--db", "memory", "--log-level", "debug"]
             + (pushExtensions ? [] : ["--protocol-only"])
         let output = Pipe()
         process.standardOutput = output
