@@ -37,6 +37,8 @@ let package = Package(
             name: "ServerStorageCore",
             dependencies: [
                 .product(name: "SyncCore", package: "Ferry"),
+                // The table layout and query limits the SQL backends share (ServerSQLLayout).
+                .product(name: "QuerySQL", package: "Ferry"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/ServerStorageCore"

@@ -38,7 +38,7 @@ import Synchronization
 /// ## Queries
 ///
 /// Queries compile to SQL with bound parameters only (QuerySQL's `SQLCompiler`, SQLite dialect,
-/// over `sqlLayout`); what SQL cannot reproduce exactly runs in `QueryEvaluator` over the rows
+/// over `ServerSQLLayout`); what SQL cannot reproduce exactly runs in `QueryEvaluator` over the rows
 /// SQLite selected by the compiled part of the filter (`QueryPlan.evaluator`). Such a query reads
 /// every row the compiled part selects.
 public final class SQLiteServerStorage: ServerStorage {
@@ -81,10 +81,8 @@ public final class SQLiteServerStorage: ServerStorage {
         }
     }
 
-    /// The system clock in milliseconds since 1970.
-    @Sendable public static func systemMilliseconds() -> Int64 {
-        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-    }
+    /// The system clock in milliseconds since 1970 (the default ``Configuration/now``).
+    @Sendable public static func systemMilliseconds() -> Int64 { StorageClock.systemMilliseconds() }
 
     /// `sqlite:PATH` or `memory`.
     public let location: String
@@ -255,7 +253,7 @@ public final class SQLiteServerStorage: ServerStorage {
         var number: Int64
         var lastUpdatedAt: Int64
         var lastVersion: Int64
-        var sqlName: String { "ferry_items_\(number)" }
+        var sqlName: String { ServerSQLLayout.tableName(number) }
     }
 
     static func tableRecord(_ db: Database, _ name: String, creating: Bool) throws -> TableRecord? {
@@ -272,21 +270,9 @@ public final class SQLiteServerStorage: ServerStorage {
             sql:
                 "INSERT INTO ferry_tables (name, number, created_at, last_updated_at, last_version) VALUES (?, ?, ?, 0, 0)",
             arguments: [name, number, systemMilliseconds()])
-        let table = record.sqlName
-        try db.execute(
-            sql: """
-                CREATE TABLE \(table) (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    item TEXT NOT NULL,
-                    created_at INTEGER NOT NULL,
-                    updated_at INTEGER NOT NULL,
-                    version INTEGER NOT NULL,
-                    deleted INTEGER NOT NULL,
-                    owner TEXT
-                ) WITHOUT ROWID;
-                CREATE UNIQUE INDEX \(table)_updated ON \(table) (updated_at);
-                CREATE INDEX \(table)_owner ON \(table) (owner, updated_at) WHERE owner IS NOT NULL;
-                """)
+        for statement in ServerSQLLayout.createStatements(number, dialect: .sqlite) {
+            try db.execute(sql: statement)
+        }
         return record
     }
 
@@ -369,17 +355,6 @@ public final class SQLiteServerStorage: ServerStorage {
             owner: row[6])
     }
 
-    /// The owner scope as SQL. An owner SQLite cannot compare exactly (GRDB binds text up to its
-    /// first U+0000) is refused, never cut.
-    static func ownerCondition(_ owner: OwnerScope) throws -> SQLFragment? {
-        switch owner {
-        case .all: return nil
-        case .owner(let subject):
-            try OwnerScope.validateSubject(subject)
-            return "owner = \(bind: subject)"
-        }
-    }
-
     static func fetch(_ db: Database, _ record: TableRecord, id: String, owner: OwnerScope) throws -> StoredItem? {
         let row: Row?
         switch owner {
@@ -409,14 +384,13 @@ public final class SQLiteServerStorage: ServerStorage {
         try StorageTable.validateName(table.name)
         try StoredItem.validateID(id)
         if let owner { try OwnerScope.validateSubject(owner) }
-        let text = try Self.itemText(content, table.name)
+        let text = try ServerSQLLayout.itemText(content, table.name)
         let stored = try await write("inserting into '\(table.name)'") { db in
             guard var record = try Self.tableRecord(db, table.name, creating: true) else {
-                throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+                throw StorageError.noSuchTable(table.name)
             }
             if let existing = try Self.fetch(db, record, id: id, owner: .all) {
-                throw StorageError(
-                    .conflict, "an item with id '\(id)' already exists in '\(table.name)'", current: existing)
+                throw StorageError.alreadyExists(id: id, in: table.name, current: existing)
             }
             try self.checkFieldKinds(db, table, content)
             let stamp = try self.nextStamp(db, table.name, &record)
@@ -435,16 +409,11 @@ public final class SQLiteServerStorage: ServerStorage {
         in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
         owner: OwnerScope
     ) async throws -> StoredItem {
-        let text = try Self.itemText(content, table.name)
+        let text = try ServerSQLLayout.itemText(content, table.name)
         let stored = try await write("replacing an item of '\(table.name)'") { db in
             var record = try Self.existingRecord(db, table.name, id: id)
-            guard var current = try Self.fetch(db, record, id: id, owner: owner) else {
-                throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
-            }
-            guard current.version == expectedVersion else {
-                throw StorageError(
-                    .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
-            }
+            var current = try StoredItem.checkWritePrecondition(
+                Self.fetch(db, record, id: id, owner: owner), id: id, expectedVersion: expectedVersion, in: table.name)
             try self.checkFieldKinds(db, table, content)
             let stamp = try self.nextStamp(db, table.name, &record)
             try db.cachedStatement(
@@ -463,13 +432,8 @@ public final class SQLiteServerStorage: ServerStorage {
     public func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws {
         let stamp = try await write("deleting an item of '\(table.name)'") { db in
             var record = try Self.existingRecord(db, table.name, id: id)
-            guard let current = try Self.fetch(db, record, id: id, owner: owner) else {
-                throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
-            }
-            guard current.version == expectedVersion else {
-                throw StorageError(
-                    .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
-            }
+            _ = try StoredItem.checkWritePrecondition(
+                Self.fetch(db, record, id: id, owner: owner), id: id, expectedVersion: expectedVersion, in: table.name)
             // A delete advances the sequence too: the next write's stamps must still exceed it.
             let stamp = try self.nextStamp(db, table.name, &record)
             try db.execute(sql: "DELETE FROM \(record.sqlName) WHERE id = ?", arguments: [id])
@@ -502,7 +466,7 @@ public final class SQLiteServerStorage: ServerStorage {
 
     static func existingRecord(_ db: Database, _ name: String, id: String) throws -> TableRecord {
         guard let record = try tableRecord(db, name, creating: false) else {
-            throw StorageError(.notFound, "no item with id '\(id)' in '\(name)' (the table does not exist)")
+            throw StorageError.noItem(id: id, inMissingTable: name)
         }
         return record
     }
@@ -537,18 +501,5 @@ public final class SQLiteServerStorage: ServerStorage {
         default: code = .io
         }
         return StorageError(code, "\(action) \(place) failed (SQLite: \(native))", underlying: error)
-    }
-
-    /// The item's JSON text. What JSON text cannot hold exactly (a NaN or an infinity, nesting deeper
-    /// than the parser reads back) is refused rather than written as `null`.
-    static func itemText(_ content: JSONObject, _ table: String) throws -> String {
-        var buffer = JSONTextBuffer()
-        let problems = buffer.appendJSON(.object(content))
-        guard problems.isEmpty else {
-            let what =
-                problems.nonFinite ? "a number JSON cannot hold (NaN or infinite)" : "nesting too deep to read back"
-            throw StorageError(.fieldKind, "the item for '\(table)' holds \(what)")
-        }
-        return String(decoding: buffer.array, as: UTF8.self)
     }
 }
