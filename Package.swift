@@ -29,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // The benchmarks' command lines only (Tools/): no library product depends on it, so an app
+        // that adds Ferry never resolves it (docs/architecture.md).
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         .target(
@@ -90,6 +93,17 @@ let package = Package(
                 "SyncCore", "StoreSQLite", "StoreLMDB", "CLMDB", .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             path: "Tools/StoreBenchmark"
+        ),
+        // The sync benchmark (Tools/bench-sync.sh): an app's pull and push against a `ferry serve`
+        // child process (the Apps package's executable, run by path, never linked).
+        .executableTarget(
+            name: "SyncBenchmark",
+            dependencies: [
+                "SyncCore", "StoreSQLite", "Transport", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/SyncBenchmark"
         ),
 
         .testTarget(
