@@ -91,6 +91,7 @@ let package = Package(
             name: "StoreBenchmark",
             dependencies: [
                 "SyncCore", "StoreSQLite", "StoreLMDB", "CLMDB", .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/StoreBenchmark"
         ),
