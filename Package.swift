@@ -82,7 +82,10 @@ let package = Package(
         // The child process of the crash-atomicity tests: writes transactions until it is killed.
         .executableTarget(
             name: "StoreCrashWriter",
-            dependencies: ["SyncCore", "StoreSQLite", "StoreLMDB"],
+            dependencies: [
+                "SyncCore", "StoreSQLite", "StoreLMDB",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tools/StoreCrashWriter"
         ),
 
