@@ -39,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // The benchmarks' command lines only (Tools/): no library product depends on it, so an app
+        // that adds Ferry never resolves it (docs/architecture.md).
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         .target(
@@ -91,7 +94,10 @@ let package = Package(
         // The child process of the crash-atomicity tests: writes transactions until it is killed.
         .executableTarget(
             name: "StoreCrashWriter",
-            dependencies: ["SyncCore", "StoreSQLite", "StoreLMDB"],
+            dependencies: [
+                "SyncCore", "StoreSQLite", "StoreLMDB",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             path: "Tools/StoreCrashWriter"
         ),
 
@@ -100,8 +106,20 @@ let package = Package(
             name: "StoreBenchmark",
             dependencies: [
                 "SyncCore", "StoreSQLite", "StoreLMDB", "CLMDB", .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/StoreBenchmark"
+        ),
+        // The sync benchmark (Tools/bench-sync.sh): an app's pull and push against a `ferry serve`
+        // child process (the Apps package's executable, run by path, never linked).
+        .executableTarget(
+            name: "SyncBenchmark",
+            dependencies: [
+                "SyncCore", "StoreSQLite", "Transport", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Tools/SyncBenchmark"
         ),
 
         .testTarget(

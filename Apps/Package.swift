@@ -16,7 +16,6 @@ let package = Package(
         .library(name: "FerryClient", targets: ["FerryClient"]),
         .library(name: "FerryConsole", targets: ["FerryConsole"]),
         .executable(name: "ferry", targets: ["ferry"]),
-        .executable(name: "SyncBenchmark", targets: ["SyncBenchmark"]),
     ],
     dependencies: [
         .package(name: "Ferry", path: ".."),
@@ -37,6 +36,8 @@ let package = Package(
             name: "ServerStorageCore",
             dependencies: [
                 .product(name: "SyncCore", package: "Ferry"),
+                // The table layout and query limits the SQL backends share (ServerSQLLayout).
+                .product(name: "QuerySQL", package: "Ferry"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/ServerStorageCore"
@@ -67,18 +68,6 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/ServerStoragePostgreSQL"
-        ),
-        // The sync benchmark (Tools/bench-sync.sh): pull and push against a `ferry serve` child.
-        .executableTarget(
-            name: "SyncBenchmark",
-            dependencies: [
-                .product(name: "SyncCore", package: "Ferry"),
-                .product(name: "StoreSQLite", package: "Ferry"),
-                .product(name: "Transport", package: "Ferry"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            path: "Sources/SyncBenchmark"
         ),
         // The server-storage conformance suite, run by every backend's tests.
         .target(

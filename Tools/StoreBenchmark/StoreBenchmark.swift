@@ -1,34 +1,38 @@
 // The local-store benchmark: see Tools/README.md.
 //
 //     swift run -c release StoreBenchmark [--items 100000] [--page 1000] [--query-rows 1000000]
+//     swift run -c release StoreBenchmark --help
 //
 // Each figure is printed beside a raw baseline measured in the same run on the same rows and
 // transaction sizes, with the ratio, so a noisy machine moves both sides.
+import ArgumentParser
 import Foundation
 import GRDBSQLite
 import StoreSQLite
 import SyncCore
 
 @main
-enum StoreBenchmark {
-    static func main() async {
-        do {
-            let arguments = CommandLine.arguments
-            if arguments.count == 4, arguments[1] == "--write-child", let count = Int(arguments[3]) {
-                // The other process of `otherProcessLatency`.
-                try await writeChild(path: arguments[2], count: count)
-                return
-            }
-            let options = try Options(arguments.dropFirst())
-            if options.showsHelp {
-                print(Options.usage)
-                return
-            }
-            try await run(options)
-        } catch {
-            FileHandle.standardError.write(Data("StoreBenchmark: \(error)\n\(Options.usage)\n".utf8))
-            exit(2)
+struct StoreBenchmark: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "StoreBenchmark",
+        abstract: "The local stores against raw SQLite and LMDB baselines measured in the same run.",
+        discussion: "Tools/README.md describes each part.")
+
+    @OptionGroup var options: Options
+
+    /// The other process of `otherProcessLatency` (not for people): the store it writes into.
+    @Option(name: .customLong("write-child"), help: .private)
+    var childStorePath: String?
+    /// How many rows the writing child writes.
+    @Option(name: .customLong("write-count"), help: .private)
+    var childWriteCount = 1_000
+
+    func run() async throws {
+        if let childStorePath {
+            try await Self.writeChild(path: childStorePath, count: childWriteCount)
+            return
         }
+        try await Self.run(options)
     }
 
     static func run(_ options: Options) async throws {
@@ -46,7 +50,7 @@ enum StoreBenchmark {
             "Ferry store benchmark: \(rows.count) items of \(averageBytes) bytes on average, pages of \(options.page)")
         print("")
 
-        if options.runs("apply") {
+        if options.runs(.apply) {
             // Alternate the two sides, fresh files each time, and keep each side's median run, so
             // a burst of load elsewhere on the machine does not decide the ratio.
             var ferryRuns: [Double] = []
@@ -101,11 +105,11 @@ enum StoreBenchmark {
             try await store.close()
         }
 
-        if options.runs("writes") {
+        if options.runs(.writes) {
             try await writes(rows: rows, options: options, directory: directory)
         }
 
-        if options.runs("lmdb") {
+        if options.runs(.lmdb) {
             // StoreLMDB against plain mdb_put of the same rows, page by page, durable commits.
             let lmdbPages = pages.map { page in page.map { (id: $0.id, json: $0.json, item: $0.item) } }
             // Fresh environments each run; each side's median run, as for SQLite above.
@@ -136,7 +140,7 @@ enum StoreBenchmark {
                 baseline: reads.rawParsedSeconds, baselineName: "mdb_get + parse", storeName: "StoreLMDB")
         }
 
-        if options.runs("query") {
+        if options.runs(.query) {
             try await queryPage(options: options, directory: directory)
         }
     }
@@ -237,60 +241,42 @@ enum StoreBenchmark {
     static func format(_ value: Double) -> String { String(format: "%.3f", value) }
 }
 
-struct Options {
+struct Options: ParsableArguments {
+    /// A part of the benchmark (`--only`).
+    enum Part: String, ExpressibleByArgument, CaseIterable {
+        case apply, writes, lmdb, query
+    }
+
+    @Option(help: "Items of the apply, point-read and LMDB parts.")
     var items = 100_000
+    @Option(help: "Items per transaction.")
     var page = 1_000
+    @Option(help: "Point reads by id.")
     var reads = 100_000
+    @Option(help: "Rows of the query page's table.")
     var queryRows = 1_000_000
+    @Option(help: "Queries of the query page.")
     var queries = 200
+    @Option(name: .customLong("repeat"), help: "Runs of each side of the apply and of the LMDB writes (median kept).")
     var repeats = 3
-    var only: String?
+    @Option(help: "Run one part only.")
+    var only: Part?
     /// Whether the LMDB part syncs every commit (both sides); `--no-sync` measures CPU alone.
-    var syncs = true
-    var showsHelp = false
+    @Flag(name: .customLong("no-sync"), help: "The LMDB part without a sync per commit on either side.")
+    var noSync = false
 
-    static let usage = """
-        usage: StoreBenchmark [--only apply|writes|lmdb|query] [--items N] [--page N] [--repeat N] [--reads N]
-                              [--query-rows N] [--queries N] [--no-sync] [--help]
-        (see Tools/README.md)
-        """
+    var syncs: Bool { !noSync }
 
-    init(_ arguments: ArraySlice<String>) throws {
-        var arguments = arguments
-        while let flag = arguments.popFirst() {
-            switch flag {
-            case "--help", "-h":
-                showsHelp = true
-                continue
-            case "--no-sync":
-                syncs = false
-                continue
-            default: break
-            }
-            guard let value = arguments.popFirst() else { throw BenchmarkError("\(flag) needs a value") }
-            switch flag {
-            case "--items": items = try Self.number(flag, value)
-            case "--page": page = try Self.number(flag, value)
-            case "--reads": reads = try Self.number(flag, value)
-            case "--query-rows": queryRows = try Self.number(flag, value)
-            case "--queries": queries = try Self.number(flag, value)
-            case "--repeat": repeats = try Self.number(flag, value)
-            case "--only":
-                guard ["apply", "writes", "lmdb", "query"].contains(value) else {
-                    throw BenchmarkError("--only takes apply, writes, lmdb or query, not '\(value)'")
-                }
-                only = value
-            default: throw BenchmarkError("unknown option \(flag) (see Tools/README.md)")
-            }
+    func validate() throws {
+        for (name, value) in [
+            ("items", items), ("page", page), ("reads", reads), ("query-rows", queryRows), ("queries", queries),
+            ("repeat", repeats),
+        ] where value <= 0 {
+            throw ValidationError("--\(name) needs a positive number")
         }
     }
 
-    func runs(_ part: String) -> Bool { only == nil || only == part }
-
-    static func number(_ flag: String, _ value: String) throws -> Int {
-        guard let number = Int(value), number > 0 else { throw BenchmarkError("\(flag) needs a positive number") }
-        return number
-    }
+    func runs(_ part: Part) -> Bool { only == nil || only == part }
 }
 
 struct BenchmarkError: Error, CustomStringConvertible {

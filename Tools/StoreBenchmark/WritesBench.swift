@@ -100,7 +100,7 @@ extension StoreBenchmark {
     }
 
     /// How long a commit by another process takes to reach an observer of the store: this benchmark
-    /// runs itself as a child (`--write-child PATH COUNT`) that writes rows stamped with the wall
+    /// runs itself as a child (`--write-child PATH --write-count COUNT`) that writes rows stamped with the wall
     /// clock, a few milliseconds apart; each wake-up here reads the new rows and takes now minus
     /// each stamp.
     static func otherProcessLatency(directory: URL, count: Int = 1_000) async throws {
@@ -124,7 +124,7 @@ extension StoreBenchmark {
         }
         let child = Process()
         child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        child.arguments = ["--write-child", path, String(count)]
+        child.arguments = ["--write-child", path, "--write-count", String(count)]
         try child.run()
         try await onThread { child.waitUntilExit() }
         guard child.terminationStatus == 0 else { throw BenchmarkError("the writing child failed") }

@@ -11,32 +11,42 @@
 // - sets the delta token ("crash", "last") to "t".
 // After each commit it writes the line `committed <t>` to stdout with one write(2), so everything the
 // parent has read was committed. The parent kills it with SIGKILL at a random moment.
+import ArgumentParser
 import Foundation
 import StoreLMDB
 import StoreSQLite
 import SyncCore
 
 @main
-enum StoreCrashWriter {
-    static func main() async {
-        let arguments = CommandLine.arguments.dropFirst()
-        guard let spec = arguments.first, arguments.count == 1 else {
-            fail("usage: StoreCrashWriter sqlite:PATH | lmdb:PATH")
+struct StoreCrashWriter: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "StoreCrashWriter",
+        abstract: "The child process of the crash-atomicity tests: writes transactions until it is killed.")
+
+    @Argument(help: "The store to write into: sqlite:PATH or lmdb:PATH.")
+    var spec: String
+
+    func validate() throws {
+        guard spec.hasPrefix("sqlite:") || spec.hasPrefix("lmdb:") else {
+            throw ValidationError("unknown store '\(spec)' (expected sqlite:PATH or lmdb:PATH)")
         }
+    }
+
+    func run() async throws {
         do {
-            let store = try open(spec)
+            let store = try Self.open(spec)
             var next = try await store.read { reader in
                 Int(try reader.deltaToken(table: "crash", queryID: "last") ?? "0") ?? 0
             }
             while true {
                 next += 1
                 let transaction = next
-                try await store.write { tx in try write(transaction, tx) }
+                try await store.write { tx in try Self.write(transaction, tx) }
                 let line = Array("committed \(transaction)\n".utf8)
                 _ = line.withUnsafeBytes { Foundation.write(1, $0.baseAddress, $0.count) }
             }
         } catch {
-            fail("StoreCrashWriter: \(error)")
+            Self.fail("StoreCrashWriter: \(error)")
         }
     }
 
@@ -71,6 +81,6 @@ enum StoreCrashWriter {
 
     static func fail(_ message: String) -> Never {
         FileHandle.standardError.write(Data((message + "\n").utf8))
-        exit(2)
+        Foundation.exit(2)
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 public import SyncCore
 
 /// Where the reference server keeps its tables: one protocol, several database backends.
@@ -134,4 +135,13 @@ public protocol ServerStorage: Sendable {
 
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
+}
+
+/// The wall clock every backend stamps with by default (their configurations take another, for
+/// tests).
+package enum StorageClock {
+    /// The system clock in milliseconds since 1970.
+    @Sendable package static func systemMilliseconds() -> Int64 {
+        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    }
 }

@@ -201,9 +201,7 @@ extension PostgreSQLServerStorage {
                         try await Self.fetch(connection, target.sqlName, id: pending.id, owner: .all)
                     }
                     pending.continuation.resume(
-                        throwing: StorageError(
-                            .conflict, "an item with id '\(pending.id)' already exists in '\(target.name)'",
-                            current: existing))
+                        throwing: StorageError.alreadyExists(id: pending.id, in: target.name, current: existing))
                 } catch {
                     pending.continuation.resume(throwing: error)
                 }

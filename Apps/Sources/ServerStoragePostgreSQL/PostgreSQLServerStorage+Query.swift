@@ -5,33 +5,19 @@ public import ServerStorageCore
 import SyncCore
 
 extension PostgreSQLServerStorage {
-    /// The columns of a table as the query compiler sees them: the item's own fields in `item`
-    /// (`jsonb`), `id`, `createdAt`, `updatedAt` (milliseconds, never NULL) and `deleted` (a
-    /// `boolean`) in their columns, and `version` unreadable (its number does not sort like the tag
-    /// queries see).
-    static let sqlLayout = SQLTableLayout(
-        updatedAt: .init(name: "updated_at"), createdAt: .init(name: "created_at"), deletedColumn: "deleted",
-        unreadableFields: ["version"], itemHoldsSystemFields: false)
-
-    /// What one compiled filter may hold: well inside PostgreSQL's limits (65,535 parameters, the
-    /// parser's stack) whatever a client sends.
-    static let sqlLimits = SQLCompiler.Limits(maximumDepth: 48, maximumOperands: 200, maximumArguments: 5_000)
-
     static func compiler(_ table: StorageTable, assumesRegularSortKeys: Bool = true) -> SQLCompiler {
-        SQLCompiler(
-            schema: table.schema, layout: sqlLayout, dialect: .postgreSQL, limits: sqlLimits,
-            assumesRegularSortKeys: assumesRegularSortKeys)
+        ServerSQLLayout.compiler(table, dialect: .postgreSQL, assumesRegularSortKeys: assumesRegularSortKeys)
     }
 
     public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
         try query.validate(for: table)
         guard let number = try await tableNumber(table.name, creating: false) else {
-            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+            throw StorageError.noSuchTable(table.name)
         }
         let sqlName = SQLFragment(text: Self.sqlName(number))
         let compiler = Self.compiler(table)
         let split = compiler.split(query.filter)
-        var scope = [try Self.ownerCondition(query.owner)].compactMap { $0 }
+        var scope = [try ServerSQLLayout.ownerCondition(query.owner)].compactMap { $0 }
         if !query.includeDeleted { scope.append("NOT deleted") }
         let unfiltered: SQLFragment = scope.isEmpty ? "TRUE" : SQLFragment.joined(scope, separator: " AND ")
         let condition = split.sql.map { SQLFragment.joined([$0] + scope, separator: " AND ") } ?? unfiltered

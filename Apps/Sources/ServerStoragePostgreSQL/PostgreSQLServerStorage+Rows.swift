@@ -60,22 +60,7 @@ extension PostgreSQLServerStorage {
                 return try await connection.rows(select).first.map { try $0.decode(Int64.self) }
             }
             let number = try row.decode(Int64.self)
-            let table = Self.sqlName(number)
-            for statement in [
-                """
-                CREATE TABLE \(table) (
-                    id text COLLATE "C" PRIMARY KEY,
-                    item jsonb NOT NULL,
-                    created_at bigint NOT NULL,
-                    updated_at bigint NOT NULL,
-                    version bigint NOT NULL,
-                    deleted boolean NOT NULL,
-                    owner text COLLATE "C"
-                )
-                """,
-                "CREATE UNIQUE INDEX \(table)_updated ON \(table) (updated_at)",
-                "CREATE INDEX \(table)_owner ON \(table) (owner, updated_at) WHERE owner IS NOT NULL",
-            ] {
+            for statement in ServerSQLLayout.createStatements(number, dialect: .postgreSQL) {
                 try await connection.execute(statement)
             }
             return number
@@ -89,7 +74,7 @@ extension PostgreSQLServerStorage {
         return found
     }
 
-    static func sqlName(_ number: Int64) -> String { "ferry_items_\(number)" }
+    static func sqlName(_ number: Int64) -> String { ServerSQLLayout.tableName(number) }
 
     // MARK: - Field kinds
 
@@ -175,23 +160,13 @@ extension PostgreSQLServerStorage {
             updatedAt: Timestamp(millisecondsSince1970: updated), version: version, deleted: deleted, owner: owner)
     }
 
-    /// The owner scope as SQL; an owner no storage can hold exactly is refused.
-    static func ownerCondition(_ owner: OwnerScope) throws -> SQLFragment? {
-        switch owner {
-        case .all: return nil
-        case .owner(let subject):
-            try OwnerScope.validateSubject(subject)
-            return "owner = \(bind: subject)"
-        }
-    }
-
     static func fetch(
         _ connection: PostgreSQLSession, _ table: String, id: String, owner: OwnerScope
     )
         async throws -> StoredItem?
     {
         let condition = SQLFragment.joined(
-            ["id = \(bind: id)"] + [try ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
+            ["id = \(bind: id)"] + [try ServerSQLLayout.ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
         let select: SQLFragment =
             "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: table)) WHERE \(condition)"
         return try await connection.rows(select).first.map(decode)
@@ -229,7 +204,7 @@ extension PostgreSQLServerStorage {
         let text = try Self.itemText(content, table.name)
         let unknown = try unknownKinds(table, content)
         guard let number = try await tableNumber(table.name, creating: true) else {
-            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+            throw StorageError.noSuchTable(table.name)
         }
         if unknown.isEmpty && currentTransaction == nil {
             // The common case: grouped with the table's concurrent inserts (InsertBatches).
@@ -256,8 +231,7 @@ extension PostgreSQLServerStorage {
             try await self.fixKinds(connection, table, unknown)
             guard let row = try await connection.rows(statement).first else {
                 let existing = try await Self.fetch(connection, Self.sqlName(number), id: id, owner: .all)
-                throw StorageError(
-                    .conflict, "an item with id '\(id)' already exists in '\(table.name)'", current: existing)
+                throw StorageError.alreadyExists(id: id, in: table.name, current: existing)
             }
             let (updatedAt, version) = try row.decode((Int64, Int64).self)
             return StoredItem(
@@ -275,9 +249,9 @@ extension PostgreSQLServerStorage {
     ) async throws -> StoredItem {
         let text = try Self.itemText(content, table.name)
         let unknown = try unknownKinds(table, content)
-        let scope = try Self.ownerCondition(owner).map { " AND \($0)" as SQLFragment } ?? ""
+        let scope = try ServerSQLLayout.ownerCondition(owner).map { " AND \($0)" as SQLFragment } ?? ""
         guard let number = try await tableNumber(table.name, creating: false) else {
-            throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)' (the table does not exist)")
+            throw StorageError.noItem(id: id, inMissingTable: table.name)
         }
         let sqlName = SQLFragment(text: Self.sqlName(number))
         let statement: SQLFragment = """
@@ -306,9 +280,9 @@ extension PostgreSQLServerStorage {
     }
 
     public func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws {
-        let scope = try Self.ownerCondition(owner).map { " AND \($0)" as SQLFragment } ?? ""
+        let scope = try ServerSQLLayout.ownerCondition(owner).map { " AND \($0)" as SQLFragment } ?? ""
         guard let number = try await tableNumber(table.name, creating: false) else {
-            throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)' (the table does not exist)")
+            throw StorageError.noItem(id: id, inMissingTable: table.name)
         }
         let sqlName = SQLFragment(text: Self.sqlName(number))
         let statement: SQLFragment = """
@@ -331,11 +305,8 @@ extension PostgreSQLServerStorage {
     static func missing(
         _ connection: PostgreSQLSession, _ table: String, _ sqlName: String, id: String, owner: OwnerScope,
     ) async throws -> StorageError {
-        guard let current = try await fetch(connection, sqlName, id: id, owner: owner) else {
-            return StorageError(.notFound, "no item with id '\(id)' in '\(table)'")
-        }
-        return StorageError(
-            .versionMismatch, "the item '\(id)' of '\(table)' changed since it was read", current: current)
+        StorageError.writePreconditionFailed(
+            id: id, in: table, current: try await fetch(connection, sqlName, id: id, owner: owner))
     }
 
     // MARK: - Validation
@@ -347,21 +318,16 @@ extension PostgreSQLServerStorage {
         }
     }
 
-    /// The item's JSON text. What `jsonb` cannot hold exactly is refused: NaN and infinities, nesting
-    /// deeper than the parser reads back, and U+0000 in a string or a key.
+    /// The item's JSON text (``ServerSQLLayout/itemText(_:_:)``). What `jsonb` cannot hold exactly
+    /// is refused: NaN and infinities, nesting deeper than the parser reads back, and, checked after
+    /// those, U+0000 in a string or a key.
     static func itemText(_ content: JSONObject, _ table: String) throws -> String {
-        var buffer = JSONTextBuffer()
-        let problems = buffer.appendJSON(.object(content))
-        guard problems.isEmpty else {
-            let what =
-                problems.nonFinite ? "a number JSON cannot hold (NaN or infinite)" : "nesting too deep to read back"
-            throw StorageError(.fieldKind, "the item for '\(table)' holds \(what)")
-        }
+        let text = try ServerSQLLayout.itemText(content, table)
         guard !holdsNUL(.object(content)) else {
             throw StorageError(
                 .fieldKind, "the item for '\(table)' holds U+0000 in a string or a key, which PostgreSQL cannot store")
         }
-        return String(decoding: buffer.array, as: UTF8.self)
+        return text
     }
 
     static func holdsNUL(_ value: JSONValue) -> Bool {

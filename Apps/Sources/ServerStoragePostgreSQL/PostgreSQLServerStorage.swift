@@ -22,7 +22,7 @@ import Synchronization
 ///
 /// ## Layout
 ///
-/// The same as `SQLiteServerStorage`'s: each table is one SQL table `ferry_items_<n>` named by its
+/// The same as `SQLiteServerStorage`'s (`ServerSQLLayout`): each table is one SQL table `ferry_items_<n>` named by its
 /// catalog number: `id` (`text COLLATE "C"`, the primary key), `item` (`jsonb`, the item's own
 /// fields), `created_at` and `updated_at` (`bigint` milliseconds, `updated_at` unique), `version`
 /// (`bigint`), `deleted` (`boolean`) and `owner` (`text`, indexed with `updated_at`). The catalog
@@ -85,10 +85,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
         }
     }
 
-    /// The system clock in milliseconds since 1970.
-    @Sendable public static func systemMilliseconds() -> Int64 {
-        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-    }
+    /// The system clock in milliseconds since 1970 (the default ``Configuration/now``).
+    @Sendable public static func systemMilliseconds() -> Int64 { StorageClock.systemMilliseconds() }
 
     /// The URL without its password.
     public let location: String

@@ -6,21 +6,8 @@ public import ServerStorageCore
 import SyncCore
 
 extension SQLiteServerStorage {
-    /// The columns of a table as the query compiler sees them: the item's own fields in `item`,
-    /// `id`, `createdAt`, `updatedAt` (milliseconds, never NULL) and `deleted` in their columns, and
-    /// `version` unreadable (its number does not sort like the tag queries see).
-    static let sqlLayout = SQLTableLayout(
-        updatedAt: .init(name: "updated_at"), createdAt: .init(name: "created_at"), deletedColumn: "deleted",
-        unreadableFields: ["version"], itemHoldsSystemFields: false)
-
-    /// What one compiled filter may hold: well inside SQLite's limits (expression depth 1000, 32766
-    /// arguments) whatever a client sends.
-    static let sqlLimits = SQLCompiler.Limits(maximumDepth: 48, maximumOperands: 200, maximumArguments: 5_000)
-
     static func compiler(_ table: StorageTable, assumesRegularSortKeys: Bool = true) -> SQLCompiler {
-        SQLCompiler(
-            schema: table.schema, layout: sqlLayout, dialect: .sqlite, limits: sqlLimits,
-            assumesRegularSortKeys: assumesRegularSortKeys)
+        ServerSQLLayout.compiler(table, dialect: .sqlite, assumesRegularSortKeys: assumesRegularSortKeys)
     }
 
     /// A query's SQL: the rows it reads, and whether SQL also orders them.
@@ -33,12 +20,12 @@ extension SQLiteServerStorage {
     public func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
         try query.validate(for: table)
         guard let number = try await number(of: table.name) else {
-            throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
+            throw StorageError.noSuchTable(table.name)
         }
-        let sqlName = "ferry_items_\(number)"
+        let sqlName = ServerSQLLayout.tableName(number)
         let compiler = Self.compiler(table)
         let split = compiler.split(query.filter)
-        var scope = [try Self.ownerCondition(query.owner)].compactMap { $0 }
+        var scope = [try ServerSQLLayout.ownerCondition(query.owner)].compactMap { $0 }
         if !query.includeDeleted { scope.append("deleted = 0") }
         let unfiltered = scope.isEmpty ? "1" : SQLFragment.joined(scope, separator: " AND ")
         let condition = split.sql.map { SQLFragment.joined([$0] + scope, separator: " AND ") } ?? unfiltered

@@ -4,7 +4,7 @@ public import Logging
 import QuerySQL
 import QuerySQLite
 public import ServerStorageCore
-@_spi(StoreSupport) public import SyncCore
+import SyncCore
 import Synchronization
 
 /// The reference server's embedded default storage: SQLite through GRDB.swift, in a file or in
@@ -38,7 +38,7 @@ import Synchronization
 /// ## Queries
 ///
 /// Queries compile to SQL with bound parameters only (QuerySQL's `SQLCompiler`, SQLite dialect,
-/// over `sqlLayout`); what SQL cannot reproduce exactly runs in `QueryEvaluator` over the rows
+/// over `ServerSQLLayout`); what SQL cannot reproduce exactly runs in `QueryEvaluator` over the rows
 /// SQLite selected by the compiled part of the filter (`QueryPlan.evaluator`). Such a query reads
 /// every row the compiled part selects.
 public final class SQLiteServerStorage: ServerStorage {
@@ -81,10 +81,8 @@ public final class SQLiteServerStorage: ServerStorage {
         }
     }
 
-    /// The system clock in milliseconds since 1970.
-    @Sendable public static func systemMilliseconds() -> Int64 {
-        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
-    }
+    /// The system clock in milliseconds since 1970 (the default ``Configuration/now``).
+    @Sendable public static func systemMilliseconds() -> Int64 { StorageClock.systemMilliseconds() }
 
     /// `sqlite:PATH` or `memory`.
     public let location: String
@@ -202,282 +200,6 @@ public final class SQLiteServerStorage: ServerStorage {
         return migrator
     }
 
-    // MARK: - Tables
-
-    public func prepare(_ tables: [StorageTable]) async throws {
-        for table in tables { try StorageTable.validateName(table.name) }
-        try await write("preparing tables") { db in
-            for table in tables { _ = try Self.tableRecord(db, table.name, creating: true) }
-        }
-    }
-
-    public func tableNames() async throws -> [String] {
-        try await read("listing tables") { db in
-            try String.fetchAll(db, sql: "SELECT name FROM ferry_tables ORDER BY name")
-        }
-    }
-
-    public func tableExists(_ table: String) async throws -> Bool {
-        try await number(of: table) != nil
-    }
-
-    public func tableStamps(named names: Set<String>?, changedSince: Int64?) async throws -> [StorageChange] {
-        try await read("reading the catalog") { db in
-            try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT name, last_version, last_updated_at FROM ferry_tables
-                        WHERE last_updated_at >= ? ORDER BY name
-                        """),
-                arguments: [changedSince ?? Int64.min]
-            ).compactMap { row -> StorageChange? in
-                let name: String = row[0]
-                guard names?.contains(name) ?? true else { return nil }
-                return StorageChange(
-                    table: name, version: row[1], updatedAt: Timestamp(millisecondsSince1970: row[2]))
-            }
-        }
-    }
-
-    /// The catalog number of `name`, or `nil` when the table does not exist.
-    func number(of name: String) async throws -> Int64? {
-        if let known = numbers.withLock({ $0[name] }) { return known }
-        let found = try await read("reading the catalog") { db in
-            try Int64.fetchOne(db, sql: "SELECT number FROM ferry_tables WHERE name = ?", arguments: [name])
-        }
-        // Not remembered inside a transaction: until it commits, other connections cannot see a
-        // table it created (a query using the number would fail).
-        if let found, currentTransaction == nil { numbers.withLock { $0[name] = found } }
-        return found
-    }
-
-    struct TableRecord {
-        var number: Int64
-        var lastUpdatedAt: Int64
-        var lastVersion: Int64
-        var sqlName: String { "ferry_items_\(number)" }
-    }
-
-    static func tableRecord(_ db: Database, _ name: String, creating: Bool) throws -> TableRecord? {
-        if let row = try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT number, last_updated_at, last_version FROM ferry_tables WHERE name = ?"),
-            arguments: [name])
-        {
-            return TableRecord(number: row[0], lastUpdatedAt: row[1], lastVersion: row[2])
-        }
-        guard creating else { return nil }
-        let number = (try Int64.fetchOne(db, sql: "SELECT MAX(number) FROM ferry_tables") ?? 0) + 1
-        let record = TableRecord(number: number, lastUpdatedAt: 0, lastVersion: 0)
-        try db.execute(
-            sql:
-                "INSERT INTO ferry_tables (name, number, created_at, last_updated_at, last_version) VALUES (?, ?, ?, 0, 0)",
-            arguments: [name, number, systemMilliseconds()])
-        let table = record.sqlName
-        try db.execute(
-            sql: """
-                CREATE TABLE \(table) (
-                    id TEXT PRIMARY KEY NOT NULL,
-                    item TEXT NOT NULL,
-                    created_at INTEGER NOT NULL,
-                    updated_at INTEGER NOT NULL,
-                    version INTEGER NOT NULL,
-                    deleted INTEGER NOT NULL,
-                    owner TEXT
-                ) WITHOUT ROWID;
-                CREATE UNIQUE INDEX \(table)_updated ON \(table) (updated_at);
-                CREATE INDEX \(table)_owner ON \(table) (owner, updated_at) WHERE owner IS NOT NULL;
-                """)
-        return record
-    }
-
-    /// Advances the table's write sequence inside the current transaction.
-    func nextStamp(_ db: Database, _ name: String, _ record: inout TableRecord) throws -> (
-        updatedAt: Int64, version: Int64
-    ) {
-        let updatedAt = max(configuration.now(), record.lastUpdatedAt + 1)
-        let version = record.lastVersion + 1
-        record.lastUpdatedAt = updatedAt
-        record.lastVersion = version
-        try db.cachedStatement(sql: "UPDATE ferry_tables SET last_updated_at = ?, last_version = ? WHERE name = ?")
-            .execute(arguments: [updatedAt, version, name])
-        return (updatedAt, version)
-    }
-
-    /// Fixes the JSON kind of new undeclared fields and rejects values of another kind.
-    ///
-    /// A field's kind never changes once recorded, so the kinds read from the catalog are kept in
-    /// memory and a write whose fields are all known reads nothing.
-    func checkFieldKinds(_ db: Database, _ table: StorageTable, _ content: JSONObject) throws {
-        let undeclared = content.compactMap { name, value -> (String, FieldKind)? in
-            guard table.schema.fields[name] == nil, let kind = FieldKind(of: value) else { return nil }
-            return (name, kind)
-        }
-        if undeclared.isEmpty { return }
-        let remembered = knownFieldKinds.withLock { $0[table.name] }
-        if let remembered, undeclared.allSatisfy({ remembered[$0.0] == $0.1.rawValue }) { return }
-        var known: [String: String] = [:]
-        for row in try Row.fetchAll(
-            db.cachedStatement(sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?"),
-            arguments: [table.name])
-        {
-            known[row[0]] = row[1]
-        }
-        // What was read is recorded (or, in a batch, forgotten again if the batch rolls back).
-        knownFieldKinds.withLock { $0[table.name] = known }
-        for (name, kind) in undeclared.sorted(by: { $0.0 < $1.0 }) {
-            if let existing = known[name] {
-                guard existing == kind.rawValue else {
-                    throw StorageError(
-                        .fieldKind,
-                        "field '\(name)' of table '\(table.name)' holds \(existing) values; a \(kind.rawValue) cannot be stored in it"
-                    )
-                }
-            }
-        }
-        for (name, kind) in undeclared.sorted(by: { $0.0 < $1.0 }) where known[name] == nil {
-            try db.cachedStatement(sql: "INSERT INTO ferry_fields (table_name, field, kind) VALUES (?, ?, ?)")
-                .execute(arguments: [table.name, name, kind.rawValue])
-        }
-    }
-
-    /// The JSON kinds recorded for the undeclared fields of `table`.
-    public func fieldKinds(of table: String) async throws -> [String: FieldKind] {
-        try await read("reading field kinds") { db in
-            var result: [String: FieldKind] = [:]
-            for row in try Row.fetchAll(
-                db, sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?", arguments: [table])
-            {
-                if let kind = FieldKind(rawValue: row[1]) { result[row[0]] = kind }
-            }
-            return result
-        }
-    }
-
-    // MARK: - Rows
-
-    static let columns = "id, item, created_at, updated_at, version, deleted, owner"
-
-    static func decode(_ row: Row) throws -> StoredItem {
-        let id: String = row[0]
-        let text: String = row[1]
-        guard case .object(let content) = try? JSONValue(parsing: text) else {
-            throw StorageError(.corrupt, "the stored item '\(id)' is not a JSON object")
-        }
-        return StoredItem(
-            id: id, content: content, createdAt: Timestamp(millisecondsSince1970: row[2]),
-            updatedAt: Timestamp(millisecondsSince1970: row[3]), version: row[4], deleted: (row[5] as Int64) != 0,
-            owner: row[6])
-    }
-
-    /// The owner scope as SQL. An owner SQLite cannot compare exactly (GRDB binds text up to its
-    /// first U+0000) is refused, never cut.
-    static func ownerCondition(_ owner: OwnerScope) throws -> SQLFragment? {
-        switch owner {
-        case .all: return nil
-        case .owner(let subject):
-            try OwnerScope.validateSubject(subject)
-            return "owner = \(bind: subject)"
-        }
-    }
-
-    static func fetch(_ db: Database, _ record: TableRecord, id: String, owner: OwnerScope) throws -> StoredItem? {
-        let row: Row?
-        switch owner {
-        case .all:
-            row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(columns) FROM \(record.sqlName) WHERE id = ?"), arguments: [id])
-        case .owner(let subject):
-            try OwnerScope.validateSubject(subject)
-            row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT \(columns) FROM \(record.sqlName) WHERE id = ? AND owner = ?"),
-                arguments: [id, subject])
-        }
-        return try row.map(decode)
-    }
-
-    public func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {
-        guard let number = try await number(of: table.name) else { return nil }
-        let record = TableRecord(number: number, lastUpdatedAt: 0, lastVersion: 0)
-        return try await read("reading an item of '\(table.name)'") { db in
-            try Self.fetch(db, record, id: id, owner: owner)
-        }
-    }
-
-    public func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws
-        -> StoredItem
-    {
-        try StorageTable.validateName(table.name)
-        try StoredItem.validateID(id)
-        if let owner { try OwnerScope.validateSubject(owner) }
-        let text = try Self.itemText(content, table.name)
-        let stored = try await write("inserting into '\(table.name)'") { db in
-            guard var record = try Self.tableRecord(db, table.name, creating: true) else {
-                throw StorageError(.noSuchTable, "table '\(table.name)' does not exist")
-            }
-            if let existing = try Self.fetch(db, record, id: id, owner: .all) {
-                throw StorageError(
-                    .conflict, "an item with id '\(id)' already exists in '\(table.name)'", current: existing)
-            }
-            try self.checkFieldKinds(db, table, content)
-            let stamp = try self.nextStamp(db, table.name, &record)
-            try db.cachedStatement(sql: "INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)")
-                .execute(arguments: [id, text, stamp.updatedAt, stamp.updatedAt, stamp.version, owner])
-            return StoredItem(
-                id: id, content: content, createdAt: Timestamp(millisecondsSince1970: stamp.updatedAt),
-                updatedAt: Timestamp(millisecondsSince1970: stamp.updatedAt), version: stamp.version, deleted: false,
-                owner: owner)
-        }
-        announce(table.name, stored.version, stored.updatedAt)
-        return stored
-    }
-
-    public func replace(
-        in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
-        owner: OwnerScope
-    ) async throws -> StoredItem {
-        let text = try Self.itemText(content, table.name)
-        let stored = try await write("replacing an item of '\(table.name)'") { db in
-            var record = try Self.existingRecord(db, table.name, id: id)
-            guard var current = try Self.fetch(db, record, id: id, owner: owner) else {
-                throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
-            }
-            guard current.version == expectedVersion else {
-                throw StorageError(
-                    .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
-            }
-            try self.checkFieldKinds(db, table, content)
-            let stamp = try self.nextStamp(db, table.name, &record)
-            try db.cachedStatement(
-                sql: "UPDATE \(record.sqlName) SET item = ?, updated_at = ?, version = ?, deleted = ? WHERE id = ?"
-            ).execute(arguments: [text, stamp.updatedAt, stamp.version, deleted ? 1 : 0, id])
-            current.content = content
-            current.updatedAt = Timestamp(millisecondsSince1970: stamp.updatedAt)
-            current.version = stamp.version
-            current.deleted = deleted
-            return current
-        }
-        announce(table.name, stored.version, stored.updatedAt)
-        return stored
-    }
-
-    public func delete(from table: StorageTable, id: String, expectedVersion: Int64, owner: OwnerScope) async throws {
-        let stamp = try await write("deleting an item of '\(table.name)'") { db in
-            var record = try Self.existingRecord(db, table.name, id: id)
-            guard let current = try Self.fetch(db, record, id: id, owner: owner) else {
-                throw StorageError(.notFound, "no item with id '\(id)' in '\(table.name)'")
-            }
-            guard current.version == expectedVersion else {
-                throw StorageError(
-                    .versionMismatch, "the item '\(id)' of '\(table.name)' changed since it was read", current: current)
-            }
-            // A delete advances the sequence too: the next write's stamps must still exceed it.
-            let stamp = try self.nextStamp(db, table.name, &record)
-            try db.execute(sql: "DELETE FROM \(record.sqlName) WHERE id = ?", arguments: [id])
-            return stamp
-        }
-        announce(table.name, stamp.version, Timestamp(millisecondsSince1970: stamp.updatedAt))
-    }
-
     // MARK: - Changes
 
     public func changes() -> AsyncStream<StorageChange> {
@@ -491,20 +213,13 @@ public final class SQLiteServerStorage: ServerStorage {
         knownFieldKinds.withLock { $0.removeAll() }
     }
 
-    private func announce(_ table: String, _ version: Int64, _ updatedAt: Timestamp) {
+    func announce(_ table: String, _ version: Int64, _ updatedAt: Timestamp) {
         let change = StorageChange(table: table, version: version, updatedAt: updatedAt)
         if let transaction = currentTransaction {
             transaction.hold(change)  // announced once committed
         } else {
             announcements.publish(change)
         }
-    }
-
-    static func existingRecord(_ db: Database, _ name: String, id: String) throws -> TableRecord {
-        guard let record = try tableRecord(db, name, creating: false) else {
-            throw StorageError(.notFound, "no item with id '\(id)' in '\(name)' (the table does not exist)")
-        }
-        return record
     }
 
     // MARK: - Lifecycle
@@ -537,18 +252,5 @@ public final class SQLiteServerStorage: ServerStorage {
         default: code = .io
         }
         return StorageError(code, "\(action) \(place) failed (SQLite: \(native))", underlying: error)
-    }
-
-    /// The item's JSON text. What JSON text cannot hold exactly (a NaN or an infinity, nesting deeper
-    /// than the parser reads back) is refused rather than written as `null`.
-    static func itemText(_ content: JSONObject, _ table: String) throws -> String {
-        var buffer = JSONTextBuffer()
-        let problems = buffer.appendJSON(.object(content))
-        guard problems.isEmpty else {
-            let what =
-                problems.nonFinite ? "a number JSON cannot hold (NaN or infinite)" : "nesting too deep to read back"
-            throw StorageError(.fieldKind, "the item for '\(table)' holds \(what)")
-        }
-        return String(decoding: buffer.array, as: UTF8.self)
     }
 }

@@ -1,4 +1,4 @@
-// The sync benchmark: see Tools/README.md (`bash Tools/bench-sync.sh`).
+// The sync benchmark: see Tools/README.md (`bash Tools/bench-sync.sh`, `SyncBenchmark --help`).
 //
 // Against a `ferry serve` child process on a seeded SQLite database:
 // - initial pull of N rows into a SQLiteStore (rows/s, RSS growth), beside a baseline that
@@ -7,6 +7,7 @@
 // - a push of M queued inserts (operations/s): batched and keyed against Ferry's server, and one
 //   request per operation against the same server started with --protocol-only (what every server
 //   of the protocol family offers), beside the initial pull's rate of the same run.
+import ArgumentParser
 import Foundation
 import GRDB
 import StoreSQLite
@@ -15,14 +16,17 @@ import Synchronization
 import Transport
 
 @main
-enum SyncBenchmarkMain {
-    static func main() async {
-        do {
-            try await run(Options(CommandLine.arguments.dropFirst()))
-        } catch {
-            FileHandle.standardError.write(Data("error: \(error)\n".utf8))
-            exit(1)
-        }
+struct SyncBenchmarkMain: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "SyncBenchmark",
+        abstract: "Pull and push against a `ferry serve` child process, beside baselines of the same run.",
+        discussion: "Tools/README.md describes each part; Tools/bench-sync.sh builds and runs it.")
+
+    @OptionGroup var options: Options
+
+    func run() async throws {
+        ServerProcess.ferryPath.withLock { $0 = options.ferry }
+        try await Self.run(options)
     }
 
     static func run(_ options: Options) async throws {
@@ -180,49 +184,46 @@ enum SyncBenchmarkMain {
     static func mb(_ bytes: Int) -> String { String(format: "%.1f", Double(bytes) / 1_048_576) }
 }
 
-struct Options {
+struct Options: ParsableArguments {
+    @Option(help: "Rows of the initial pull.")
     var rows = 100_000
+    @Option(help: "Rows per page, 1 to 1,000 (larger values are cut to 1,000).")
     var page = 1_000
+    @Option(help: "Queued inserts to push (0: no push).")
     var push = 10_000
+    @Option(help: "Rows of a second, bigger pull, for memory.")
     var memoryRows: Int?
     /// Writes of the live-sync latency benchmark (0: not run).
+    @Option(help: "Writes of the live-sync latency benchmark (0: not run).")
     var live = 0
     /// Rounds of the outage benchmark (0: not run).
+    @Option(help: "Rounds of the outage benchmark: ferry serve killed and restarted (0: not run).")
     var outage = 0
+    @Option(help: "Seconds of the live benchmark's idle measurement.")
     var idleSeconds = 60
     /// A PostgreSQL URL for the live benchmark across two instances.
+    @Option(help: "A postgres:// URL: the live benchmark also runs across two instances on it.")
     var postgres: String?
     /// Push and pull over each HTTP client, in one run.
+    @Flag(help: "Push and pull through each HTTP client, in one run.")
     var compareClients = false
+    /// The `ferry` executable the servers run; `nil` for the one beside this benchmark.
+    @Option(help: "The ferry executable to run as the server (default: the one beside SyncBenchmark).")
+    var ferry: String?
 
-    init(_ arguments: ArraySlice<String>) throws {
-        var arguments = arguments
-        while let flag = arguments.popFirst() {
-            if flag == "--compare-clients" {
-                compareClients = true
-                continue
-            }
-            if flag == "--postgres" {
-                guard let url = arguments.popFirst(), url.hasPrefix("postgres") else {
-                    throw BenchmarkError("--postgres needs a postgres:// URL")
-                }
-                postgres = url
-                continue
-            }
-            guard let text = arguments.popFirst(), let value = Int(text), value >= 0 else {
-                throw BenchmarkError("\(flag) needs a number")
-            }
-            switch flag {
-            case "--rows": rows = max(1, value)
-            case "--page": page = max(1, min(1_000, value))
-            case "--push": push = value
-            case "--memory-rows": memoryRows = value
-            case "--live": live = value
-            case "--outage": outage = value
-            case "--idle-seconds": idleSeconds = max(1, value)
-            default: throw BenchmarkError("unknown option \(flag) (see Tools/README.md)")
-            }
+    mutating func validate() throws {
+        for (name, value) in [
+            ("rows", rows), ("page", page), ("push", push), ("memory-rows", memoryRows ?? 0), ("live", live),
+            ("outage", outage), ("idle-seconds", idleSeconds),
+        ] where value < 0 {
+            throw ValidationError("--\(name) needs a number of 0 or more")
         }
+        if let postgres, !postgres.hasPrefix("postgres") {
+            throw ValidationError("--postgres needs a postgres:// URL")
+        }
+        rows = max(1, rows)
+        page = max(1, min(1_000, page))
+        idleSeconds = max(1, idleSeconds)
     }
 }
 
@@ -284,6 +285,9 @@ enum Seeder {
 
 /// `ferry serve` as a child process, so the client's memory is measured alone.
 final class ServerProcess: @unchecked Sendable {
+    /// The `ferry` executable (`--ferry`); `nil` for the one beside this benchmark.
+    static let ferryPath = Mutex<String?>(nil)
+
     let process: Process
     let url: URL
     /// Requests the server logged (with `countsRequests`).
@@ -304,10 +308,14 @@ final class ServerProcess: @unchecked Sendable {
     ) throws -> ServerProcess {
         let tables = directory.appendingPathComponent("tables.json")
         try Data(#"{"defaults": {"softDelete": true, "pageSize": \#(page), "maxTop": 1000}}"#.utf8).write(to: tables)
-        let ferry = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
-            "ferry")
+        let ferry =
+            ferryPath.withLock { $0 }.map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+                "ferry")
         guard FileManager.default.isExecutableFile(atPath: ferry.path) else {
-            throw BenchmarkError("build ferry beside SyncBenchmark first (swift build -c release)")
+            throw BenchmarkError(
+                "no ferry executable at \(ferry.path): build it (swift build --package-path Apps -c release --product ferry) and pass --ferry"
+            )
         }
         let process = Process()
         process.executableURL = ferry
