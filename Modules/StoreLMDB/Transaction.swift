@@ -57,6 +57,10 @@ final class Txn {
     /// Set when a write hit `MDB_MAP_FULL`: the transaction is then unusable and the writer grows
     /// the map and runs the body again, whatever the body did with the error.
     var hitMapFull = false
+    /// Whether a write changed the database (a put or a delete that took effect). A commit without
+    /// one leaves LMDB's transaction id where it was, so it must not count as a commit of this
+    /// process when looking for other processes' (``Environment/othersCommitted()``).
+    var wrote = false
 
     init(handle: OpaquePointer, dbs: Databases, place: String) {
         self.handle = handle
@@ -92,6 +96,7 @@ final class Txn {
             }
         }
         try check(rc, "writing to")
+        wrote = true
     }
 
     func put(_ dbi: MDB_dbi, _ key: [UInt8], _ value: UnsafeRawBufferPointer, flags: Int32 = 0) throws(StoreError) {
@@ -102,6 +107,7 @@ final class Txn {
             return mdb_put(handle, dbi, &keyValue, &dataValue, UInt32(bitPattern: flags))
         }
         try check(rc, "writing to")
+        wrote = true
     }
 
     /// Writes `value` under `key` unless the key exists; then returns the existing value (and
@@ -117,6 +123,7 @@ final class Txn {
         }
         if rc == MDB_KEYEXIST { return UnsafeRawBufferPointer(start: existing.mv_data, count: existing.mv_size) }
         try check(rc, "writing to")
+        wrote = true
         return nil
     }
 
@@ -133,6 +140,7 @@ final class Txn {
         }
         if rc == MDB_KEYEXIST { return false }
         try check(rc, "writing to")
+        wrote = true
         return true
     }
 
@@ -157,6 +165,7 @@ final class Txn {
         }
         if rc == MDB_NOTFOUND { return false }
         try check(rc, "deleting from")
+        wrote = true
         return true
     }
 

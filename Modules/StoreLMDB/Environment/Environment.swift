@@ -176,7 +176,9 @@ final class Environment: @unchecked Sendable {
                     continue
                 }
                 guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "committing a write to", place) }
-                ownCommits.withLock { $0 += 1 }
+                // Only a transaction that wrote advances LMDB's transaction id: one that changed
+                // nothing, counted, would cancel out another process's commit.
+                if txn.wrote { ownCommits.withLock { $0 += 1 } }
                 commits.publish(commit)
                 return result
             }
