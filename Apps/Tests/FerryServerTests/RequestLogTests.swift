@@ -10,37 +10,9 @@ import Testing
 /// request id; Hummingbird's own start-up line no longer doubles the host's.
 @Suite("The server's request log", .timeLimit(.minutes(10)))
 struct RequestLogTests {
-    /// Keeps what was logged.
-    final class Captured: Sendable {
-        struct Entry: Sendable {
-            var level: Logger.Level
-            var message: String
-            var metadata: Logger.Metadata
-        }
-        let entries = Mutex<[Entry]>([])
-    }
-
-    struct CapturingHandler: LogHandler {
-        let captured: Captured
-        var logLevel: Logger.Level = .info
-        var metadata: Logger.Metadata = [:]
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            let entry = Captured.Entry(
-                level: event.level, message: "\(event.message)",
-                metadata: metadata.merging(event.metadata ?? [:]) { $1 })
-            captured.entries.withLock { $0.append(entry) }
-        }
-    }
-
     @Test func successesAreDebugErrorsAreOneLineWithTheRequestID() async throws {
-        let captured = Captured()
-        var logger = Logger(label: "test.server") { _ in CapturingHandler(captured: captured) }
+        let captured = CapturedLog()
+        var logger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: captured) }
         logger.logLevel = .info
         let server = try await LiveServer.start(tables: [TableSettings(name: "todo")], logger: logger)
         #expect(try await server.send("GET", "/tables/todo").status == 200)
@@ -57,8 +29,8 @@ struct RequestLogTests {
         #expect(error.metadata["ferry.status"] == "404")
 
         // At debug, the successes are there too.
-        let verbose = Captured()
-        var debugLogger = Logger(label: "test.server") { _ in CapturingHandler(captured: verbose) }
+        let verbose = CapturedLog()
+        var debugLogger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: verbose) }
         debugLogger.logLevel = .debug
         let second = try await LiveServer.start(tables: [TableSettings(name: "todo")], logger: debugLogger)
         #expect(try await second.send("GET", "/tables/todo").status == 200)

@@ -1,5 +1,6 @@
 import FerryServer
 import Foundation
+import Logging
 import ServerStorageCore
 import ServerStorageSQLite
 import ServerTestSupport
@@ -14,9 +15,11 @@ struct ResponseDeliveryTests {
     static let items = 40
     static let pagePath = "/tables/big?$top=40"
 
-    static func start(connections: ConnectionLimits = ConnectionLimits()) async throws -> ReferenceServer {
+    static func start(connections: ConnectionLimits = ConnectionLimits(), logger: Logger = .quietTest) async throws
+        -> ReferenceServer
+    {
         var configuration = ServerConfiguration(
-            host: "127.0.0.1", port: 0, tables: [TableSettings(name: "big")], logger: .quietTest)
+            host: "127.0.0.1", port: 0, tables: [TableSettings(name: "big")], logger: logger)
         configuration.connections = connections
         let storage = try sqliteStorage(.memory, logger: .quietTest)
         try await storage.prepare([StorageTable(name: "big")])
@@ -70,13 +73,23 @@ struct ResponseDeliveryTests {
     }
 
     @Test func aReaderThatStopsReadingIsClosedAfterTheWriteTimeout() async throws {
+        let log = CapturedLog()
+        var logger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: log) }
+        logger.logLevel = .debug
         let server = try await Self.start(
-            connections: ConnectionLimits(idleTimeout: .seconds(30), writeTimeout: .milliseconds(500)))
+            connections: ConnectionLimits(idleTimeout: .seconds(30), writeTimeout: .milliseconds(500)), logger: logger)
         let port = server.port
         try await offThePool {
             let connection = try LoopbackHTTP.KeptAlive(port: port)
             try connection.send("GET", Self.pagePath)
-            Thread.sleep(forTimeInterval: 3)  // reads nothing: socket buffers fill, then nothing moves
+            // Reads nothing (socket buffers fill, then nothing moves) until the server says it gave
+            // up: a fixed pause was shorter than making the 20 MB page on a loaded machine, and the
+            // reader then got it whole.
+            let deadline = Date().addingTimeInterval(60)
+            while !log.contains("the client read nothing of the response"), Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            #expect(log.contains("the client read nothing of the response"), "the server never gave up")
             #expect(throws: LoopbackHTTP.Failure.self, "the server gave up on a reader that stopped") {
                 try connection.receive()
             }
