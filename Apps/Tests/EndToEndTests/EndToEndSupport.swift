@@ -54,12 +54,13 @@ struct TestServer: Sendable {
 
     static func start(
         in scratch: Scratch, port: Int = 0, pageSize: Int = 100, pushExtensions: Bool = true,
-        limits: RequestLimits = RequestLimits()
+        limits: RequestLimits = RequestLimits(), trustsForwardedHeaders: Bool = false
     ) async throws -> TestServer {
         var logger = Logger(label: "ferry.e2e")
         logger.logLevel = .critical
         var configuration = ServerConfiguration(host: "127.0.0.1", port: port, limits: limits, logger: logger)
         configuration.offersPushExtensions = pushExtensions
+        configuration.trustsForwardedHeaders = trustsForwardedHeaders
         configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
         let path = scratch.url.appendingPathComponent("server.sqlite").path
         // A server started again on its old port may find it taken for a moment: the system hands the

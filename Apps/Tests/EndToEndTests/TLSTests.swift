@@ -103,6 +103,29 @@ struct TLSProxy {
                     "-CAcreateserial", "-out", path("server.pem"), "-days", "2", "-extfile", path("server.ext"),
                 ])
         }
+        let (process, port) = try await Self.launchNginx(in: folder) { port in
+            """
+            server {
+                listen 127.0.0.1:\(port) ssl;
+                ssl_certificate \(path("server.pem"));
+                ssl_certificate_key \(path("server.key"));
+                location / {
+                    proxy_pass http://127.0.0.1:\(upstream);
+                    proxy_http_version 1.1;
+                    proxy_set_header Connection "";
+                    proxy_buffering off;
+                    proxy_read_timeout 1h;
+                }
+            }
+            """
+        }
+        return TLSProxy(process: process, url: URL(string: "https://127.0.0.1:\(port)")!, authority: path("ca.pem"))
+    }
+
+    /// Starts Debian's nginx in `folder` (its configuration, temporary files and error log) with
+    /// the `server` block for a free loopback port; returns once it accepts connections.
+    static func launchNginx(in folder: URL, server: (Int) -> String) async throws -> (Process, Int) {
+        @Sendable func path(_ name: String) -> String { folder.appendingPathComponent(name).path }
         for attempt in 1... {
             let port = try await freePort(in: Scratch())
             let configuration = """
@@ -118,18 +141,7 @@ struct TLSProxy {
                     fastcgi_temp_path \(path("fastcgi"));
                     uwsgi_temp_path \(path("uwsgi"));
                     scgi_temp_path \(path("scgi"));
-                    server {
-                        listen 127.0.0.1:\(port) ssl;
-                        ssl_certificate \(path("server.pem"));
-                        ssl_certificate_key \(path("server.key"));
-                        location / {
-                            proxy_pass http://127.0.0.1:\(upstream);
-                            proxy_http_version 1.1;
-                            proxy_set_header Connection "";
-                            proxy_buffering off;
-                            proxy_read_timeout 1h;
-                        }
-                    }
+                    \(server(port))
                 }
                 """
             try configuration.write(toFile: path("nginx.conf"), atomically: true, encoding: .utf8)
@@ -141,10 +153,7 @@ struct TLSProxy {
             try process.run()
             // Ready once it accepts connections; a port taken meanwhile makes it exit: try another.
             for _ in 0..<100 where process.isRunning {
-                if accepts(port) {
-                    return TLSProxy(
-                        process: process, url: URL(string: "https://127.0.0.1:\(port)")!, authority: path("ca.pem"))
-                }
+                if accepts(port) { return (process, port) }
                 try await Task.sleep(for: .milliseconds(50))
             }
             kill(process.processIdentifier, SIGKILL)

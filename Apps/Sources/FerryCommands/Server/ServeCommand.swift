@@ -52,6 +52,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             valueName: "url"))
     var publicURL: String?
 
+    @Flag(
+        help:
+            "Take the public URL of links from the proxy's Forwarded or X-Forwarded-Host/-Proto headers (only behind a proxy that sets them)."
+    )
+    var trustProxy = false
+
     @Option(help: ArgumentHelp("The largest request body, in bytes.", valueName: "bytes"))
     var maxBodySize: Int = RequestLimits().maximumBodySize
 
@@ -113,6 +119,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         configuration.authSecret = authSecret ?? ProcessInfo.processInfo.environment["FERRY_AUTH_SECRET"]
         configuration.allowsTokensWithoutExpiry = authAllowNoExpiry
         configuration.publicURL = publicURL
+        configuration.trustsForwardedHeaders = trustProxy
         configuration.limits.maximumBodySize = maxBodySize
         configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, maxBodySize)
         configuration.limits.maximumBatchRequests = maxBatchRequests

@@ -97,9 +97,10 @@ public final class ReferenceServer: Sendable {
         try await storage.prepare(
             configuration.tables.map { StorageTable(name: $0.name, schema: $0.schema) })
         let service = TableService(configuration: configuration, storage: storage)
-        let responder = TableResponder(
+        var responder = TableResponder(
             service: service, limits: configuration.limits,
             publicOrigin: configuration.publicURL.flatMap { PublicOrigin(publicURL: $0) }, logger: configuration.logger)
+        responder.trustsForwardedHeaders = configuration.trustsForwardedHeaders
         let bound = BindSignal()
         // Hummingbird's own info lines ("Server started and listening on …") would double the
         // host's start-up line; its notices and above still show.

@@ -15,6 +15,8 @@ struct TableResponder: HTTPResponder {
     let limits: RequestLimits
     /// The configured public URL's origin; `nil` to use the request's validated `Host`.
     let publicOrigin: PublicOrigin?
+    /// Whether a proxy's `Forwarded`/`X-Forwarded-*` headers name the origin of links.
+    var trustsForwardedHeaders = false
     let logger: Logger
 
     func respond(to request: Request, context: Context) async throws -> Response {
@@ -38,7 +40,8 @@ struct TableResponder: HTTPResponder {
             if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
             // After the body is read: answering before it and closing would reset the connection
             // with the body unread, and the client could lose the answer.
-            let origin = try Self.origin(of: request, configured: publicOrigin)
+            let origin = try Self.origin(
+                of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
             answer = await service.handle(
                 TableRequest(
                     method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
@@ -109,16 +112,46 @@ struct TableResponder: HTTPResponder {
             })
     }
 
-    /// The origin of absolute links: the configured public URL, else `scheme://Host` when the `Host`
-    /// header is a valid host and port (400 when it is not), else empty (links stay relative).
-    static func origin(of request: Request, configured: PublicOrigin?) throws -> String {
+    /// The origin of absolute links: the configured public URL; else, when the proxy is trusted,
+    /// the one its `Forwarded` (or `X-Forwarded-Host`/`-Proto`) header names; else `scheme://Host`
+    /// when the `Host` header is a valid host and port (400 when it is not), else empty (links stay
+    /// relative).
+    static func origin(of request: Request, configured: PublicOrigin?, trustsForwarded: Bool = false) throws
+        -> String
+    {
         if let configured { return configured.text }
+        if trustsForwarded, let forwarded = forwardedOrigin(request.headers) { return forwarded.text }
         guard let host = request.head.authority else { return "" }
         let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "https" : "http"
         guard let origin = PublicOrigin(scheme: scheme, hostHeader: host) else {
             throw ProtocolError(400, "invalidHost", "the Host header is not a valid host and port")
         }
         return origin.text
+    }
+
+    /// The origin a proxy names: the first element of `Forwarded` (`host=` and `proto=`), else
+    /// the first `X-Forwarded-Host` with `X-Forwarded-Proto`; `nil` when neither names a valid host.
+    static func forwardedOrigin(_ headers: HTTPFields) -> PublicOrigin? {
+        func first(_ name: String) -> String? {
+            headers[HTTPField.Name(name)!]?.split(separator: ",").first.map {
+                $0.trimmingCharacters(in: .whitespaces)
+            }
+        }
+        if let element = first("Forwarded") {
+            var pairs: [String: String] = [:]
+            for pair in element.split(separator: ";") {
+                let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                guard parts.count == 2 else { continue }
+                pairs[parts[0].lowercased()] = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            }
+            if let host = pairs["host"] {
+                let scheme = pairs["proto"]?.lowercased() == "https" ? "https" : "http"
+                return PublicOrigin(scheme: scheme, hostHeader: host)
+            }
+        }
+        guard let host = first("X-Forwarded-Host") else { return nil }
+        let scheme = first("X-Forwarded-Proto")?.lowercased() == "https" ? "https" : "http"
+        return PublicOrigin(scheme: scheme, hostHeader: host)
     }
 }
 

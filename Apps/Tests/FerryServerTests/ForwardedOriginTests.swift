@@ -1,0 +1,33 @@
+import HTTPTypes
+import Testing
+
+@testable import FerryServer
+
+/// Issue 31: behind a trusted proxy, links name the origin its `Forwarded` (RFC 7239) or
+/// `X-Forwarded-Host`/`-Proto` headers give; a header that does not name a valid host is ignored.
+@Suite("The public origin from a proxy's headers")
+struct ForwardedOriginTests {
+    static func origin(_ headers: [(String, String)]) -> String? {
+        var fields = HTTPFields()
+        for (name, value) in headers { fields.append(HTTPField(name: HTTPField.Name(name)!, value: value)) }
+        return TableResponder.forwardedOrigin(fields)?.text
+    }
+
+    @Test func forwardedThenXForwardedHost() {
+        #expect(
+            Self.origin([("Forwarded", "for=10.0.0.1;host=api.example.com;proto=https")]) == "https://api.example.com")
+        #expect(
+            Self.origin([("Forwarded", #"host="api.example.com:8443";proto=https, host=inner"#)])
+                == "https://api.example.com:8443")
+        #expect(
+            Self.origin([("X-Forwarded-Host", "sync.example.org"), ("X-Forwarded-Proto", "https")])
+                == "https://sync.example.org")
+        #expect(Self.origin([("X-Forwarded-Host", "a.example, b.example")]) == "http://a.example")
+        // Forwarded without a host: the X- headers are asked.
+        #expect(Self.origin([("Forwarded", "for=10.0.0.1"), ("X-Forwarded-Host", "x.example")]) == "http://x.example")
+        // Nothing valid: no origin (the Host header is used).
+        #expect(Self.origin([("X-Forwarded-Host", "evil.example/path")]) == nil)
+        #expect(Self.origin([("X-Forwarded-Host", "bad host")]) == nil)
+        #expect(Self.origin([]) == nil)
+    }
+}
