@@ -205,4 +205,21 @@ final class ProcessWatch: Sendable {
         #expect(object["time"] == "2025-11-26T14:08:42.348Z", "\(String(describing: object["time"]))")
         #expect(throws: (any Error).self) { try FerryCommand.parseAsRoot(["serve", "--log-format", "xml"]) }
     }
+
+    /// Every bad value of `serve` is one line naming the flag, and exit 64 (issue 31).
+    @Test func everyBadValueNamesItsFlag() async throws {
+        for (arguments, named) in [
+            (["--port", "abc"], "--port"), (["--max-connections", "0"], "--max-connections"),
+            (["--max-batch-requests", "0"], "--max-batch-requests"), (["--idle-timeout", "0"], "--idle-timeout"),
+            (["--public-url", "ftp://x"], "--public-url"), (["--auth-secret", "short"], "--auth-secret"),
+            (["--log-level", "loud"], "log level"), (["--log-format", "xml"], "log format"),
+            (["--db", "nosuch:x"], "unknown database"),
+        ] {
+            let result = try await FerryBinaryTests.run(["serve", "--port", "0", "--db", "memory"] + arguments)
+            #expect(result.status == 64, "\(arguments): \(result.errors)")
+            #expect(
+                result.errors.hasPrefix("error: ") && result.errors.contains(named), "\(arguments): \(result.errors)")
+            #expect(result.errors.split(separator: "\n").count == 1, "\(arguments): \(result.errors)")
+        }
+    }
 }

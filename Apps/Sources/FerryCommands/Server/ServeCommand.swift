@@ -147,7 +147,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             StandardStreams.writeError("error: \(error.message)\n")
             throw ExitCode(1)
         } catch let error as ConfigurationError {
-            StandardStreams.writeError("error: \(error)\n")
+            StandardStreams.writeError("error: \(Self.inFlagNames(error))\n")
             throw ExitCode(64)
         }
         let line =
@@ -155,5 +155,20 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         StandardStreams.write(line)
         try await server.waitUntilStopped()
         logger.notice("ferry serve: stopped")
+    }
+
+    /// The library names its settings (`maximumConnections must be at least 1`); the command line
+    /// says the flag the user typed (`--max-connections must be at least 1`).
+    static func inFlagNames(_ error: ConfigurationError) -> ConfigurationError {
+        let flags = [
+            "maximumConnections": "--max-connections", "maximumBatchRequests": "--max-batch-requests",
+            "maximumBodySize": "--max-body-size", "the auth secret": "--auth-secret (or $FERRY_AUTH_SECRET)",
+            "the public URL": "--public-url",
+        ]
+        var message = error.message
+        for (name, flag) in flags where message.hasPrefix(name) {
+            message = flag + message.dropFirst(name.count)
+        }
+        return ConfigurationError(message)
     }
 }
