@@ -68,12 +68,75 @@ extension LocalStore where Self == MemoryStore {
 struct MemoryState {
     var tables: [String: [String: JSONObject]] = [:]
     var definitions: [String: TableDefinition] = [:]
-    /// Sorted by id.
-    var operations: [QueuedOperation] = []
+    /// Sorted by id. Changed only through the methods below, which keep ``operationIDsByItem``.
+    private(set) var operations: [QueuedOperation] = []
+    /// The ids of each item's queued operations, ascending: the queue's collapse rules ask for an
+    /// item's operations at every write, and a scan of the whole queue made an import of 25,000
+    /// items take 84 s (1.2 s on SQLite, which has an index).
+    private var operationIDsByItem: [ItemKey: [Int64]] = [:]
     var lastOperationID: Int64 = 0
     /// Oldest first.
     var errors: [OperationErrorRecord] = []
     var tokens: [String: [String: String]] = [:]
+
+    struct ItemKey: Hashable {
+        var table: String
+        var itemID: String
+
+        init(_ operation: QueuedOperation) {
+            table = operation.table
+            itemID = operation.itemID
+        }
+
+        init(table: String, itemID: String) {
+            self.table = table
+            self.itemID = itemID
+        }
+    }
+
+    /// The queued operations of one item, oldest first.
+    func operations(table: String, itemID: String) -> [QueuedOperation] {
+        (operationIDsByItem[ItemKey(table: table, itemID: itemID)] ?? []).compactMap { id in
+            operationIndex(of: id).map { operations[$0] }
+        }
+    }
+
+    /// Adds `operation` in id order (at the end, unless an undo puts an older one back).
+    mutating func insertOperation(_ operation: QueuedOperation) {
+        if let last = operations.last, last.id > operation.id {
+            let position = operations.firstIndex { $0.id > operation.id } ?? operations.endIndex
+            operations.insert(operation, at: position)
+        } else {
+            operations.append(operation)
+        }
+        var ids = operationIDsByItem[ItemKey(operation), default: []]
+        if let last = ids.last, last > operation.id {
+            ids.insert(operation.id, at: ids.firstIndex { $0 > operation.id } ?? ids.endIndex)
+        } else {
+            ids.append(operation.id)
+        }
+        operationIDsByItem[ItemKey(operation)] = ids
+    }
+
+    /// Removes the operation at `index` and returns it.
+    @discardableResult
+    mutating func removeOperation(at index: Int) -> QueuedOperation {
+        let operation = operations.remove(at: index)
+        let key = ItemKey(operation)
+        operationIDsByItem[key]?.removeAll { $0 == operation.id }
+        if operationIDsByItem[key]?.isEmpty == true { operationIDsByItem[key] = nil }
+        return operation
+    }
+
+    /// Puts `operation` in the place of the one with its id.
+    mutating func replaceOperation(at index: Int, with operation: QueuedOperation) {
+        guard ItemKey(operations[index]) != ItemKey(operation) || operations[index].id != operation.id else {
+            operations[index] = operation
+            return
+        }
+        removeOperation(at: index)
+        insertOperation(operation)
+    }
 
     func operationIndex(of id: Int64) -> Int? {
         var low = 0
@@ -127,7 +190,7 @@ struct MemoryReader: StoreReader {
     }
 
     func operations(table: String, itemID: String) throws -> [QueuedOperation] {
-        state.operations.filter { $0.table == table && $0.itemID == itemID }
+        state.operations(table: table, itemID: itemID)
     }
 
     func operation(id: Int64) throws -> QueuedOperation? {
@@ -291,10 +354,10 @@ final class MemoryTransaction: StoreTransaction {
         let previousLast = state.lastOperationID
         state.lastOperationID += 1
         let operation = QueuedOperation(id: state.lastOperationID, draft: draft)
-        state.operations.append(operation)
+        state.insertOperation(operation)
         undo.append { state in
             state.lastOperationID = previousLast
-            if let index = state.operationIndex(of: operation.id) { state.operations.remove(at: index) }
+            if let index = state.operationIndex(of: operation.id) { state.removeOperation(at: index) }
         }
         return operation
     }
@@ -305,9 +368,9 @@ final class MemoryTransaction: StoreTransaction {
             throw StoreError(.notFound, "no queued operation with id \(operation.id)")
         }
         let previous = state.operations[index]
-        state.operations[index] = operation
+        state.replaceOperation(at: index, with: operation)
         undo.append { state in
-            if let index = state.operationIndex(of: previous.id) { state.operations[index] = previous }
+            if let index = state.operationIndex(of: previous.id) { state.replaceOperation(at: index, with: previous) }
         }
     }
 
@@ -315,11 +378,8 @@ final class MemoryTransaction: StoreTransaction {
         try checkActive()
         for id in ids {
             guard let index = state.operationIndex(of: id) else { continue }
-            let previous = state.operations.remove(at: index)
-            undo.append { state in
-                let position = state.operations.firstIndex { $0.id > previous.id } ?? state.operations.endIndex
-                state.operations.insert(previous, at: position)
-            }
+            let previous = state.removeOperation(at: index)
+            undo.append { state in state.insertOperation(previous) }
         }
     }
 

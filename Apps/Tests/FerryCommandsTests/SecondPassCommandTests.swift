@@ -304,4 +304,29 @@ struct SecondPassCommandTests {
         #expect(result.errors.hasPrefix("error: table 'todo': no item with id 'nosuch'"), "\(result.errors)")
         #expect(!result.output.contains("deleted"))
     }
+
+    /// Issue 32: `import` was silent for its first seconds while it read and checked the file.
+    @Test func importSaysWhatItDoesBeforeItImports() async throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = directory.appendingPathComponent("todos.jsonl")
+        let lines = (0..<25_000).map { #"{"id":"i\#($0)"}"# }.joined(separator: "\n")
+        try lines.write(to: file, atomically: true, encoding: .utf8)
+        let device = try Device(name: "cli", store: .memory, server: nil)
+        let progress = Transcript()
+        let transcript = Transcript()
+        var output = transcript.output
+        output.showsProgress = true
+        output.writeProgress = { progress.append($0) }
+        let command = try #require(try FerryCommand.parseAsRoot(["import", "todo", file.path]) as? ImportCommand)
+        try await command.execute(on: device, output: output)
+        try await device.close()
+        let drawn = progress.value
+        let reading = try #require(drawn.range(of: "reading \(file.path)…"))
+        let checking = try #require(drawn.range(of: "checking: 20,000 lines read"))
+        let importing = try #require(drawn.range(of: "importing 25,000 items…"))
+        #expect(reading.upperBound <= checking.lowerBound && checking.upperBound <= importing.lowerBound)
+        #expect(drawn.hasSuffix("\r\u{1B}[K"), "the last progress line is cleared")
+        #expect(transcript.value.hasPrefix("imported 25,000 items into 'todo'"), "\(transcript.value)")
+    }
 }
