@@ -47,25 +47,40 @@ struct TLSTests {
             additionalTrustRoots: [proxy.authority])
         let a = SyncContext(store: MemoryStore(), remote: HTTPRemote(configuration))
         let b = SyncContext(store: MemoryStore(), remote: HTTPRemote(configuration))
-        let feedRemote = HTTPRemote(configuration)
-        #expect(await feedRemote.offersChangeFeed())
-        let feed = try await feedRemote.changeFeed(tables: ["todo"], after: nil)
-        let heard = Task {
-            for try await event in feed {
-                if case .changed(let table, _, _) = event, table == "todo" { return true }
-            }
-            return false
-        }
+        let heard = try await FeedListener(configuration, table: "todo")
         try await a.table("todo").insert(["id": "over-tls", "title": "sent through nginx"])
         #expect(try await a.push().pushed == 1)
         try await b.pull("todo")
         #expect(try await b.table("todo").item(id: "over-tls")?["title"] == "sent through nginx")
+        #expect(try await heard.heard(), "the feed over TLS told of the insert")
+    }
+}
+
+/// A change feed opened through a proxy before the writes it must tell of.
+struct FeedListener {
+    let task: Task<Bool, any Error>
+
+    init(_ configuration: HTTPRemote.Configuration, table: String) async throws {
+        let remote = HTTPRemote(configuration)
+        #expect(await remote.offersChangeFeed())
+        let feed = try await remote.changeFeed(tables: [table], after: nil)
+        task = Task {
+            for try await event in feed {
+                if case .changed(let changed, _, _) = event, changed == table { return true }
+            }
+            return false
+        }
+    }
+
+    /// Whether the feed told of a change of the table within 20 s.
+    func heard() async throws -> Bool {
+        let task = self.task
         let timeout = Task {
             try await Task.sleep(for: .seconds(20))
-            heard.cancel()
+            task.cancel()
         }
-        #expect(try await heard.value, "the feed over TLS told of the insert")
-        timeout.cancel()
+        defer { timeout.cancel() }
+        return try await task.value
     }
 }
 
