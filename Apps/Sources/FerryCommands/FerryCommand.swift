@@ -62,7 +62,7 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
             let code = exitCode(for: error)
             if code == .success {
                 StandardStreams.write(fullMessage(for: error) + "\n")
-            } else if let text = usageErrorLine(error, arguments: arguments) {
+            } else if let text = errorLine(error, code: code, arguments: arguments) {
                 let style = Style.for(descriptor: 2)
                 StandardStreams.writeError(style.error("error:") + text.dropFirst("error:".count) + "\n")
             }
@@ -71,14 +71,15 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
     }
 
     /// `error: unknown option '--bogus' (`ferry query --help` lists the options)`: swift-argument-parser's
-    /// message for a command line it refused, in Ferry's words; `nil` for errors the commands
-    /// printed themselves (an `ExitCode`).
-    static func usageErrorLine(_ error: any Error, arguments: [String]) -> String? {
+    /// message in Ferry's words, with where to look when the command line was wrong (exit 64);
+    /// `nil` for errors the commands printed themselves (an `ExitCode`).
+    static func errorLine(_ error: any Error, code: ExitCode, arguments: [String]) -> String? {
         let message = message(for: error).trimmingCharacters(in: .whitespacesAndNewlines)
         guard !message.isEmpty else { return nil }
         let first = message.split(whereSeparator: \.isNewline).first.map(String.init) ?? message
         let text = first.hasPrefix("Error: ") ? String(first.dropFirst("Error: ".count)) : first
         let lowered = text.prefix(1).lowercased() + text.dropFirst()
+        guard code.rawValue == ClientError.Code.usage.rawValue else { return "error: \(lowered)" }
         return "error: \(lowered) (`\(commandPath(arguments)) --help` lists the options)"
     }
 
