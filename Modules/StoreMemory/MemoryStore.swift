@@ -130,12 +130,13 @@ struct MemoryState {
 
     /// Puts `operation` in the place of the one with its id.
     mutating func replaceOperation(at index: Int, with operation: QueuedOperation) {
-        guard ItemKey(operations[index]) != ItemKey(operation) || operations[index].id != operation.id else {
+        // The same operation of the same item (an update of its state, say): in place.
+        if operations[index].id == operation.id && ItemKey(operations[index]) == ItemKey(operation) {
             operations[index] = operation
-            return
+        } else {
+            removeOperation(at: index)
+            insertOperation(operation)
         }
-        removeOperation(at: index)
-        insertOperation(operation)
     }
 
     func operationIndex(of id: Int64) -> Int? {

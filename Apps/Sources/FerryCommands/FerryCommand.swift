@@ -1,7 +1,6 @@
 public import ArgumentParser
 import FerryClient
 import FerryConsole
-import FerryServer
 import Foundation
 
 /// The root of the `ferry` command tree.
@@ -53,11 +52,6 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
                 try command.run()
             }
             return 0
-        } catch let error as ConfigurationError {
-            // A bad tables file or setting of `serve`: the command line's fault, as docs/server.md says.
-            let style = Style.for(descriptor: 2)
-            StandardStreams.writeError(style.error("error:") + " \(error)\n")
-            return ClientError.Code.usage.rawValue
         } catch {
             let code = exitCode(for: error)
             if code == .success {

@@ -106,12 +106,10 @@ extension DeviceOptions {
     /// Whether store or server options were given (the REPL refuses them per command).
     var namesADevice: Bool { local.store != LocalOptions.defaultStore || namesAServer }
 
-    /// The device the options name. With `readOnly`, a store that does not exist is an error naming
-    /// its path, never created.
-    func device(named name: String = "cli", readOnly: Bool = false) throws -> Device {
-        let location = try StoreLocation(parsing: local.store)
-        if readOnly { try location.requireExisting() }
-        return try Device(name: name, store: location, server: try serverSettings(), policy: try policy())
+    /// The CLI's device on the store at `location` (the options' `--store`, parsed), with the
+    /// options' server and policy.
+    func device(at location: StoreLocation) throws -> Device {
+        try Device(name: "cli", store: location, server: try serverSettings(), policy: try policy())
     }
 }
 

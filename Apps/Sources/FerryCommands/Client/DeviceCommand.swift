@@ -73,10 +73,12 @@ extension DeviceCommand {
     public func run() async throws {
         do {
             let location = try StoreLocation(parsing: client.local.store)
+            // A read-only command never creates a store: a mistyped path is an error naming it.
+            if Self.readsOnly { try location.requireExisting() }
             // A command that fails on a store it created (a pull that cannot reach the server, an
             // insert of bad JSON into a mistyped path) leaves no new store behind.
             let created = !location.exists
-            let device = try client.device(readOnly: Self.readsOnly)
+            let device = try client.device(at: location)
             do {
                 try await execute(on: device, output: .standard(client.outputFormat))
                 try await device.close()

@@ -99,17 +99,25 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         }
     }
 
-    /// Starts the server, prints where it listens and serves until SIGINT or SIGTERM.
+    /// Starts the server, prints where it listens and serves until SIGINT or SIGTERM. A bad setting
+    /// (of the options or the tables file) is one line naming it, and exit status 64.
     public func run() async throws {
+        do {
+            try await serve()
+        } catch let error as ConfigurationError {
+            StandardStreams.writeError("error: \(Self.inFlagNames(error))\n")
+            throw ExitCode(64)
+        }
+    }
+
+    private func serve() async throws {
         guard let level = Logger.Level(rawValue: logLevel.lowercased()) else {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
-        var logger: Logger
-        switch logFormat.lowercased() {
-        case "text": logger = Logger(label: "ferry.server")
-        case "json": logger = Logger(label: "ferry.server") { JSONLogHandler(label: $0) }
-        default: throw ValidationError("unknown log format '\(logFormat)' (text or json)")
-        }
+        // validate() took only text or json.
+        var logger =
+            logFormat.lowercased() == "json"
+            ? Logger(label: "ferry.server") { JSONLogHandler(label: $0) } : Logger(label: "ferry.server")
         logger.logLevel = level
         var configuration = ServerConfiguration(host: host, port: port, logger: logger)
         // Tables created by a first write soft-delete, so that incremental pulls see deletions
@@ -146,9 +154,6 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         } catch let error as ServerStartError {
             StandardStreams.writeError("error: \(error.message)\n")
             throw ExitCode(1)
-        } catch let error as ConfigurationError {
-            StandardStreams.writeError("error: \(Self.inFlagNames(error))\n")
-            throw ExitCode(64)
         }
         let line =
             "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables)\n"
