@@ -29,6 +29,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // ferry serve's settings: flags, environment and a JSON file with one precedence (JSON is
+        // its default trait; no YAML, no reloading).
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         // The server-storage protocol: what the reference server needs from a database.
@@ -126,6 +130,8 @@ let package = Package(
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/FerryCommands"

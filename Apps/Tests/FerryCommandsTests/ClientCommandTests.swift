@@ -245,17 +245,25 @@ struct FerryBinaryTests {
     }
 
     /// Runs the binary to its end, off the cooperative pool.
-    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
-        try await offThePool { try runBlocking(arguments) }
+    /// Runs `ferry` with `arguments`, and `environment` added to the test's own.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> (
+        status: Int32, output: String, errors: String
+    ) {
+        try await offThePool { try runBlocking(arguments, environment: environment) }
     }
 
-    private static func runBlocking(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> (
+        status: Int32, output: String, errors: String
+    ) {
         let process = Process()
         guard let url = ferryURL() else {
             throw ClientError(.notFound, "the ferry executable was not built beside the tests")
         }
         process.executableURL = url
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let output = Pipe()
         let errors = Pipe()
         process.standardOutput = output

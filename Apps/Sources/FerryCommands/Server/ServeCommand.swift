@@ -1,4 +1,5 @@
 public import ArgumentParser
+import Configuration
 import FerryServer
 import FerryConsole
 import Foundation
@@ -22,11 +23,17 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             """
     )
 
-    @Option(help: "The port to listen on; 0 picks a free port.")
-    var port: Int = 8080
+    @Option(
+        help: ArgumentHelp(
+            "A JSON file of settings, keyed like the options in camel case (default: $FERRY_CONFIG; see docs/deploy.md).",
+            valueName: "file"))
+    var config: String?
 
-    @Option(help: "The address to listen on.")
-    var host: String = "127.0.0.1"
+    @Option(help: "The port to listen on; 0 picks a free port (default: 8080).")
+    var port: Int?
+
+    @Option(help: "The address to listen on (default: 127.0.0.1).")
+    var host: String?
 
     @Option(
         help: ArgumentHelp(
@@ -43,8 +50,10 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             valueName: "secret"))
     var authSecret: String?
 
-    @Flag(help: "Accept tokens without an 'exp' claim (by default a token must expire).")
-    var authAllowNoExpiry = false
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Accept tokens without an 'exp' claim (by default a token must expire).")
+    var authAllowNoExpiry: Bool?
 
     @Option(
         help: ArgumentHelp(
@@ -53,99 +62,115 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     var publicURL: String?
 
     @Flag(
+        inversion: .prefixedNo,
         help:
-            "Take the public URL of links from the proxy's Forwarded or X-Forwarded-Host/-Proto headers (only behind a proxy that sets them)."
+            "Take the public URL of links from the proxy's Forwarded or X-Forwarded-Host/-Proto headers (only behind a proxy that sets them; default: off)."
     )
-    var trustProxy = false
-
-    @Option(help: ArgumentHelp("The largest request body, in bytes.", valueName: "bytes"))
-    var maxBodySize: Int = RequestLimits().maximumBodySize
+    var trustProxy: Bool?
 
     @Option(
         help: ArgumentHelp(
-            "Seconds a connection may wait for a complete request head (also the keep-alive idle time).",
+            "The largest request body, in bytes (default: \(RequestLimits().maximumBodySize)).", valueName: "bytes"))
+    var maxBodySize: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "Seconds a connection may wait for a complete request head, also the keep-alive idle time (default: 30).",
             valueName: "seconds"))
-    var idleTimeout: Double = 30
+    var idleTimeout: Double?
 
-    @Option(help: ArgumentHelp("Seconds a request body may take to arrive.", valueName: "seconds"))
-    var requestTimeout: Double = 60
+    @Option(help: ArgumentHelp("Seconds a request body may take to arrive (default: 60).", valueName: "seconds"))
+    var requestTimeout: Double?
 
-    @Option(help: ArgumentHelp("The most connections open at once.", valueName: "count"))
-    var maxConnections: Int = ConnectionLimits().maximumConnections
+    @Option(
+        help: ArgumentHelp(
+            "The most connections open at once (default: \(ConnectionLimits().maximumConnections)).",
+            valueName: "count"))
+    var maxConnections: Int?
 
-    @Option(help: ArgumentHelp("The most requests in one batch (POST /tables/$batch).", valueName: "count"))
-    var maxBatchRequests: Int = RequestLimits().maximumBatchRequests
+    @Option(
+        help: ArgumentHelp(
+            "The most requests in one batch, POST /tables/$batch (default: \(RequestLimits().maximumBatchRequests)).",
+            valueName: "count"))
+    var maxBatchRequests: Int?
 
     @Flag(
+        inversion: .prefixedNo,
         help:
             "Offer only the table protocol, as the servers of the family do: no batch requests, no idempotency keys (to try clients' fallback)."
     )
-    var protocolOnly = false
+    var protocolOnly: Bool?
 
     @Option(
         help:
-            "The log level: trace, debug, info, notice, warning, error or critical. Request lines are debug; client errors info, server errors error."
+            "The log level: trace, debug, info, notice, warning, error or critical (default: info). Request lines are debug; client errors info, server errors error."
     )
-    var logLevel: String = "info"
+    var logLevel: String?
 
-    @Option(help: "The log format: text (one line per event) or json (one JSON object per line, for log collectors).")
-    var logFormat: String = "text"
+    @Option(
+        help:
+            "The log format: text, one line per event, or json, one JSON object per line for log collectors (default: text)."
+    )
+    var logFormat: String?
+
+    @Flag(
+        help:
+            "Check the settings and the tables file, print each setting given and where it came from, and exit (0, or 64 with the first problem)."
+    )
+    var check = false
 
     public init() {}
 
-    public func validate() throws {
-        guard ["text", "json"].contains(logFormat.lowercased()) else {
-            throw ValidationError("unknown log format '\(logFormat)' (text or json)")
-        }
-    }
-
     /// Starts the server, prints where it listens and serves until SIGINT or SIGTERM. A bad setting
-    /// (of the options or the tables file) is one line naming it, and exit status 64.
+    /// (of the options, the environment, the configuration file or the tables file) is one line
+    /// naming it, and exit status 64.
     public func run() async throws {
         do {
             try await serve()
         } catch let error as ConfigurationError {
-            StandardStreams.writeError("error: \(Self.inFlagNames(error))\n")
+            StandardStreams.writeError("error: \(error)\n")
             throw ExitCode(64)
         }
     }
 
+    /// The values given on the command line, by setting key (the first source of ``ServeSettings``).
+    var givenValues: [String: ConfigValue] {
+        var values: [String: ConfigContent] = [:]
+        values["host"] = host.map { .string($0) }
+        values["port"] = port.map { .int($0) }
+        values["databaseURL"] = db.map { .string($0) }
+        values["tables"] = tables.map { .string($0) }
+        values["authSecret"] = authSecret.map { .string($0) }
+        values["authAllowNoExpiry"] = authAllowNoExpiry.map { .bool($0) }
+        values["publicURL"] = publicURL.map { .string($0) }
+        values["trustProxy"] = trustProxy.map { .bool($0) }
+        values["maxBodySize"] = maxBodySize.map { .int($0) }
+        values["idleTimeout"] = idleTimeout.map { .double($0) }
+        values["requestTimeout"] = requestTimeout.map { .double($0) }
+        values["maxConnections"] = maxConnections.map { .int($0) }
+        values["maxBatchRequests"] = maxBatchRequests.map { .int($0) }
+        values["protocolOnly"] = protocolOnly.map { .bool($0) }
+        values["logLevel"] = logLevel.map { .string($0) }
+        values["logFormat"] = logFormat.map { .string($0) }
+        return values.mapValues { ConfigValue($0, isSecret: false) }
+    }
+
     private func serve() async throws {
-        guard let level = Logger.Level(rawValue: logLevel.lowercased()) else {
-            throw ValidationError("unknown log level '\(logLevel)'")
+        let settings = try await ServeSettings(
+            flags: givenValues, environment: ProcessInfo.processInfo.environment, configFile: config)
+        let (configuration, database) = try await Self.configuration(from: settings)
+        if check {
+            for (key, value, source) in try settings.described() {
+                StandardStreams.write("\(key) = \(value)  (\(source))\n")
+            }
+            StandardStreams.write(
+                "ferry serve: the settings are valid (database \(database), \(configuration.tables.count) declared tables)\n"
+            )
+            return
         }
-        // validate() took only text or json.
-        var logger =
-            logFormat.lowercased() == "json"
-            ? Logger(label: "ferry.server") { JSONLogHandler(label: $0) } : Logger(label: "ferry.server")
-        logger.logLevel = level
-        var configuration = ServerConfiguration(host: host, port: port, logger: logger)
-        // Tables created by a first write soft-delete, so that incremental pulls see deletions
-        // (a tables file's "defaults" may say otherwise).
-        configuration.dynamicTableDefaults.softDelete = true
-        if let tables { try TablesFile.load(tables, into: &configuration) }
-        configuration.authSecret = authSecret ?? ProcessInfo.processInfo.environment["FERRY_AUTH_SECRET"]
-        configuration.allowsTokensWithoutExpiry = authAllowNoExpiry
-        configuration.publicURL = publicURL
-        configuration.trustsForwardedHeaders = trustProxy
-        configuration.limits.maximumBodySize = maxBodySize
-        configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, maxBodySize)
-        configuration.limits.maximumBatchRequests = maxBatchRequests
-        configuration.offersPushExtensions = !protocolOnly
-        for (name, seconds) in [("--idle-timeout", idleTimeout), ("--request-timeout", requestTimeout)]
-        where !(seconds.isFinite && seconds >= 0.01 && seconds <= 86_400) {
-            throw ValidationError("\(name) must be between 0.01 and 86400 seconds")
-        }
-        configuration.connections = ConnectionLimits(
-            idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
-            requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), maximumConnections: maxConnections)
-        let environment = ProcessInfo.processInfo.environment[ServerDatabase.environmentVariable]
         let server: ReferenceServer
-        let database: ServerDatabase
         do {
-            database = try ServerDatabase(
-                parsing: db ?? environment.flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite")
-            let storage = try await database.open(logger: logger)
+            let storage = try await database.open(logger: configuration.logger)
             server = try await ReferenceServer.start(
                 configuration, storage: storage, ownsStorage: true, handlesSignals: true)
         } catch let error as StorageError {
@@ -154,25 +179,91 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         } catch let error as ServerStartError {
             StandardStreams.writeError("error: \(error.message)\n")
             throw ExitCode(1)
+        } catch let error as ConfigurationError {
+            throw Self.inSettingNames(error, settings: settings)
         }
         let line =
             "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables)\n"
         StandardStreams.write(line)
         try await server.waitUntilStopped()
-        logger.notice("ferry serve: stopped")
+        configuration.logger.notice("ferry serve: stopped")
     }
 
-    /// The library names its settings (`maximumConnections must be at least 1`); the command line
-    /// says the flag the user typed (`--max-connections must be at least 1`).
-    static func inFlagNames(_ error: ConfigurationError) -> ConfigurationError {
-        let flags = [
-            "maximumConnections": "--max-connections", "maximumBatchRequests": "--max-batch-requests",
-            "maximumBodySize": "--max-body-size", "the auth secret": "--auth-secret (or $FERRY_AUTH_SECRET)",
-            "the public URL": "--public-url",
+    /// The server's configuration from the settings, each read from the first source that has it.
+    static func configuration(from settings: ServeSettings) async throws(ConfigurationError) -> (
+        ServerConfiguration, ServerDatabase
+    ) {
+        let levelName = try settings.string("logLevel") ?? "info"
+        guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
+            throw ConfigurationError(
+                "\(settings.origin(of: "logLevel")): unknown log level '\(levelName)' (trace, debug, info, notice, warning, error or critical)"
+            )
+        }
+        let format = try settings.string("logFormat")?.lowercased() ?? "text"
+        guard ["text", "json"].contains(format) else {
+            throw ConfigurationError(
+                "\(settings.origin(of: "logFormat")): unknown log format '\(format)' (text or json)")
+        }
+        var logger =
+            format == "json"
+            ? Logger(label: "ferry.server") { JSONLogHandler(label: $0) } : Logger(label: "ferry.server")
+        logger.logLevel = level
+        var configuration = ServerConfiguration(
+            host: try settings.string("host") ?? "127.0.0.1", port: try settings.int("port") ?? 8080, logger: logger)
+        // Tables created by a first write soft-delete, so that incremental pulls see deletions
+        // (a tables file's "defaults" may say otherwise).
+        configuration.dynamicTableDefaults.softDelete = true
+        do throws(ConfigurationError) {
+            if let tables = try settings.string("tables") { try TablesFile.load(tables, into: &configuration) }
+            configuration.authSecret = try settings.string("authSecret")
+            configuration.allowsTokensWithoutExpiry = try settings.bool("authAllowNoExpiry") ?? false
+            configuration.publicURL = try settings.string("publicURL")
+            configuration.trustsForwardedHeaders = try settings.bool("trustProxy") ?? false
+            let bodySize = try settings.int("maxBodySize") ?? RequestLimits().maximumBodySize
+            configuration.limits.maximumBodySize = bodySize
+            configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, bodySize)
+            configuration.limits.maximumBatchRequests =
+                try settings.int("maxBatchRequests") ?? RequestLimits().maximumBatchRequests
+            configuration.offersPushExtensions = !(try settings.bool("protocolOnly") ?? false)
+            var timeouts: [Duration] = []
+            for (key, fallback) in [("idleTimeout", 30.0), ("requestTimeout", 60.0)] {
+                let seconds = try settings.double(key) ?? fallback
+                guard seconds.isFinite && seconds >= 0.01 && seconds <= 86_400 else {
+                    throw ConfigurationError(
+                        "\(settings.origin(of: key)) must be between 0.01 and 86400 seconds")
+                }
+                timeouts.append(.milliseconds(Int64(seconds * 1000)))
+            }
+            configuration.connections = ConnectionLimits(
+                idleTimeout: timeouts[0], requestTimeout: timeouts[1],
+                maximumConnections: try settings.int("maxConnections") ?? ConnectionLimits().maximumConnections)
+            try configuration.validate()
+        } catch {
+            throw inSettingNames(error, settings: settings)
+        }
+        let url = try settings.string("databaseURL").flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite"
+        do throws(ConfigurationError) {
+            return (configuration, try ServerDatabase(parsing: url))
+        } catch {
+            throw ConfigurationError("\(settings.origin(of: "databaseURL")): \(error.message)")
+        }
+    }
+
+    /// The library names its settings (`maximumConnections must be at least 1`); the message names
+    /// where the value came from: the flag the user typed (`--max-connections must be at least 1`),
+    /// the environment variable or the key in the configuration file.
+    static func inSettingNames(_ error: ConfigurationError, settings: ServeSettings) -> ConfigurationError {
+        let keys = [
+            "maximumConnections": "maxConnections", "maximumBatchRequests": "maxBatchRequests",
+            "maximumBodySize": "maxBodySize", "the auth secret": "authSecret", "the public URL": "publicURL",
+            "port": "port",
         ]
         var message = error.message
-        for (name, flag) in flags where message.hasPrefix(name) {
-            message = flag + message.dropFirst(name.count)
+        for (name, key) in keys where message.hasPrefix(name + " ") {
+            let setting = ServeSettings.setting(key)
+            var origin = settings.origin(of: key)
+            if key == "authSecret" && origin == setting.flag { origin += " (or $\(setting.environmentVariable))" }
+            message = origin + message.dropFirst(name.count)
         }
         return ConfigurationError(message)
     }

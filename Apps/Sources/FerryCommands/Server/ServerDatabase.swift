@@ -39,7 +39,7 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
         } else if text.hasPrefix("sqlite:") {
             let path = String(text.dropFirst("sqlite:".count))
             guard !path.isEmpty else {
-                throw ConfigurationError("--db sqlite: needs a path, as in sqlite:ferry.sqlite")
+                throw ConfigurationError("sqlite: needs a path, as in sqlite:ferry.sqlite")
             }
             self = .sqlite(path: path)
         } else if text.contains(":") && !text.hasPrefix("/") && !text.hasPrefix(".") {
