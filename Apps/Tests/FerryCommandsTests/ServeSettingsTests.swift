@@ -79,7 +79,8 @@ struct ServeSettingsTests {
             "publicURL": ("https://sync.example.com", #""https://sync.example.com""#),
             "trustProxy": ("true", "true"), "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
             "requestTimeout": ("6", "6"), "maxConnections": ("7", "7"), "maxBatchRequests": ("8", "8"),
-            "protocolOnly": ("true", "true"), "logLevel": ("debug", #""debug""#), "logFormat": ("json", #""json""#),
+            "protocolOnly": ("true", "true"), "shutdownTimeout": ("4", "4"), "logLevel": ("debug", #""debug""#),
+            "logFormat": ("json", #""json""#),
         ]
         #expect(Set(samples.keys) == Set(ServeSettings.all.map(\.key)), "a setting without a sample")
         let environment = Dictionary(
@@ -113,6 +114,7 @@ struct ServeSettingsTests {
             #expect(configuration.connections.idleTimeout == .milliseconds(5500))
             #expect(configuration.connections.requestTimeout == .seconds(6))
             #expect(configuration.connections.maximumConnections == 7)
+            #expect(configuration.shutdownGracePeriod == .seconds(4))
             #expect(!configuration.offersPushExtensions && configuration.logger.logLevel == .debug)
         }
     }

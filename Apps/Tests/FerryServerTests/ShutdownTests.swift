@@ -30,4 +30,30 @@ struct ShutdownTests {
         storage.release()
         _ = await stuckRequest.value
     }
+
+    /// A stop lets a request in flight finish and answer, within the grace period; new connections
+    /// are refused meanwhile.
+    @Test func aShutdownLetsARequestInFlightFinish() async throws {
+        let storage = StuckStorage(try sqliteStorage(.memory, logger: .quietTest))
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, logger: .quietTest)
+        configuration.shutdownGracePeriod = .seconds(60)
+        let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
+        let port = server.port
+        let slowRequest = Task {
+            try await LoopbackHTTP.send(
+                port: port, method: "POST", target: "/tables/slow", headers: [("Content-Type", "application/json")],
+                body: Array(#"{"id":"a","title":"kept"}"#.utf8))
+        }
+        try await eventually("the insert waits in the storage") { storage.slowCount == 1 }
+        let stopping = Task { try await server.shutdown() }
+        try await eventually("the server no longer accepts connections") {
+            (try? await LoopbackHTTP.send(port: port, method: "GET", target: "/health", headers: [], body: nil)) == nil
+        }
+        #expect(storage.slowCount == 1, "the request in flight was not cancelled")
+        storage.proceed()
+        let answer = try await slowRequest.value
+        #expect(answer.status == 201, "\(answer.status)")
+        #expect(String(decoding: answer.body, as: UTF8.self).contains("\"title\":\"kept\""))
+        try await within(.seconds(30), "the shutdown") { try await stopping.value }
+    }
 }

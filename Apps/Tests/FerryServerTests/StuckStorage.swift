@@ -5,16 +5,29 @@ import SyncCore
 
 /// A storage whose inserts into the table `stuck` never return, and ignore cancellation: the
 /// worst a database driver can do (postgres-nio once lost the wake-up of a statement written to a
-/// closing connection). Everything else goes to an in-memory SQLite storage.
+/// closing connection). Inserts into `slow` wait until ``proceed()``, then go through. Everything
+/// else goes to an in-memory SQLite storage.
 final class StuckStorage: ServerStorage {
     let inner: any ServerStorage
     /// The continuations of stuck inserts, kept so that they are never released unresumed.
     private let stuck = Mutex<[CheckedContinuation<Void, Never>]>([])
+    private let slow = Mutex<[CheckedContinuation<Void, Never>]>([])
 
     init(_ inner: any ServerStorage) { self.inner = inner }
 
     /// How many inserts are stuck now.
     var stuckCount: Int { stuck.withLock { $0.count } }
+
+    /// How many inserts into `slow` wait now.
+    var slowCount: Int { slow.withLock { $0.count } }
+
+    /// Lets the waiting inserts into `slow` go through.
+    func proceed() {
+        for continuation in slow.withLock({ state in
+            defer { state = [] }
+            return state
+        }) { continuation.resume() }
+    }
 
     /// Lets the stuck inserts fail at last (at the end of a test).
     func release() {
@@ -41,6 +54,9 @@ final class StuckStorage: ServerStorage {
         if table.name == "stuck" {
             await withCheckedContinuation { continuation in stuck.withLock { $0.append(continuation) } }
             throw StorageError(.unavailable, "released")
+        }
+        if table.name == "slow" {
+            await withCheckedContinuation { continuation in slow.withLock { $0.append(continuation) } }
         }
         return try await inner.insert(into: table, id: id, content: content, owner: owner)
     }

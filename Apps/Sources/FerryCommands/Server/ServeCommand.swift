@@ -102,6 +102,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     var protocolOnly: Bool?
 
     @Option(
+        help: ArgumentHelp(
+            "Seconds a stop (SIGTERM, SIGINT) waits for requests in flight before it cancels them; change feeds end at once (default: 10).",
+            valueName: "seconds"))
+    var shutdownTimeout: Double?
+
+    @Option(
         help:
             "The log level: trace, debug, info, notice, warning, error or critical (default: info). Request lines are debug; client errors info, server errors error."
     )
@@ -150,6 +156,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["maxConnections"] = maxConnections.map { .int($0) }
         values["maxBatchRequests"] = maxBatchRequests.map { .int($0) }
         values["protocolOnly"] = protocolOnly.map { .bool($0) }
+        values["shutdownTimeout"] = shutdownTimeout.map { .double($0) }
         values["logLevel"] = logLevel.map { .string($0) }
         values["logFormat"] = logFormat.map { .string($0) }
         return values.mapValues { ConfigValue($0, isSecret: false) }
@@ -226,7 +233,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                 try settings.int("maxBatchRequests") ?? RequestLimits().maximumBatchRequests
             configuration.offersPushExtensions = !(try settings.bool("protocolOnly") ?? false)
             var timeouts: [Duration] = []
-            for (key, fallback) in [("idleTimeout", 30.0), ("requestTimeout", 60.0)] {
+            for (key, fallback) in [("idleTimeout", 30.0), ("requestTimeout", 60.0), ("shutdownTimeout", 10.0)] {
                 let seconds = try settings.double(key) ?? fallback
                 guard seconds.isFinite && seconds >= 0.01 && seconds <= 86_400 else {
                     throw ConfigurationError(
@@ -234,6 +241,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                 }
                 timeouts.append(.milliseconds(Int64(seconds * 1000)))
             }
+            configuration.shutdownGracePeriod = timeouts[2]
             configuration.connections = ConnectionLimits(
                 idleTimeout: timeouts[0], requestTimeout: timeouts[1],
                 maximumConnections: try settings.int("maxConnections") ?? ConnectionLimits().maximumConnections)

@@ -64,8 +64,8 @@ struct ServeSettings: Sendable {
         .init("tables", .string), .init("authSecret", .string, isSecret: true), .init("authAllowNoExpiry", .bool),
         .init("publicURL", .string), .init("trustProxy", .bool), .init("maxBodySize", .int),
         .init("idleTimeout", .double), .init("requestTimeout", .double), .init("maxConnections", .int),
-        .init("maxBatchRequests", .int), .init("protocolOnly", .bool), .init("logLevel", .string),
-        .init("logFormat", .string),
+        .init("maxBatchRequests", .int), .init("protocolOnly", .bool), .init("shutdownTimeout", .double),
+        .init("logLevel", .string), .init("logFormat", .string),
     ]
 
     /// The environment variable naming a configuration file when `--config` does not.
