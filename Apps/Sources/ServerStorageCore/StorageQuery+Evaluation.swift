@@ -59,11 +59,18 @@ extension StorageQuery {
 }
 
 extension StorageTable {
-    /// Checks a table name as every backend must: `StoreValidation.validateTableName(_:)`'s rules.
+    /// The server's system table of attachment metadata (docs/attachments.md): the one name with
+    /// the reserved `__` prefix a storage accepts. Clients never reach it as a table: the server
+    /// checks their table names with `StoreValidation.validateTableName(_:)`, which refuses it.
+    public static let attachmentsTableName = "__attachments"
+
+    /// Checks a table name as every backend must: `StoreValidation.validateTableName(_:)`'s rules,
+    /// or ``attachmentsTableName``.
     ///
     /// - Parameter name: The table's name.
     /// - Throws: ``StorageError`` with ``StorageError/Code/invalidTableName``.
     public static func validateName(_ name: String) throws(StorageError) {
+        if name == attachmentsTableName { return }
         do {
             try StoreValidation.validateTableName(name)
         } catch {

@@ -169,6 +169,8 @@ extension TableService {
 
     /// How the caller sees `name`, or `nil` when it may not query it.
     func feedAccess(_ name: String, _ identity: TokenVerifier.Identity?) -> FeedAccess? {
+        // The server's system tables (attachment metadata) are not app tables.
+        if name.hasPrefix("__") { return nil }
         let table: TableSettings
         if let declared = declared[name] {
             table = declared

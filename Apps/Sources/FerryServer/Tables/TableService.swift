@@ -226,7 +226,8 @@ final class TableService: Sendable {
         if verifier != nil && identity == nil {
             throw ProtocolError(401, "unauthorized", "listing the tables requires a valid token")
         }
-        let names = Set(try await storage.tableNames()).union(declared.keys).sorted()
+        // The server's system tables (attachment metadata, `__attachments`) are not app tables.
+        let names = Set(try await storage.tableNames().filter { !$0.hasPrefix("__") }).union(declared.keys).sorted()
         return .json(200, ["tables": .array(names.map { .string($0) })])
     }
 
