@@ -21,6 +21,7 @@ struct LiveServer: Sendable {
         tables: [TableSettings], allowsDynamicTables: Bool = true,
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
         backend: ServerBackend = .sqlite, sharing: LiveServer? = nil, logger: Logger = .quietTest,
+        attachments: AttachmentLimits? = nil,
         seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
@@ -28,6 +29,7 @@ struct LiveServer: Sendable {
         configuration.dynamicTableDefaults = dynamicDefaults
         configuration.authSecret = secret
         configuration.limits = limits
+        configuration.attachments = attachments
         var database: TestDatabase?
         let storage: any ServerStorage
         if let shared = sharing?.database {

@@ -50,6 +50,9 @@ public struct ServerConfiguration: Sendable {
     /// it answers those as the servers of the protocol family do (404, keys ignored): for testing
     /// clients' fallback.
     public var offersPushExtensions: Bool = true
+    /// Attachments (files of items, docs/attachments.md) and their limits; `nil`, the default, does
+    /// not offer them. They are offered only with the push extensions.
+    public var attachments: AttachmentLimits?
     /// How long a graceful shutdown (``ReferenceServer/shutdown()``, SIGTERM) lets requests and
     /// change feeds finish before it cancels them (default 10 s); the server then stops within a few
     /// seconds more, whatever still runs.
@@ -106,6 +109,7 @@ public struct ServerConfiguration: Sendable {
         }
         try limits.validate()
         try connections.validate()
+        try attachments?.validate()
         guard shutdownGracePeriod >= .zero else { throw ConfigurationError("shutdownGracePeriod must not be negative") }
         if let publicURL, PublicOrigin(publicURL: publicURL) == nil {
             throw ConfigurationError(

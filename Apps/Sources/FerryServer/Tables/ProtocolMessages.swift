@@ -78,6 +78,14 @@ enum TableRoute: Equatable, Sendable {
     case table(String)
     /// `/tables/{name}/{id}`.
     case item(String, id: String)
+    /// `/tables/{name}/{id}/$attachments`: an item's attachments.
+    case attachments(String, id: String)
+    /// `/tables/{name}/{id}/$attachments/{attachment}`: one attachment's content.
+    case attachment(String, id: String, name: String)
+    /// `/tables/$attachments/{name}`: a table's attachment rows, for incremental sync.
+    case attachmentRows(String)
+    /// `/tables/$uploads/{upload}`: an upload in progress.
+    case upload(String)
     /// Anything else.
     case unknown
     /// A segment that is not valid percent-encoded UTF-8.
@@ -105,7 +113,14 @@ enum TableRoute: Equatable, Sendable {
             case TableService.changesSegment: self = .changes
             default: self = .table(segments[1])
             }
+        case 3 where segments[0] == "tables" && segments[1] == TableService.attachmentsSegment:
+            self = .attachmentRows(segments[2])
+        case 3 where segments[0] == "tables" && segments[1] == TableService.uploadsSegment: self = .upload(segments[2])
         case 3 where segments[0] == "tables": self = .item(segments[1], id: segments[2])
+        case 4 where segments[0] == "tables" && segments[3] == TableService.attachmentsSegment:
+            self = .attachments(segments[1], id: segments[2])
+        case 5 where segments[0] == "tables" && segments[3] == TableService.attachmentsSegment:
+            self = .attachment(segments[1], id: segments[2], name: segments[4])
         default: self = .unknown
         }
     }

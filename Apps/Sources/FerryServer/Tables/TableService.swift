@@ -145,6 +145,11 @@ final class TableService: Sendable {
             default:
                 throw ProtocolError(405, "methodNotAllowed", "the change feed is read with GET")
             }
+        case .attachments, .attachment, .attachmentRows, .upload:
+            guard configuration.offersPushExtensions, configuration.attachments != nil else {
+                throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
+            }
+            return try await attachmentRoute(request)
         case .table(let table):
             (name, id) = (table, nil)
         case .item(let table, let item):
