@@ -117,4 +117,19 @@ struct AttachmentRouteTests {
         #expect(item.json?.objectValue?.keys.contains { $0.lowercased().contains("attach") } == false)
         try await live.stop()
     }
+
+    /// A table without soft delete deletes an item for good, and its attachment rows with it.
+    @Test func anItemDeletedForGoodTakesItsAttachments() async throws {
+        let live = try await LiveServer.start(tables: [TableSettings(name: "todo")], attachments: AttachmentLimits())
+        _ = try await live.send("POST", "/tables/todo", json: ["id": "t1"])
+        let index = AttachmentIndex(storage: live.server.storage)
+        _ = try await index.put(
+            StoredAttachment(table: "todo", item: "t1", name: "a", sha256: "cd", size: 1, contentType: "text/plain"),
+            owner: nil)
+        #expect(try await live.send("GET", "/tables/todo/t1/$attachments").json?.arrayValue?.count == 1)
+        let deleted = try await live.send("DELETE", "/tables/todo/t1")
+        #expect(deleted.status == 200 || deleted.status == 204)
+        #expect(try await !index.isReferenced(sha256: "cd"), "the row is gone, not a tombstone")
+        try await live.stop()
+    }
 }

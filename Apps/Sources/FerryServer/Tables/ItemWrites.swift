@@ -143,6 +143,11 @@ extension TableService {
             } else {
                 try await storage.delete(
                     from: context.storageTable, id: id, expectedVersion: current.version, owner: context.scope ?? .all)
+                // An item deleted for good takes its attachments with it (a soft-deleted one keeps
+                // them, for an undelete).
+                if configuration.attachments != nil {
+                    try await attachmentIndex.purge(table: context.table.name, item: id)
+                }
             }
             return context.version == .v2 ? single(200, last, context) : TableResponse(status: 204)
         }
