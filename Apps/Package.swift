@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "ServerStorageCore", targets: ["ServerStorageCore"]),
         .library(name: "ServerStorageSQLite", targets: ["ServerStorageSQLite"]),
         .library(name: "ServerStoragePostgreSQL", targets: ["ServerStoragePostgreSQL"]),
+        .library(name: "BlobStorageFiles", targets: ["BlobStorageFiles"]),
         .library(name: "FerryServer", targets: ["FerryServer"]),
         .library(name: "FerryCommands", targets: ["FerryCommands"]),
         .library(name: "FerryClient", targets: ["FerryClient"]),
@@ -43,6 +44,8 @@ let package = Package(
                 // The table layout and query limits the SQL backends share (ServerSQLLayout).
                 .product(name: "QuerySQL", package: "Ferry"),
                 .product(name: "Logging", package: "swift-log"),
+                // SHA-256 of blobs (BlobDigest), for every blob-storage backend.
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Sources/ServerStorageCore"
         ),
@@ -72,6 +75,33 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Sources/ServerStoragePostgreSQL"
+        ),
+        // Attachment bytes as files in a directory (the blob-storage backend beside the two
+        // database ones, which live in ServerStorageSQLite and ServerStoragePostgreSQL).
+        .target(
+            name: "BlobStorageFiles",
+            dependencies: [
+                "ServerStorageCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/BlobStorageFiles"
+        ),
+        // The blob-storage conformance suite and crash test, run by every blob backend's tests.
+        .target(
+            name: "BlobStorageConformance",
+            dependencies: [
+                "ServerStorageCore",
+                .product(name: "StoreConformance", package: "Ferry"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/BlobStorageConformance"
+        ),
+        // The child process of the blob crash test: appends to an upload until it is killed.
+        .executableTarget(
+            name: "BlobCrashWriter",
+            dependencies: ["ServerStorageCore", "ServerStorageSQLite", "BlobStorageFiles"],
+            path: "Tests/BlobCrashWriter"
         ),
         // The server-storage conformance suite, run by every backend's tests.
         .target(
@@ -149,12 +179,20 @@ let package = Package(
         .testTarget(
             name: "ServerStorageSQLiteTests",
             dependencies: [
-                "ServerStorageCore", "ServerStorageSQLite", "ServerStorageConformance",
+                "ServerStorageCore", "ServerStorageSQLite", "ServerStorageConformance", "BlobStorageConformance",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             path: "Tests/ServerStorageSQLiteTests"
+        ),
+        .testTarget(
+            name: "BlobStorageFilesTests",
+            dependencies: [
+                "ServerStorageCore", "BlobStorageFiles", "BlobStorageConformance",
+                .product(name: "StoreConformance", package: "Ferry"),
+            ],
+            path: "Tests/BlobStorageFilesTests"
         ),
         // Test databases for the server's tests: a SQLite file or a schema of the test PostgreSQL.
         .target(
@@ -170,6 +208,7 @@ let package = Package(
             name: "ServerStoragePostgreSQLTests",
             dependencies: [
                 "ServerStorageCore", "ServerStoragePostgreSQL", "ServerStorageConformance", "ServerTestSupport",
+                "BlobStorageConformance",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

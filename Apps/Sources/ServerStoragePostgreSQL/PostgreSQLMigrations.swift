@@ -61,6 +61,42 @@ enum PostgreSQLMigrations {
                 "CREATE INDEX ferry_outcomes_recorded ON ferry_outcomes (recorded_at)",
             ]
         ),
+        (
+            3, "blobs",
+            [
+                """
+                CREATE TABLE ferry_uploads (
+                    number bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    id text COLLATE "C" NOT NULL UNIQUE,
+                    length bigint NOT NULL,
+                    received bigint NOT NULL,
+                    created_at bigint NOT NULL,
+                    updated_at bigint NOT NULL,
+                    sha256 text COLLATE "C"
+                )
+                """,
+                "CREATE INDEX ferry_uploads_updated ON ferry_uploads (updated_at)",
+                """
+                CREATE TABLE ferry_blobs (
+                    sha256 text COLLATE "C" PRIMARY KEY,
+                    size bigint NOT NULL,
+                    content bigint NOT NULL UNIQUE,
+                    created_at bigint NOT NULL
+                )
+                """,
+                """
+                CREATE TABLE ferry_blob_chunks (
+                    content bigint NOT NULL,
+                    start bigint NOT NULL,
+                    bytes bytea NOT NULL,
+                    PRIMARY KEY (content, start)
+                )
+                """,
+                // Out of line and uncompressed: attachments are mostly compressed already (images,
+                // video, archives), and reads of a range need no decompression.
+                "ALTER TABLE ferry_blob_chunks ALTER COLUMN bytes SET STORAGE EXTERNAL",
+            ]
+        ),
     ]
 
     /// The newest version this build knows.

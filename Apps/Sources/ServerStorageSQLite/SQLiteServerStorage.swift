@@ -197,6 +197,9 @@ public final class SQLiteServerStorage: ServerStorage {
                     CREATE INDEX ferry_outcomes_recorded ON ferry_outcomes (recorded_at);
                     """)
         }
+        migrator.registerMigration("ferry-server-3-blobs") { db in
+            try db.execute(sql: SQLiteBlobStorage.schema)
+        }
         return migrator
     }
 
@@ -239,7 +242,7 @@ public final class SQLiteServerStorage: ServerStorage {
     }
 
     static func mapped(_ error: any Error, _ action: String, _ place: String) -> any Error {
-        if error is StorageError { return error }
+        if error is StorageError || error is BlobStorageError { return error }
         guard let error = error as? DatabaseError else {
             return StorageError(.io, "\(action) \(place) failed: \(error)")
         }

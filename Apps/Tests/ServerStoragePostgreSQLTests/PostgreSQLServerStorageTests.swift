@@ -36,7 +36,7 @@ struct PostgreSQLServerStorageTests {
             }
             let versions = try await TestPostgreSQL.execute(
                 "SELECT version::text FROM \(schema).ferry_migrations ORDER BY version")
-            #expect(versions == ["1", "2"], "each migration once, in order")
+            #expect(versions == ["1", "2", "3"], "each migration once, in order")
             for storage in storages { try await storage.close() }
         }
     }
