@@ -91,6 +91,22 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Option(help: "The log format: text (one line per event) or json (one JSON object per line, for log collectors).")
     var logFormat: String = "text"
 
+    @Option(
+        help: ArgumentHelp(
+            "Record metrics and serve them at /metrics in the Prometheus text format: on or off. Without --metrics-port, /metrics is on the server's port, public to whoever reaches it.",
+            valueName: "on|off"))
+    var metrics: String = "on"
+
+    @Option(
+        help: ArgumentHelp(
+            "Serve /metrics on this port of its own instead (the server's port then answers 404 there); 0 picks a free port.",
+            valueName: "port"))
+    var metricsPort: Int?
+
+    @Option(
+        help: ArgumentHelp("The address the --metrics-port listens on (default: 127.0.0.1).", valueName: "address"))
+    var metricsHost: String?
+
     public init() {}
 
     public func validate() throws {
@@ -132,6 +148,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, maxBodySize)
         configuration.limits.maximumBatchRequests = maxBatchRequests
         configuration.offersPushExtensions = !protocolOnly
+        configuration.metrics = try metricsSettings()
         for (name, seconds) in [("--idle-timeout", idleTimeout), ("--request-timeout", requestTimeout)]
         where !(seconds.isFinite && seconds >= 0.01 && seconds <= 86_400) {
             throw ValidationError("\(name) must be between 0.01 and 86400 seconds")
@@ -156,7 +173,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             throw ExitCode(1)
         }
         let line =
-            "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables)\n"
+            "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables, \(metricsNote(server)))\n"
         StandardStreams.write(line)
         try await server.waitUntilStopped()
         logger.notice("ferry serve: stopped")
@@ -168,7 +185,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         let flags = [
             "maximumConnections": "--max-connections", "maximumBatchRequests": "--max-batch-requests",
             "maximumBodySize": "--max-body-size", "the auth secret": "--auth-secret (or $FERRY_AUTH_SECRET)",
-            "the public URL": "--public-url",
+            "the public URL": "--public-url", "the metrics port": "--metrics-port",
+            "the metrics host": "--metrics-host",
         ]
         var message = error.message
         for (name, flag) in flags where message.hasPrefix(name) {
