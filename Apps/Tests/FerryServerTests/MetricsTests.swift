@@ -6,6 +6,7 @@ import ServerStorageSQLite
 import SyncCore
 import Synchronization
 import Testing
+import Transport
 
 /// Issue 31: the server's metrics through swift-metrics into a Prometheus registry of each server's
 /// own, scraped over HTTP at `/metrics` after known traffic.
@@ -23,7 +24,6 @@ struct MetricsTests {
         let server = try await ReferenceServer.start(
             configuration, storage: try storage ?? sqliteStorage(.memory, logger: .quietTest),
             ownsStorage: storage == nil)
-        #expect(server.metricsRegistry === registry)
         return (LiveServer(server: server), registry)
     }
 
@@ -55,7 +55,8 @@ struct MetricsTests {
     }
 
     @Test func knownTrafficGivesExactCounts() async throws {
-        let (live, _) = try await Self.start()
+        let (live, registry) = try await Self.start()
+        #expect(live.server.metricsRegistry === registry)
         let port = live.server.port
         let inserts = 3
         for index in 0..<inserts {
@@ -119,6 +120,7 @@ struct MetricsTests {
         let (live, _) = try await Self.start()
         let port = live.server.port
         let remote = ChangeFeedTests.remote(port)
+        #expect(await remote.offersChangeFeed())
         let feed = FeedReader(try await remote.changeFeed(tables: nil, after: nil))
         _ = try await feed.first(1)  // ready
         var samples = try await Self.scrape(port: port) { $0["ferry_open_change_feeds"] == 1 }

@@ -2,6 +2,8 @@ import HTTPTypes
 import Logging
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
+import Synchronization
 
 /// `GET /metrics` in the Prometheus text format: on the server's own port (``TableResponder``
 /// asks ``answer(method:metrics:)``), or as the whole of a listener of its own
@@ -43,14 +45,15 @@ struct MetricsResponder: HTTPResponder {
     }
 }
 
-/// The listener of `/metrics` when it has an address of its own: a small HTTP/1 server in the
-/// server's service group, which starts and stops with it.
-struct MetricsListener {
+/// The listener of `/metrics` when it has an address of its own: a small HTTP/1 server in a
+/// service group of its own, which listens before the server does (a taken port fails the start
+/// before anything else runs) and stops when the server's group stops (``Stopper``).
+final class MetricsListener: Sendable {
     let host: String
     let port: Int
-    /// Its bound port, or the failure to bind.
-    let bound = BindSignal()
-    let application: Application<MetricsResponder>
+    private let bound: BindSignal
+    private let group: ServiceGroup
+    private let running = Mutex<Task<Void, Never>?>(nil)
 
     /// Scrapers are few: a handful of connections, and short timeouts.
     static let limits = ConnectionLimits(
@@ -62,12 +65,53 @@ struct MetricsListener {
         else { return nil }
         self.host = host
         self.port = port
-        let bound = bound
-        application = Application(
+        let bound = BindSignal()
+        self.bound = bound
+        let application = Application(
             responder: MetricsResponder(metrics: metrics),
             server: .guardedHTTP1(Self.limits, logger: configuration.logger),
             configuration: ApplicationConfiguration(address: .hostname(host, port: port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
             logger: logger)
+        group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: application)], gracefulShutdownSignals: [], logger: configuration.logger))
+    }
+
+    /// Starts listening; returns the bound port, or throws the failure to bind.
+    func start() async throws -> Int {
+        let (group, bound) = (group, bound)
+        running.withLock { running in
+            running = Task {
+                do {
+                    try await group.run()
+                    bound.failed(ServerStartError(message: "the metrics listener stopped before it listened"))
+                } catch {
+                    bound.failed(error)
+                }
+            }
+        }
+        do {
+            return try await bound.wait()
+        } catch {
+            await stop()
+            throw error
+        }
+    }
+
+    /// Stops listening, and waits until it has (idempotent).
+    func stop() async {
+        await group.triggerGracefulShutdown()
+        await running.withLock { $0 }?.value
+    }
+
+    /// A service of the server's group that stops the listener when the server's group stops.
+    struct Stopper: Service {
+        let listener: MetricsListener
+
+        func run() async throws {
+            try? await gracefulShutdown()
+            await listener.stop()
+        }
     }
 }

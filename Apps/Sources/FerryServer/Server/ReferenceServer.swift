@@ -127,28 +127,42 @@ public final class ReferenceServer: Sendable {
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
             logger: frameworkLogger)
+        // A metrics port of its own listens first: when it is taken, nothing else has started.
+        let metricsListener = MetricsListener(configuration, metrics: metrics, logger: frameworkLogger)
+        var metricsPort: Int?
+        if let metricsListener {
+            do {
+                metricsPort = try await metricsListener.start()
+            } catch {
+                throw ServerStartError.describing(
+                    error, host: metricsListener.host, port: metricsListener.port, what: "the metrics",
+                    flag: "--metrics-port")
+            }
+        }
         let stopping = StopDeadline(configuration.shutdownGracePeriod + Self.cancellationAllowance)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: application),
             .init(service: StopWatch(deadline: stopping), successTerminationBehavior: .ignore),
         ]
-        let metricsListener = MetricsListener(configuration, metrics: metrics, logger: frameworkLogger)
-        if let metricsListener { services.append(.init(service: metricsListener.application)) }
+        if let metricsListener {
+            // First in the list, so stopped last (a group stops its services in reverse order):
+            // scrapes still answer while requests drain.
+            services.insert(
+                .init(service: MetricsListener.Stopper(listener: metricsListener), successTerminationBehavior: .ignore),
+                at: 0)
+        }
         var groupConfiguration = ServiceGroupConfiguration(
             services: services,
             gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [], logger: configuration.logger)
         // Requests and feeds still running when the grace period ends are cancelled.
         groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
         let group = ServiceGroup(configuration: groupConfiguration)
-        let metricsBound = metricsListener?.bound
         let running = Task {
             do {
                 try await group.run()
                 bound.failed(ServerStartError(message: "the server stopped before it listened"))
-                metricsBound?.failed(ServerStartError(message: "the server stopped before it listened"))
             } catch {
                 bound.failed(error)
-                metricsBound?.failed(error)
                 throw error
             }
         }
@@ -158,19 +172,8 @@ public final class ReferenceServer: Sendable {
         } catch {
             await group.triggerGracefulShutdown()
             _ = try? await running.value
+            await metricsListener?.stop()
             throw ServerStartError.describing(error, host: configuration.host, port: configuration.port)
-        }
-        var metricsPort: Int?
-        if let metricsListener {
-            do {
-                metricsPort = try await metricsListener.bound.wait()
-            } catch {
-                await group.triggerGracefulShutdown()
-                _ = try? await running.value
-                throw ServerStartError.describing(
-                    error, host: metricsListener.host, port: metricsListener.port, what: "the metrics",
-                    flag: "--metrics-port")
-            }
         }
         return ReferenceServer(
             host: configuration.host, port: port, storage: storage, group: group, running: running,
