@@ -3,6 +3,7 @@ import Foundation
 import Prometheus
 import ServerStorageCore
 import ServerStorageSQLite
+import ServerTestSupport
 import SyncCore
 import Synchronization
 import Testing
@@ -158,6 +159,29 @@ struct MetricsTests {
         #expect(try await live.send("TRACE", "/tables/todo").status == 405)
         let traced = try await Self.scrape(port: live.server.port)
         #expect(traced[Self.requests, Self.request("/tables/{table}", "OTHER", 405, table: "todo")] == 1)
+        try await live.stop()
+    }
+
+    /// Each backend reports its waits: SQLite for its writer, PostgreSQL for a pooled connection
+    /// and for an insert's turn in its table's group commit.
+    @Test(arguments: ServerBackend.allCases)
+    func storagesReportTheirWaits(_ backend: ServerBackend) async throws {
+        let live = try await LiveServer.start(tables: [TableSettings(name: "todo")], backend: backend)
+        for id in ["a", "b", "c"] {
+            #expect(try await live.send("POST", "/tables/todo", json: ["id": .string(id)]).status == 201)
+        }
+        let samples = try await Self.scrape(port: live.server.port)
+        let waits = { (resource: String) in samples["ferry_storage_wait_seconds_count", ["resource": resource]] ?? -1 }
+        switch backend {
+        case .sqlite:
+            #expect(waits("writer") >= 3)
+            #expect(waits("connection") == 0 && waits("insert_queue") == 0)
+        case .postgreSQL:
+            #expect(waits("writer") == 0)
+            #expect(waits("connection") >= 3)
+            #expect(waits("insert_queue") == 3)
+        }
+        #expect(samples.total("ferry_storage_wait_timeouts_total") == 0)
         try await live.stop()
     }
 
