@@ -135,6 +135,12 @@ public protocol ServerStorage: Sendable {
 
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
+
+    /// Reports the storage's waits for shared resources (a pooled connection, the writer) to
+    /// `observer` from now on, instead of to the one before; `nil` for nobody. The reference
+    /// server attaches its metrics here when it starts. A storage without such waits may ignore it
+    /// (the default does).
+    func observe(_ observer: (any StorageObserver)?)
 }
 
 /// The wall clock every backend stamps with by default (their configurations take another, for

@@ -45,8 +45,16 @@ final class InsertBatches: Sendable {
     /// The longest an insert waits for its turn (its batch to start) before it fails with
     /// `busy`: the time a request may wait for a connection.
     let maximumWait: Duration
+    /// Told how each insert's wait for its batch ended, and since when it waited.
+    let report: @Sendable (ContinuousClock.Instant, StorageWait.Outcome) -> Void
 
-    init(maximumWait: Duration) { self.maximumWait = maximumWait }
+    init(
+        maximumWait: Duration,
+        report: @escaping @Sendable (ContinuousClock.Instant, StorageWait.Outcome) -> Void = { _, _ in }
+    ) {
+        self.maximumWait = maximumWait
+        self.report = report
+    }
 
     /// Queues an insert; the first insert of an idle table starts draining its queue.
     func insert(
@@ -111,7 +119,9 @@ final class InsertBatches: Sendable {
                 queues.tables[target.name] = queue
                 return (batch, late)
             }
+            for pending in batch { report(pending.queuedAt, .acquired) }
             for pending in late {
+                report(pending.queuedAt, .timedOut)
                 pending.continuation.resume(
                     throwing: StorageError(
                         .busy, "the insert into '\(target.name)' waited longer than \(maximumWait) for its turn"))

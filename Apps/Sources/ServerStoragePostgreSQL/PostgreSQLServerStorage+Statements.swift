@@ -254,10 +254,13 @@ extension PostgreSQLServerStorage {
         let client = client
         let wait = configuration.connectionWait
         let connections = configuration.maximumConnections
+        let observers = observers
+        let start = ContinuousClock.now
         return try await BoundedWait.run(
             within: wait,
             timeout: {
                 guard race.timeOut() else { return nil }
+                observers.report(.connection, since: start, .timedOut)
                 return StorageError(
                     .busy,
                     "no database connection became free within \(wait) (all \(connections) in use, or the database is unreachable)"
@@ -266,6 +269,7 @@ extension PostgreSQLServerStorage {
         ) { [self] in
             try await client.withConnection { connection in
                 guard race.lease() else { throw CancellationError() }
+                observers.report(.connection, since: start, .acquired)
                 return try await body(session(connection))
             }
         }

@@ -102,6 +102,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
     private let closed = Mutex(false)
     let announcements = StorageChanges()
     let insertBatches: InsertBatches
+    /// Where waits for a pooled connection and for a group commit are reported (``observe(_:)``).
+    let observers: StorageObserverSlot
     /// Ends the statement of a connection that closes (``PostgreSQLSession``).
     let watch = ConnectionWatch()
     /// The channel writes notify on (one per schema: notifications are per database).
@@ -114,7 +116,11 @@ public final class PostgreSQLServerStorage: ServerStorage {
         shown.schema = configuration.schema
         location = shown.description
         channel = "ferry_changes" + (configuration.schema.map { "_" + $0 } ?? "")
-        insertBatches = InsertBatches(maximumWait: configuration.connectionWait)
+        let observers = StorageObserverSlot()
+        self.observers = observers
+        insertBatches = InsertBatches(maximumWait: configuration.connectionWait) { since, outcome in
+            observers.report(.insertQueue, since: since, outcome)
+        }
         logger =
             configuration.logger
             ?? Logger(label: "ferry.storage.postgresql", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -263,6 +269,10 @@ public final class PostgreSQLServerStorage: ServerStorage {
     public func changes() -> AsyncStream<StorageChange> {
         announcements.subscribe()
     }
+
+    /// Reports each wait for a pooled connection (``StorageWait/Resource/connection``) and for an
+    /// insert's turn in its table's group commit (``StorageWait/Resource/insertQueue``) to `observer`.
+    public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
 
     public func close() async throws {
         let wasClosed = closed.withLock { flag in

@@ -110,12 +110,19 @@ extension SQLiteServerStorage {
         }
     }
 
-    /// Waits for the writer's turn, at most ``Configuration/busyTimeout``.
+    /// Waits for the writer's turn, at most ``Configuration/busyTimeout``, and reports the wait.
     private func enterWriter() async throws {
         let wait = Duration.milliseconds(Int64(configuration.busyTimeout * 1000))
-        try await writeGate.enter(within: wait) {
-            StorageError(.busy, "the database stayed busy with other writes for \(wait)")
+        let start = ContinuousClock.now
+        do {
+            try await writeGate.enter(within: wait) {
+                StorageError(.busy, "the database stayed busy with other writes for \(wait)")
+            }
+        } catch {
+            observers.report(.writer, since: start, error is CancellationError ? .cancelled : .timedOut)
+            throw error
         }
+        observers.report(.writer, since: start, .acquired)
     }
 
     // MARK: - Transactions

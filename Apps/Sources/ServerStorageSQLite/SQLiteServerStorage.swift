@@ -97,6 +97,8 @@ public final class SQLiteServerStorage: ServerStorage {
     let announcements = StorageChanges()
     /// Held by every write, and by a transaction from its start to its end.
     let writeGate = TurnGate()
+    /// Where waits for ``writeGate`` are reported (``observe(_:)``).
+    let observers = StorageObserverSlot()
     /// Whether reads run on the writer's connection (a memory database has only one): they then
     /// wait for the gate too, or they would see a transaction's writes before it commits.
     let readsShareTheWriter: Bool
@@ -226,6 +228,9 @@ public final class SQLiteServerStorage: ServerStorage {
     }
 
     // MARK: - Lifecycle
+
+    /// Reports each wait for the writer's turn (``StorageWait/Resource/writer``) to `observer`.
+    public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
 
     public func close() async throws {
         let wasClosed = closed.withLock { flag in

@@ -79,7 +79,9 @@ struct ServeSettingsTests {
             "publicURL": ("https://sync.example.com", #""https://sync.example.com""#),
             "trustProxy": ("true", "true"), "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
             "requestTimeout": ("6", "6"), "maxConnections": ("7", "7"), "maxBatchRequests": ("8", "8"),
-            "protocolOnly": ("true", "true"), "shutdownTimeout": ("4", "4"), "logLevel": ("debug", #""debug""#),
+            "protocolOnly": ("true", "true"), "shutdownTimeout": ("4", "4"), "metrics": ("on", #""on""#),
+            "metricsPort": ("9464", "9464"),
+            "metricsHost": ("127.0.0.2", #""127.0.0.2""#), "logLevel": ("debug", #""debug""#),
             "logFormat": ("json", #""json""#),
         ]
         #expect(Set(samples.keys) == Set(ServeSettings.all.map(\.key)), "a setting without a sample")
@@ -115,6 +117,7 @@ struct ServeSettingsTests {
             #expect(configuration.connections.requestTimeout == .seconds(6))
             #expect(configuration.connections.maximumConnections == 7)
             #expect(configuration.shutdownGracePeriod == .seconds(4))
+            #expect(configuration.metrics.endpoint == .separate(host: "127.0.0.2", port: 9464))
             #expect(!configuration.offersPushExtensions && configuration.logger.logLevel == .debug)
         }
     }

@@ -125,6 +125,22 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     )
     var check = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Record metrics and serve them at /metrics in the Prometheus text format: on or off. Without --metrics-port, /metrics is on the server's port, public to whoever reaches it.",
+            valueName: "on|off"))
+    var metrics: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Serve /metrics on this port of its own instead (the server's port then answers 404 there); 0 picks a free port.",
+            valueName: "port"))
+    var metricsPort: Int?
+
+    @Option(
+        help: ArgumentHelp("The address the --metrics-port listens on (default: 127.0.0.1).", valueName: "address"))
+    var metricsHost: String?
+
     public init() {}
 
     /// Starts the server, prints where it listens and serves until SIGINT or SIGTERM. A bad setting
@@ -159,6 +175,9 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["shutdownTimeout"] = shutdownTimeout.map { .double($0) }
         values["logLevel"] = logLevel.map { .string($0) }
         values["logFormat"] = logFormat.map { .string($0) }
+        values["metrics"] = metrics.map { .string($0) }
+        values["metricsPort"] = metricsPort.map { .int($0) }
+        values["metricsHost"] = metricsHost.map { .string($0) }
         return values.mapValues { ConfigValue($0, isSecret: false) }
     }
 
@@ -190,7 +209,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             throw Self.inSettingNames(error, settings: settings)
         }
         let line =
-            "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables)\n"
+            "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables, \(Self.metricsNote(server, configuration.metrics)))\n"
         StandardStreams.write(line)
         try await server.waitUntilStopped()
         configuration.logger.notice("ferry serve: stopped")
@@ -232,6 +251,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             configuration.limits.maximumBatchRequests =
                 try settings.int("maxBatchRequests") ?? RequestLimits().maximumBatchRequests
             configuration.offersPushExtensions = !(try settings.bool("protocolOnly") ?? false)
+            configuration.metrics = try metricsSettings(from: settings)
             var timeouts: [Duration] = []
             for (key, fallback) in [("idleTimeout", 30.0), ("requestTimeout", 60.0), ("shutdownTimeout", 10.0)] {
                 let seconds = try settings.double(key) ?? fallback
@@ -264,7 +284,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         let keys = [
             "maximumConnections": "maxConnections", "maximumBatchRequests": "maxBatchRequests",
             "maximumBodySize": "maxBodySize", "the auth secret": "authSecret", "the public URL": "publicURL",
-            "port": "port",
+            "port": "port", "the metrics port": "metricsPort", "the metrics host": "metricsHost",
         ]
         var message = error.message
         for (name, key) in keys where message.hasPrefix(name + " ") {

@@ -57,6 +57,9 @@ public struct ServerConfiguration: Sendable {
     /// change feeds finish before it cancels them (default 10 s); the server then stops within a few
     /// seconds more, whatever still runs.
     public var shutdownGracePeriod: Duration = .seconds(10)
+    /// How the server records metrics and where it serves them (default: a Prometheus registry
+    /// of the server's own, at `GET /metrics` on the server's port).
+    public var metrics = MetricsSettings()
     /// Where the server logs requests (info) and failures.
     public var logger: Logger
 
@@ -110,6 +113,7 @@ public struct ServerConfiguration: Sendable {
         try limits.validate()
         try connections.validate()
         try attachments?.validate()
+        try metrics.validate()
         guard shutdownGracePeriod >= .zero else { throw ConfigurationError("shutdownGracePeriod must not be negative") }
         if let publicURL, PublicOrigin(publicURL: publicURL) == nil {
             throw ConfigurationError(

@@ -1,3 +1,4 @@
+import CoreMetrics
 import HTTPTypes
 import HummingbirdCore
 import Logging
@@ -70,8 +71,13 @@ final class ConnectionRegistry: Sendable {
 
     let maximum: Int
     private let state = Mutex(State())
+    /// The server's metrics (open connections, and those shed), when they are on.
+    private let metrics: ServerMetrics?
 
-    init(maximum: Int) { self.maximum = maximum }
+    init(maximum: Int, metrics: ServerMetrics? = nil) {
+        self.maximum = maximum
+        self.metrics = metrics
+    }
 
     /// Registers a new connection. At the limit, the connection that has waited longest for a request
     /// makes room (it is returned, to be closed); when none is waiting, the new one is refused (`nil`).
@@ -81,12 +87,18 @@ final class ConnectionRegistry: Sendable {
             if state.entries.count >= maximum {
                 let oldest = state.entries.compactMap { key, entry in entry.waitingSince.map { (key, $0) } }
                     .min { $0.1 < $1.1 }
-                guard let (key, _) = oldest else { return nil }
+                guard let (key, _) = oldest else {
+                    metrics?.refused.increment()
+                    return nil
+                }
                 evicted = state.entries.removeValue(forKey: key)?.channel
+                metrics?.evicted.increment()
             }
             let id = state.nextID
             state.nextID += 1
             state.entries[id] = Entry(channel: channel, waitingSince: .now())
+            // Set under the lock, so that the gauge follows the registry in order.
+            metrics?.connections.set(state.entries.count)
             return (id, evicted)
         }
     }
@@ -96,7 +108,10 @@ final class ConnectionRegistry: Sendable {
     }
 
     func close(_ id: Int) {
-        _ = state.withLock { state in state.entries.removeValue(forKey: id) }
+        state.withLock { state in
+            guard state.entries.removeValue(forKey: id) != nil else { return }
+            metrics?.connections.set(state.entries.count)
+        }
     }
 }
 
@@ -345,8 +360,10 @@ struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
 
 extension HTTPServerBuilder {
     /// HTTP/1 with Ferry's connection limits.
-    static func guardedHTTP1(_ limits: ConnectionLimits, logger: Logger) -> HTTPServerBuilder {
-        let registry = ConnectionRegistry(maximum: limits.maximumConnections)
+    static func guardedHTTP1(_ limits: ConnectionLimits, logger: Logger, metrics: ServerMetrics? = nil)
+        -> HTTPServerBuilder
+    {
+        let registry = ConnectionRegistry(maximum: limits.maximumConnections, metrics: metrics)
         return HTTPServerBuilder { responder in
             GuardedHTTP1Channel(responder: responder, limits: limits, registry: registry, logger: logger)
         }

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+public import Prometheus
 public import ServerStorageCore
 import ServiceLifecycle
 import Synchronization
@@ -35,6 +36,13 @@ public final class ReferenceServer: Sendable {
     public let port: Int
     /// The storage the server uses.
     public let storage: any ServerStorage
+    /// The Prometheus registry the server records its metrics into (`nil` when metrics are off or
+    /// go to another backend): the one configured, or a new one of the server's own. `GET /metrics`
+    /// renders it; a test or an embedding app may read it directly.
+    public let metricsRegistry: PrometheusCollectorRegistry?
+    /// The port of the metrics listener, when `/metrics` has one of its own
+    /// (``MetricsSettings/Endpoint/separate(host:port:)``; the one the system picked for `0`).
+    public let metricsPort: Int?
 
     let group: ServiceGroup
     let running: Task<Void, any Error>
@@ -53,8 +61,11 @@ public final class ReferenceServer: Sendable {
 
     private init(
         host: String, port: Int, storage: any ServerStorage, group: ServiceGroup, running: Task<Void, any Error>,
-        ownsStorage: Bool, stopping: StopDeadline, logger: Logger
+        ownsStorage: Bool, stopping: StopDeadline, logger: Logger, metricsRegistry: PrometheusCollectorRegistry?,
+        metricsPort: Int?
     ) {
+        self.metricsRegistry = metricsRegistry
+        self.metricsPort = metricsPort
         self.stopping = stopping
         self.host = host
         self.port = port
@@ -96,11 +107,15 @@ public final class ReferenceServer: Sendable {
         try configuration.validate()
         try await storage.prepare(
             configuration.tables.map { StorageTable(name: $0.name, schema: $0.schema) })
-        let service = TableService(configuration: configuration, storage: storage)
+        let metrics = ServerMetrics.make(configuration.metrics, declaredTables: configuration.tables.map(\.name))
+        if let metrics { storage.observe(metrics.storage) }
+        let service = TableService(configuration: configuration, storage: storage, metrics: metrics)
         var responder = TableResponder(
             service: service, limits: configuration.limits,
             publicOrigin: configuration.publicURL.flatMap { PublicOrigin(publicURL: $0) }, logger: configuration.logger)
         responder.trustsForwardedHeaders = configuration.trustsForwardedHeaders
+        responder.metrics = metrics
+        responder.servesMetrics = metrics?.registry != nil && configuration.metrics.endpoint == .serverPort
         let bound = BindSignal()
         // Hummingbird's own info lines ("Server started and listening on …") would double the
         // host's start-up line; its notices and above still show.
@@ -108,16 +123,36 @@ public final class ReferenceServer: Sendable {
         if frameworkLogger.logLevel == .info { frameworkLogger.logLevel = .notice }
         let application = Application(
             responder: responder,
-            server: .guardedHTTP1(configuration.connections, logger: configuration.logger),
+            server: .guardedHTTP1(configuration.connections, logger: configuration.logger, metrics: metrics),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
             logger: frameworkLogger)
+        // A metrics port of its own listens first: when it is taken, nothing else has started.
+        let metricsListener = MetricsListener(configuration, metrics: metrics, logger: frameworkLogger)
+        var metricsPort: Int?
+        if let metricsListener {
+            do {
+                metricsPort = try await metricsListener.start()
+            } catch {
+                throw ServerStartError.describing(
+                    error, host: metricsListener.host, port: metricsListener.port, what: "the metrics",
+                    flag: "--metrics-port")
+            }
+        }
         let stopping = StopDeadline(configuration.shutdownGracePeriod + Self.cancellationAllowance)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: application),
+            .init(service: StopWatch(deadline: stopping), successTerminationBehavior: .ignore),
+        ]
+        if let metricsListener {
+            // First in the list, so stopped last (a group stops its services in reverse order):
+            // scrapes still answer while requests drain.
+            services.insert(
+                .init(service: MetricsListener.Stopper(listener: metricsListener), successTerminationBehavior: .ignore),
+                at: 0)
+        }
         var groupConfiguration = ServiceGroupConfiguration(
-            services: [
-                .init(service: application),
-                .init(service: StopWatch(deadline: stopping), successTerminationBehavior: .ignore),
-            ],
+            services: services,
             gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [], logger: configuration.logger)
         // Requests and feeds still running when the grace period ends are cancelled.
         groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownGracePeriod
@@ -137,11 +172,13 @@ public final class ReferenceServer: Sendable {
         } catch {
             await group.triggerGracefulShutdown()
             _ = try? await running.value
+            await metricsListener?.stop()
             throw ServerStartError.describing(error, host: configuration.host, port: configuration.port)
         }
         return ReferenceServer(
             host: configuration.host, port: port, storage: storage, group: group, running: running,
-            ownsStorage: ownsStorage, stopping: stopping, logger: configuration.logger)
+            ownsStorage: ownsStorage, stopping: stopping, logger: configuration.logger,
+            metricsRegistry: metrics?.registry, metricsPort: metricsPort)
     }
 
     /// Stops accepting connections, lets in-flight requests and change feeds finish, then closes
@@ -220,22 +257,23 @@ public struct ServerStartError: Error, Sendable, CustomStringConvertible {
 
     /// One line for a failure to listen: `cannot listen on 127.0.0.1:8080: the address is already
     /// in use (another server there?)` rather than the socket call that failed.
-    static func describing(_ error: any Error, host: String, port: Int) -> any Error {
+    static func describing(
+        _ error: any Error, host: String, port: Int, what: String? = nil, flag: String = "--port"
+    ) -> any Error {
         guard let failure = error as? IOError else { return error }
         let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let listen = "cannot listen on \(address)\(what.map { " for " + $0 } ?? "")"
         switch failure.errnoCode {
         case EADDRINUSE:
             return ServerStartError(
-                message: "cannot listen on \(address): the address is already in use (another server there? try --port)"
-            )
+                message: "\(listen): the address is already in use (another server there? try \(flag))")
         case EACCES:
-            return ServerStartError(
-                message: "cannot listen on \(address): permission denied (ports below 1024 need root)")
+            return ServerStartError(message: "\(listen): permission denied (ports below 1024 need root)")
         case EADDRNOTAVAIL:
-            return ServerStartError(message: "cannot listen on \(address): no such local address (check --host)")
-        default:
             return ServerStartError(
-                message: "cannot listen on \(address): \(String(cString: strerror(failure.errnoCode)))")
+                message: "\(listen): no such local address (check \(flag == "--port" ? "--host" : "--metrics-host"))")
+        default:
+            return ServerStartError(message: "\(listen): \(String(cString: strerror(failure.errnoCode)))")
         }
     }
 }

@@ -18,6 +18,10 @@ struct TableResponder: HTTPResponder {
     /// Whether a proxy's `Forwarded`/`X-Forwarded-*` headers name the origin of links.
     var trustsForwardedHeaders = false
     let logger: Logger
+    /// The server's metrics; `nil` when they are off.
+    var metrics: ServerMetrics?
+    /// Whether `GET /metrics` is answered here (on the server's own port).
+    var servesMetrics = false
 
     func respond(to request: Request, context: Context) async throws -> Response {
         let started = ContinuousClock.now
@@ -26,8 +30,19 @@ struct TableResponder: HTTPResponder {
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
         let route = TableRoute(path: path)
+        if route == .metrics, servesMetrics, let metrics {
+            let response = MetricsResponder.answer(method: method, metrics: metrics)
+            metrics.request(
+                route: route, path: path, method: method, status: response.status.code,
+                duration: ContinuousClock.now - started)
+            return response
+        }
         if service.configuration.offersPushExtensions, route == .changes {
-            return await changeFeed(request, headers: headers, method: method, context: context)
+            let response = await changeFeed(request, headers: headers, method: method, context: context)
+            metrics?.request(
+                route: route, path: path, method: method, status: response.status.code,
+                duration: ContinuousClock.now - started)
+            return response
         }
         var answer: TableResponse
         var body: [UInt8]?
@@ -60,6 +75,7 @@ struct TableResponder: HTTPResponder {
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
         }
         let elapsed = ContinuousClock.now - started
+        metrics?.request(route: route, path: path, method: method, status: answer.status, duration: elapsed)
         let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
         Self.log(answer, method: method, path: path, milliseconds: milliseconds, to: logger, context: context.logger)
         let status = HTTPResponse.Status(code: answer.status)

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import ServerStorageCore
 import Synchronization
@@ -60,6 +61,7 @@ extension TableService {
             inner.append(parsed)
         }
         let parsed = inner
+        metrics?.batchSizes.record(parsed.count)
         let deadline = ContinuousClock.now + limits.maximumBatchDuration
         var responses: [(id: JSONValue, response: TableResponse)] = []
         responses.reserveCapacity(parsed.count)

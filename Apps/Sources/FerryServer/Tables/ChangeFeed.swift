@@ -130,6 +130,7 @@ extension TableService {
         var sent: [String: Int64] = [:]
         var access: [String: FeedAccess] = [:]
         var first: [UInt8] = Array("retry: 2000\n".utf8)
+        var hints = 0
         let position = FeedPosition.now()
         do {
             let margin =
@@ -149,11 +150,15 @@ extension TableService {
                     sent[stamp.table] = version
                     if version > 0 && updatedAt >= since ?? 0 {
                         first += Self.changeFrame(stamp.table, version, position: position)
+                        hints += 1
                     }
                 case .versions(let before)?:
                     let known = before[stamp.table] ?? 0
                     sent[stamp.table] = max(known, version)
-                    if version > known { first += Self.changeFrame(stamp.table, version, position: position) }
+                    if version > known {
+                        first += Self.changeFrame(stamp.table, version, position: position)
+                        hints += 1
+                    }
                 }
             }
             // After the hints of a resumed position: every table that changed since has been told.
@@ -163,8 +168,8 @@ extension TableService {
             throw error
         }
         return ChangeFeed(
-            service: self, identity: identity, wanted: wanted, changes: changes, first: first, sent: sent,
-            access: access, place: place)
+            service: self, identity: identity, wanted: wanted, changes: changes, first: first, firstEvents: hints,
+            sent: sent, access: access, place: place)
     }
 
     /// How the caller sees `name`, or `nil` when it may not query it.

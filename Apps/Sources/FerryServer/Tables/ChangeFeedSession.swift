@@ -1,4 +1,6 @@
+import CoreMetrics
 import Foundation
+import Metrics
 import ServerStorageCore
 import SyncCore
 import Synchronization
@@ -15,17 +17,19 @@ final class ChangeFeed: Sendable {
 
     private struct State {
         var first: [UInt8]?
+        /// The `change` events in ``first`` (a resumed feed's hints).
+        var firstEvents: Int
         var sent: [String: Int64]
     }
 
     init(
         service: TableService, identity: TokenVerifier.Identity?, wanted: Set<String>?,
-        changes: AsyncStream<StorageChange>, first: [UInt8], sent: [String: Int64],
+        changes: AsyncStream<StorageChange>, first: [UInt8], firstEvents: Int = 0, sent: [String: Int64],
         access: [String: TableService.FeedAccess], place: FeedRegistry.Place
     ) {
         self.service = service
         self.place = place
-        state = Mutex(State(first: first, sent: sent))
+        state = Mutex(State(first: first, firstEvents: firstEvents, sent: sent))
         let mailbox = mailbox
         // The change stream is read as it comes and folded into the mailbox: a reader that is slow
         // to take frames never makes the storage's stream (or this process) hold more than one
@@ -60,10 +64,12 @@ final class ChangeFeed: Sendable {
 
     /// The next bytes to write, or `nil` when the feed has ended.
     func next() async -> [UInt8]? {
-        if let first = state.withLock({ state in
+        let metrics = service.metrics
+        if case let (first, events)? = state.withLock({ state in
             defer { state.first = nil }
-            return state.first
+            return state.first.map { ($0, state.firstEvents) }
         }) {
+            if events > 0 { metrics?.feedEvents.increment(by: events) }
             return first
         }
         while let item = await mailbox.next() {
@@ -72,6 +78,7 @@ final class ChangeFeed: Sendable {
                 return Array(": heartbeat\n\n".utf8)
             case .changes(let changes):
                 var frames: [UInt8] = []
+                var events = 0
                 let position = TableService.FeedPosition.now()
                 for change in changes {
                     var version = change.version
@@ -84,9 +91,15 @@ final class ChangeFeed: Sendable {
                         state.sent[change.table] = version
                         return true
                     }
-                    if isNew { frames += TableService.changeFrame(change.table, version, position: position) }
+                    guard isNew else { continue }
+                    frames += TableService.changeFrame(change.table, version, position: position)
+                    events += 1
+                    metrics?.fanOut.record(duration: ContinuousClock.now - change.postedAt)
                 }
-                if !frames.isEmpty { return frames }
+                if !frames.isEmpty {
+                    metrics?.feedEvents.increment(by: events)
+                    return frames
+                }
             }
         }
         return nil
@@ -116,6 +129,8 @@ final class FeedMailbox: Sendable {
         var table: String
         var version: Int64
         var access: TableService.FeedAccess
+        /// When the oldest announcement folded into this one arrived.
+        var postedAt: ContinuousClock.Instant
     }
 
     enum Item: Sendable {
@@ -151,7 +166,7 @@ final class FeedMailbox: Sendable {
             if let known = state.pending[table] {
                 state.pending[table]?.version = max(known.version, version)
             } else {
-                state.pending[table] = Change(table: table, version: version, access: access)
+                state.pending[table] = Change(table: table, version: version, access: access, postedAt: .now)
                 state.order.append(table)
             }
         }
@@ -201,10 +216,14 @@ final class FeedRegistry: Sendable {
     }
 
     private let open = Mutex<(total: Int, anonymous: Int, byOwner: [String: Int])>((0, 0, [:]))
+    /// The gauge of open feeds (`ferry_open_change_feeds`), when metrics are on.
+    private let gauge: Meter?
+
+    init(open gauge: Meter? = nil) { self.gauge = gauge }
 
     /// Takes a place; `false` when a limit is reached.
     func reserve(_ place: Place, limits: RequestLimits) -> Bool {
-        open.withLock { open in
+        let reserved = open.withLock { open in
             guard open.total < limits.maximumChangeFeeds,
                 place.owner.map({ open.byOwner[$0, default: 0] < limits.maximumChangeFeedsPerUser }) ?? true,
                 !place.anonymous || open.anonymous < limits.maximumAnonymousChangeFeeds
@@ -214,9 +233,12 @@ final class FeedRegistry: Sendable {
             if let owner = place.owner { open.byOwner[owner, default: 0] += 1 }
             return true
         }
+        if reserved { gauge?.increment() }
+        return reserved
     }
 
     func release(_ place: Place) {
+        gauge?.decrement()
         open.withLock { open in
             open.total -= 1
             if place.anonymous { open.anonymous -= 1 }

@@ -1,3 +1,4 @@
+import CoreMetrics
 import Crypto
 import Foundation
 import Logging
@@ -27,12 +28,15 @@ final class IdempotencyLedger: Sendable {
     let storage: any ServerStorage
     let retention: Duration
     let logger: Logger
+    /// Counts the answers replayed from a record (`ferry_idempotent_replays_total`).
+    let replays: Counter?
     private let lastSweep = Mutex<ContinuousClock.Instant?>(nil)
 
-    init(storage: any ServerStorage, retention: Duration, logger: Logger) {
+    init(storage: any ServerStorage, retention: Duration, logger: Logger, replays: Counter? = nil) {
         self.storage = storage
         self.retention = retention
         self.logger = logger
+        self.replays = replays
     }
 
     /// An answer that is not recorded: the transaction that claimed the key rolls back with it.
@@ -74,6 +78,8 @@ final class IdempotencyLedger: Sendable {
         } catch let unrecorded as Unrecorded {
             return unrecorded.response
         }
+        // Counted once the transaction is over: a transaction a storage retries replays once.
+        if response.headers.contains(where: { $0.name == Self.replayedHeader }) { replays?.increment() }
         await sweepIfDue()
         return response
     }

@@ -86,6 +86,8 @@ enum TableRoute: Equatable, Sendable {
     case attachmentRows(String)
     /// `/tables/$uploads/{upload}`: an upload in progress.
     case upload(String)
+    /// `/metrics`: the Prometheus metrics, when the server serves them on its own port.
+    case metrics
     /// Anything else.
     case unknown
     /// A segment that is not valid percent-encoded UTF-8.
@@ -106,6 +108,7 @@ enum TableRoute: Equatable, Sendable {
         case 2 where segments[0] == "health" && segments[1] == "ready": self = .health
         case 2 where segments[0] == "health" && segments[1] == "live": self = .liveness
         case 1 where segments[0] == "tables": self = .tableList
+        case 1 where segments[0] == "metrics": self = .metrics
         case 2 where segments[0] == "tables":
             switch segments[1] {
             case TableService.batchSegment: self = .batch

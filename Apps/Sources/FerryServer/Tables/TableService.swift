@@ -14,16 +14,20 @@ final class TableService: Sendable {
     let logger: Logger
     let ledger: IdempotencyLedger
     /// The change feeds open (``openChangeFeed(_:)``).
-    let feeds = FeedRegistry()
+    let feeds: FeedRegistry
+    /// The server's metrics; `nil` when they are off.
+    let metrics: ServerMetrics?
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
     /// How often a compare-and-set write is retried when another writer got there first.
     static let maximumAttempts = 8
 
-    init(configuration: ServerConfiguration, storage: any ServerStorage) {
+    init(configuration: ServerConfiguration, storage: any ServerStorage, metrics: ServerMetrics? = nil) {
         self.configuration = configuration
         self.storage = storage
+        self.metrics = metrics
+        feeds = FeedRegistry(open: metrics?.feeds)
         verifier = configuration.authSecret.map {
             TokenVerifier(
                 secret: $0, issuer: configuration.authIssuer, audience: configuration.authAudience,
@@ -32,7 +36,8 @@ final class TableService: Sendable {
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
         logger = configuration.logger
         ledger = IdempotencyLedger(
-            storage: storage, retention: configuration.limits.idempotencyRetention, logger: configuration.logger)
+            storage: storage, retention: configuration.limits.idempotencyRetention, logger: configuration.logger,
+            replays: metrics?.replays)
     }
 
     // MARK: - Entry point
@@ -83,6 +88,14 @@ final class TableService: Sendable {
     }
 
     func storageFailure(_ error: StorageError) -> ProtocolError {
+        let failure = protocolFailure(error)
+        if failure.status >= 500 { metrics?.storageFailed(error.code) }
+        return failure
+    }
+
+    /// The answer to a storage failure: 4xx for what the request asked wrongly, 5xx for the
+    /// storage's own failures (busy, unreachable, closed, full, …).
+    private func protocolFailure(_ error: StorageError) -> ProtocolError {
         switch error.code {
         case .invalidQuery: return .badRequest(error.message, code: "invalidQuery")
         case .fieldKind: return .badRequest(error.message, code: "invalidItem")
@@ -154,7 +167,7 @@ final class TableService: Sendable {
             (name, id) = (table, nil)
         case .item(let table, let item):
             (name, id) = (table, item)
-        case .health, .liveness, .tableList, .unknown:
+        case .health, .liveness, .tableList, .metrics, .unknown:
             throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
         }
         let version = try Self.protocolVersion(request)
