@@ -29,6 +29,11 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Spans (the server, its storages), and the OTLP exporter `ferry serve` sends them with.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // OTLP over HTTP only: the default traits add the gRPC exporter, which pulls grpc-swift 2
+        // and its transports into every build.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // The server-storage protocol: what the reference server needs from a database.
@@ -39,6 +44,7 @@ let package = Package(
                 // The table layout and query limits the SQL backends share (ServerSQLLayout).
                 .product(name: "QuerySQL", package: "Ferry"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/ServerStorageCore"
         ),
@@ -52,6 +58,7 @@ let package = Package(
                 .product(name: "QuerySQLite", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/ServerStorageSQLite"
         ),
@@ -66,6 +73,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/ServerStoragePostgreSQL"
         ),
@@ -113,6 +121,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/FerryServer"
         ),
@@ -127,6 +136,9 @@ let package = Package(
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Sources/FerryCommands"
         ),
@@ -168,6 +180,8 @@ let package = Package(
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             path: "Tests/ServerStoragePostgreSQLTests"
         ),
@@ -182,6 +196,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             path: "Tests/FerryServerTests"
         ),
@@ -213,6 +229,11 @@ let package = Package(
                 .product(name: "StoreSQLite", package: "Ferry"),
                 .product(name: "StoreLMDB", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/FerryCommandsTests"
         ),

@@ -91,6 +91,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Option(help: "The log format: text (one line per event) or json (one JSON object per line, for log collectors).")
     var logFormat: String = "text"
 
+    @Option(
+        help: ArgumentHelp(
+            "Export traces with OTLP over HTTP to this collector (as http://localhost:4318); off by default (also on with the OTEL_* variables, see docs/server.md).",
+            valueName: "url"))
+    var otlpEndpoint: String?
+
     public init() {}
 
     public func validate() throws {
@@ -140,25 +146,36 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), maximumConnections: maxConnections)
         let environment = ProcessInfo.processInfo.environment[ServerDatabase.environmentVariable]
+        let database = try ServerDatabase(
+            parsing: db ?? environment.flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite")
+        let tracing = try ServeTracing.start(
+            endpoint: otlpEndpoint, environment: ProcessInfo.processInfo.environment, logger: logger)
+        configuration.tracer = tracing?.tracer
         let server: ReferenceServer
-        let database: ServerDatabase
         do {
-            database = try ServerDatabase(
-                parsing: db ?? environment.flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite")
-            let storage = try await database.open(logger: logger)
+            let storage = try await database.open(logger: logger, tracer: tracing?.tracer)
             server = try await ReferenceServer.start(
                 configuration, storage: storage, ownsStorage: true, handlesSignals: true)
         } catch let error as StorageError {
+            await tracing?.finish()
             StandardStreams.writeError("error: cannot open the database: \(error.message)\n")
             throw ExitCode(1)
         } catch let error as ServerStartError {
+            await tracing?.finish()
             StandardStreams.writeError("error: \(error.message)\n")
             throw ExitCode(1)
         }
+        if let tracing { logger.info("ferry serve: sending traces to \(tracing.destination)") }
         let line =
             "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables)\n"
         StandardStreams.write(line)
-        try await server.waitUntilStopped()
+        do {
+            try await server.waitUntilStopped()
+        } catch {
+            await tracing?.finish()
+            throw error
+        }
+        await tracing?.finish()
         logger.notice("ferry serve: stopped")
     }
 

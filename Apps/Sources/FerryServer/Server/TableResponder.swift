@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import SyncCore
 import ServiceLifecycle
+import Tracing
 
 /// The Hummingbird side: collects the body within the size limit, hands the request to
 /// ``TableService`` and logs one line per request.
@@ -20,12 +21,21 @@ struct TableResponder: HTTPResponder {
     let logger: Logger
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        let route = TableRoute(path: request.uri.path)
+        guard let tracer = service.configuration.tracer else {
+            return try await answer(request, route: route, context: context)
+        }
+        return try await RequestSpans.serve(request, route: route, tracer: tracer) {
+            try await answer(request, route: route, context: context)
+        }
+    }
+
+    func answer(_ request: Request, route: TableRoute, context: Context) async throws -> Response {
         let started = ContinuousClock.now
         let path = request.uri.path
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
-        let route = TableRoute(path: path)
         if service.configuration.offersPushExtensions, route == .changes {
             return await changeFeed(request, headers: headers, method: method, context: context)
         }
