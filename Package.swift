@@ -39,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // Trace context propagation (Transport's `instrument`): its Instrumentation product has no
+        // dependency of its own, and AsyncHTTPClient already brings the package on Linux.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // The benchmarks' command lines only (Tools/): no library product depends on it, so an app
         // that adds Ferry never resolves it (docs/architecture.md).
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -76,6 +79,7 @@ let package = Package(
             name: "Transport",
             dependencies: [
                 "SyncCore", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Instrumentation", package: "swift-distributed-tracing"),
                 // On Linux, requests and feeds go through AsyncHTTPClient: FoundationNetworking's
                 // URLSession keeps a core busy while it waits (docs/transport.md).
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
@@ -147,7 +151,10 @@ let package = Package(
         ),
         .testTarget(
             name: "TransportTests",
-            dependencies: ["Transport", "SyncCore"],
+            dependencies: [
+                "Transport", "SyncCore", .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ],
             path: "Tests/TransportTests"
         ),
         .testTarget(

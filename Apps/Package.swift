@@ -36,6 +36,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Spans (the server, its storages), and the OTLP exporter `ferry serve` sends them with.
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // OTLP over HTTP only: the default traits add the gRPC exporter, which pulls grpc-swift 2
+        // and its transports into every build.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // The server-storage protocol: what the reference server needs from a database.
@@ -48,6 +53,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 // SHA-256 of blobs (BlobDigest), for every blob-storage backend.
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/ServerStorageCore"
         ),
@@ -61,6 +67,7 @@ let package = Package(
                 .product(name: "QuerySQLite", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/ServerStorageSQLite"
         ),
@@ -75,6 +82,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/ServerStoragePostgreSQL"
         ),
@@ -154,6 +162,7 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             path: "Sources/FerryServer"
         ),
@@ -170,6 +179,9 @@ let package = Package(
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Sources/FerryCommands"
         ),
@@ -220,6 +232,8 @@ let package = Package(
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             path: "Tests/ServerStoragePostgreSQLTests"
         ),
@@ -235,6 +249,8 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             path: "Tests/FerryServerTests"
         ),
@@ -266,6 +282,11 @@ let package = Package(
                 .product(name: "StoreSQLite", package: "Ferry"),
                 .product(name: "StoreLMDB", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Tests/FerryCommandsTests"
         ),

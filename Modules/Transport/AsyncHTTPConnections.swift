@@ -45,12 +45,15 @@
                 // and backoff, and the status must say "unreachable" when the server is down, not
                 // after the connect timeout (10 s) of AsyncHTTPClient's own retries.
                 pool.retryConnectionEstablishment = false
-                let configuration = AsyncHTTPClient.HTTPClient.Configuration(
+                var configuration = AsyncHTTPClient.HTTPClient.Configuration(
                     tlsConfiguration: tls,
                     // Redirects as URLSession follows them.
                     redirectConfiguration: .follow(max: 5, allowCycles: false),
                     timeout: .init(connect: .seconds(10), read: .milliseconds(key.milliseconds)),
                     connectionPool: pool)
+                // The remote's own `instrument` writes the trace context; AsyncHTTPClient would add a
+                // second `traceparent` with the tracer a process bootstrapped globally.
+                configuration.tracing.tracer = nil
                 let made = AsyncHTTPClient.HTTPClient(
                     eventLoopGroup: AsyncHTTPClient.HTTPClient.defaultEventLoopGroup, configuration: configuration)
                 clients[key] = made

@@ -1,4 +1,5 @@
 import Foundation
+import Instrumentation
 import Logging
 import SyncCore
 
@@ -348,6 +349,11 @@ struct HTTPClient: Sendable {
         }
         for (name, value) in configuration.additionalHeaders { request.setValue(value, forHTTPHeaderField: name) }
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        if let instrument = configuration.instrument, let context = ServiceContext.current {
+            var fields: [String: String] = [:]
+            instrument.inject(context, into: &fields, using: HeaderInjector())
+            for (name, value) in fields { request.setValue(value, forHTTPHeaderField: name) }
+        }
         return request
     }
 
@@ -469,5 +475,12 @@ final class TaskBox: @unchecked Sendable {
         let task = self.task
         lock.unlock()
         task?.cancel()
+    }
+}
+
+/// Writes trace context fields (`traceparent`, `tracestate`) as request headers.
+private struct HeaderInjector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) {
+        carrier[key] = value
     }
 }

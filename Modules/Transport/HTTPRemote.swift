@@ -1,4 +1,5 @@
 public import Foundation
+public import Instrumentation
 public import Logging
 public import SyncCore
 
@@ -46,13 +47,31 @@ public struct HTTPRemote: RemoteService {
         /// AsyncHTTPClient sends the requests; on Apple platforms add the authority to the system's
         /// trust settings, or pass a `URLSession` whose delegate trusts it.
         public var additionalTrustRoots: [String]
+        /// The instrument that writes the caller's trace context into every request (for W3C Trace
+        /// Context, a `traceparent` header naming the caller's current span), so that the server's
+        /// spans join the app's trace; `nil` (the default) sends none.
+        ///
+        /// Any `Instrument` or `Tracer` of swift-distributed-tracing, such as swift-otel's tracer.
+        /// The context is `ServiceContext.current` of the task that makes the request: run sync calls
+        /// inside a span to tie them to it.
+        ///
+        /// ```swift
+        /// configuration.instrument = tracer   // e.g. swift-otel's, from OTel.makeTracingBackend()
+        /// let remote = HTTPRemote(configuration)
+        /// try await tracer.withSpan("refresh") { _ in
+        ///     _ = try await remote.table("todo").query(TableQuery())
+        /// }
+        /// // the query's request carries traceparent: 00-<trace id>-<the span's id>-01
+        /// ```
+        public var instrument: (any Instrument)?
 
         public init(
             serverURL: URL, protocolVersion: ProtocolVersion = .v3, tablesPath: String = "tables",
             timeout: Duration = .seconds(30), retry: RetryPolicy = RetryPolicy(),
             additionalHeaders: [String: String] = [:], maximumResponseSize: Int = 128 << 20,
-            additionalTrustRoots: [String] = []
+            additionalTrustRoots: [String] = [], instrument: (any Instrument)? = nil
         ) {
+            self.instrument = instrument
             self.additionalTrustRoots = additionalTrustRoots
             self.maximumResponseSize = max(1024, maximumResponseSize)
             self.serverURL = serverURL

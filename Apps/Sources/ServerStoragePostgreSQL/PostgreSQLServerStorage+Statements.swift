@@ -25,6 +25,8 @@ struct PostgreSQLSession: Sendable {
     let limit: Duration
     let logger: Logger
     let watch: ConnectionWatch
+    /// A span per statement, when the storage has a tracer (``PostgreSQLServerStorage/Configuration/tracer``).
+    var statements: StatementTracing?
 
     /// Runs one statement and collects its rows.
     func rows(_ fragment: SQLFragment) async throws -> [PostgresRow] {
@@ -35,8 +37,15 @@ struct PostgreSQLSession: Sendable {
     func rows(_ query: PostgresQuery, cancellable: Bool = true) async throws -> [PostgresRow] {
         let connection = connection
         let logger = logger
-        return try await watch.bounded(connection, limit: limit, cancellable: cancellable) {
-            try await connection.query(query, logger: logger).collect()
+        guard let statements else {
+            return try await watch.bounded(connection, limit: limit, cancellable: cancellable) {
+                try await connection.query(query, logger: logger).collect()
+            }
+        }
+        return try await statements.run(query.sql) {
+            try await watch.bounded(connection, limit: limit, cancellable: cancellable) {
+                try await connection.query(query, logger: logger).collect()
+            }
         }
     }
 
@@ -158,7 +167,9 @@ extension PostgreSQLServerStorage {
     var statementLimit: Duration { configuration.statementTimeout + .seconds(5) }
 
     func session(_ connection: PostgresConnection, limit: Duration? = nil) -> PostgreSQLSession {
-        PostgreSQLSession(connection: connection, limit: limit ?? statementLimit, logger: logger, watch: watch)
+        PostgreSQLSession(
+            connection: connection, limit: limit ?? statementLimit, logger: logger, watch: watch,
+            statements: configuration.tracer.map { StatementTracing(tracer: $0, system: "postgresql") })
     }
 
     /// Runs `body` on a connection, bounded and with every failure mapped to a `StorageError`:

@@ -5,6 +5,7 @@ import QuerySQL
 public import ServerStorageCore
 import SyncCore
 import Synchronization
+public import Tracing
 
 /// The reference server's storage for several instances: PostgreSQL through postgres-nio.
 ///
@@ -67,14 +68,20 @@ public final class PostgreSQLServerStorage: ServerStorage {
         /// `schema` parameter, or else the role's default (`public`). Several Ferry servers can share one database in different schemas.
         /// A name of 1 to 48 characters of `a-z 0-9 _`, not starting with a digit.
         public var schema: String?
+        /// The tracer each statement's span goes to, when it runs inside a span (a request's, on
+        /// the reference server); `nil` (the default) traces none. The span is named by the
+        /// statement's operation (`SELECT` …) and carries `db.system.name` `postgresql` and
+        /// `db.query.text`, the SQL with its `$1` placeholders, never the values bound to them.
+        public var tracer: (any Tracer)?
 
         /// A configuration; see the properties.
         public init(
             maximumConnections: Int = 16, connectionWait: Duration = .seconds(5),
             statementTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(5),
             now: @escaping @Sendable () -> Int64 = PostgreSQLServerStorage.systemMilliseconds, logger: Logger? = nil,
-            schema: String? = nil
+            schema: String? = nil, tracer: (any Tracer)? = nil
         ) {
+            self.tracer = tracer
             self.schema = schema
             self.maximumConnections = maximumConnections
             self.connectionWait = connectionWait

@@ -69,15 +69,19 @@ extension SQLiteServerStorage {
 
     func read<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try ensureOpen()
+        let spans = SQLiteStatementSpans.current(configuration.tracer)
         do {
             // In a transaction, reads see its writes: they run on its connection.
-            if currentTransaction != nil { return try onTransactionConnection(body) }
+            if currentTransaction != nil { return try onTransactionConnection(spans, body) }
+            let traced: @Sendable (Database) throws -> T = { db in
+                try SQLiteStatementSpans.around(spans, db) { try body(db) }
+            }
             if readsShareTheWriter {
                 try await enterWriter()
                 defer { writeGate.leave() }
-                return try await database.read(body)
+                return try await database.read(traced)
             }
-            return try await database.read(body)
+            return try await database.read(traced)
         } catch {
             throw Self.mapped(error, action, location)
         }
@@ -85,10 +89,11 @@ extension SQLiteServerStorage {
 
     func write<T: Sendable>(_ action: String, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try ensureOpen()
+        let spans = SQLiteStatementSpans.current(configuration.tracer)
         do {
             if currentTransaction != nil {
                 // One savepoint of the transaction: a failing write leaves nothing behind.
-                return try onTransactionConnection { db in
+                return try onTransactionConnection(spans) { db in
                     try db.cachedStatement(sql: "SAVEPOINT ferry_write").execute()
                     let result: T
                     do {
@@ -104,7 +109,17 @@ extension SQLiteServerStorage {
             }
             try await enterWriter()
             defer { writeGate.leave() }
-            return try await database.write(body)
+            // GRDB's `write`, with the statements traced up to the commit included.
+            return try await database.writeWithoutTransaction { db in
+                try SQLiteStatementSpans.around(spans, db) {
+                    var result: T?
+                    try db.inTransaction {
+                        result = try body(db)
+                        return .commit
+                    }
+                    return result!
+                }
+            }
         } catch {
             throw Self.mapped(error, action, location)
         }
@@ -130,8 +145,9 @@ extension SQLiteServerStorage {
     /// Runs `body` on the writer connection, which the current transaction holds alone, and waits
     /// for it on the calling thread: a statement or two, without a hop through the task scheduler
     /// for each write of a batch of thousands.
-    private func onTransactionConnection<T>(_ body: (Database) throws -> T) throws -> T {
-        try database.writeWithoutTransaction(body)
+    private func onTransactionConnection<T>(_ spans: SQLiteStatementSpans?, _ body: (Database) throws -> T) throws -> T
+    {
+        try database.writeWithoutTransaction { db in try SQLiteStatementSpans.around(spans, db) { try body(db) } }
     }
 
     /// The transaction the current task runs in, on this storage.
@@ -154,8 +170,11 @@ extension SQLiteServerStorage {
         try await enterWriter()
         defer { writeGate.leave() }
         let transaction = SQLiteTransaction(storage: ObjectIdentifier(self))
+        let spans = SQLiteStatementSpans.current(configuration.tracer)
         do {
-            try await database.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+            try await database.writeWithoutTransaction { db in
+                try SQLiteStatementSpans.around(spans, db) { try db.beginTransaction(.immediate) }
+            }
         } catch {
             throw Self.mapped(error, "starting a transaction on", location)
         }
@@ -163,13 +182,15 @@ extension SQLiteServerStorage {
         do {
             result = try await SQLiteTransaction.$current.withValue(transaction) { try await body() }
         } catch {
-            await rollBack()
+            await rollBack(spans)
             throw error
         }
         do {
-            try await database.writeWithoutTransaction { db in try db.commit() }
+            try await database.writeWithoutTransaction { db in
+                try SQLiteStatementSpans.around(spans, db) { try db.commit() }
+            }
         } catch {
-            await rollBack()
+            await rollBack(spans)
             throw Self.mapped(error, "committing a transaction on", location)
         }
         for change in transaction.takeChanges() { announcements.publish(change) }
@@ -183,8 +204,9 @@ extension SQLiteServerStorage {
     {
         let (name, mark) = transaction.openSavepoint()
         defer { transaction.closeSavepoint() }
+        let spans = SQLiteStatementSpans.current(configuration.tracer)
         do {
-            try onTransactionConnection { db in try db.cachedStatement(sql: "SAVEPOINT \(name)").execute() }
+            try onTransactionConnection(spans) { db in try db.cachedStatement(sql: "SAVEPOINT \(name)").execute() }
         } catch {
             throw Self.mapped(error, "starting a savepoint on", location)
         }
@@ -192,7 +214,7 @@ extension SQLiteServerStorage {
         do {
             result = try await body()
         } catch {
-            _ = try? onTransactionConnection { db in
+            _ = try? onTransactionConnection(spans) { db in
                 try db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT \(name)").execute()
                 try db.cachedStatement(sql: "RELEASE SAVEPOINT \(name)").execute()
             }
@@ -201,7 +223,9 @@ extension SQLiteServerStorage {
             throw error
         }
         do {
-            try onTransactionConnection { db in try db.cachedStatement(sql: "RELEASE SAVEPOINT \(name)").execute() }
+            try onTransactionConnection(spans) { db in
+                try db.cachedStatement(sql: "RELEASE SAVEPOINT \(name)").execute()
+            }
         } catch {
             throw Self.mapped(error, "releasing a savepoint on", location)
         }
@@ -209,9 +233,9 @@ extension SQLiteServerStorage {
     }
 
     /// Rolls the transaction back and forgets what it taught the storage.
-    private func rollBack() async {
+    private func rollBack(_ spans: SQLiteStatementSpans?) async {
         _ = try? await database.writeWithoutTransaction { db in
-            if db.isInsideTransaction { try db.rollback() }
+            try SQLiteStatementSpans.around(spans, db) { if db.isInsideTransaction { try db.rollback() } }
         }
         forgetCaches()
     }

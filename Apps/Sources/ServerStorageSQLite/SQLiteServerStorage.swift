@@ -6,6 +6,7 @@ import QuerySQLite
 public import ServerStorageCore
 import SyncCore
 import Synchronization
+public import Tracing
 
 /// The reference server's embedded default storage: SQLite through GRDB.swift, in a file or in
 /// memory, with no set-up.
@@ -66,13 +67,19 @@ public final class SQLiteServerStorage: ServerStorage {
         /// limit but the disk's. A write past it fails with `StorageError.Code.full`, as on a full
         /// disk.
         public var maximumSize: Int?
+        /// The tracer each statement's span goes to, when it runs inside a span (a request's, on the
+        /// reference server); `nil` (the default) traces none. The span is named by the statement's
+        /// operation (`SELECT` …) and carries `db.system.name` `sqlite` and `db.query.text`, the
+        /// SQL with its `?` placeholders, never the values bound to them; SQLite times it.
+        public var tracer: (any Tracer)?
 
         /// A configuration; see the properties.
         public init(
             busyTimeout: Double = 5, maximumReaderCount: Int = 4,
             now: @escaping @Sendable () -> Int64 = SQLiteServerStorage.systemMilliseconds, logger: Logger? = nil,
-            maximumSize: Int? = nil
+            maximumSize: Int? = nil, tracer: (any Tracer)? = nil
         ) {
+            self.tracer = tracer
             self.busyTimeout = busyTimeout
             self.maximumReaderCount = maximumReaderCount
             self.now = now

@@ -81,7 +81,8 @@ struct ServeSettingsTests {
             "requestTimeout": ("6", "6"), "maxConnections": ("7", "7"), "maxBatchRequests": ("8", "8"),
             "protocolOnly": ("true", "true"), "shutdownTimeout": ("4", "4"), "metrics": ("on", #""on""#),
             "metricsPort": ("9464", "9464"),
-            "metricsHost": ("127.0.0.2", #""127.0.0.2""#), "logLevel": ("debug", #""debug""#),
+            "metricsHost": ("127.0.0.2", #""127.0.0.2""#),
+            "otlpEndpoint": ("http://127.0.0.1:4318", #""http://127.0.0.1:4318""#), "logLevel": ("debug", #""debug""#),
             "logFormat": ("json", #""json""#),
         ]
         #expect(Set(samples.keys) == Set(ServeSettings.all.map(\.key)), "a setting without a sample")

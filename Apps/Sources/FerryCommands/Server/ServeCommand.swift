@@ -141,6 +141,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         help: ArgumentHelp("The address the --metrics-port listens on (default: 127.0.0.1).", valueName: "address"))
     var metricsHost: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "Export traces with OTLP over HTTP to this collector (as http://localhost:4318); off by default (also on with the OTEL_* variables, see docs/server.md).",
+            valueName: "url"))
+    var otlpEndpoint: String?
+
     public init() {}
 
     /// Starts the server, prints where it listens and serves until SIGINT or SIGTERM. A bad setting
@@ -178,13 +184,14 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["metrics"] = metrics.map { .string($0) }
         values["metricsPort"] = metricsPort.map { .int($0) }
         values["metricsHost"] = metricsHost.map { .string($0) }
+        values["otlpEndpoint"] = otlpEndpoint.map { .string($0) }
         return values.mapValues { ConfigValue($0, isSecret: false) }
     }
 
     private func serve() async throws {
         let settings = try await ServeSettings(
             flags: givenValues, environment: ProcessInfo.processInfo.environment, configFile: config)
-        let (configuration, database) = try await Self.configuration(from: settings)
+        var (configuration, database) = try await Self.configuration(from: settings)
         if check {
             for (key, value, source) in try settings.described() {
                 StandardStreams.write("\(key) = \(value)  (\(source))\n")
@@ -194,25 +201,45 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             )
             return
         }
+        let logger = configuration.logger
+        let tracing: ServeTracing?
+        do throws(ConfigurationError) {
+            tracing = try ServeTracing.start(
+                endpoint: try settings.string("otlpEndpoint"), environment: ProcessInfo.processInfo.environment,
+                logger: logger)
+        } catch {
+            throw Self.inSettingNames(error, settings: settings)
+        }
+        configuration.tracer = tracing?.tracer
         let server: ReferenceServer
         do {
-            let storage = try await database.open(logger: configuration.logger)
+            let storage = try await database.open(logger: logger, tracer: tracing?.tracer)
             server = try await ReferenceServer.start(
                 configuration, storage: storage, ownsStorage: true, handlesSignals: true)
         } catch let error as StorageError {
+            await tracing?.finish()
             StandardStreams.writeError("error: cannot open the database: \(error.message)\n")
             throw ExitCode(1)
         } catch let error as ServerStartError {
+            await tracing?.finish()
             StandardStreams.writeError("error: \(error.message)\n")
             throw ExitCode(1)
         } catch let error as ConfigurationError {
+            await tracing?.finish()
             throw Self.inSettingNames(error, settings: settings)
         }
+        if let tracing { logger.info("ferry serve: sending traces to \(tracing.destination)") }
         let line =
             "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables, \(Self.metricsNote(server, configuration.metrics)))\n"
         StandardStreams.write(line)
-        try await server.waitUntilStopped()
-        configuration.logger.notice("ferry serve: stopped")
+        do {
+            try await server.waitUntilStopped()
+        } catch {
+            await tracing?.finish()
+            throw error
+        }
+        await tracing?.finish()
+        logger.notice("ferry serve: stopped")
     }
 
     /// The server's configuration from the settings, each read from the first source that has it.

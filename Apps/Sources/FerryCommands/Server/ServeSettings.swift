@@ -66,7 +66,7 @@ struct ServeSettings: Sendable {
         .init("idleTimeout", .double), .init("requestTimeout", .double), .init("maxConnections", .int),
         .init("maxBatchRequests", .int), .init("protocolOnly", .bool), .init("shutdownTimeout", .double),
         .init("logLevel", .string), .init("logFormat", .string), .init("metrics", .string),
-        .init("metricsPort", .int), .init("metricsHost", .string),
+        .init("metricsPort", .int), .init("metricsHost", .string), .init("otlpEndpoint", .string),
     ]
 
     /// The environment variable naming a configuration file when `--config` does not.

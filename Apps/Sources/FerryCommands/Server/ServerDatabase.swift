@@ -3,6 +3,7 @@ import Logging
 import ServerStorageCore
 import ServerStoragePostgreSQL
 import ServerStorageSQLite
+import Tracing
 
 /// Where `ferry serve --db` keeps the tables: the storage backends the `ferry` executable is built
 /// with.
@@ -61,15 +62,16 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Opens the storage; it logs to `logger`. PostgreSQL's migrations run here.
-    func open(logger: Logger) async throws -> any ServerStorage {
+    /// Opens the storage; it logs to `logger`, and traces its statements to `tracer` when given.
+    /// PostgreSQL's migrations run here.
+    func open(logger: Logger, tracer: (any Tracer)? = nil) async throws -> any ServerStorage {
         switch self {
         case .sqlite(let path):
-            return try SQLiteServerStorage(location: .file(path), configuration: .init(logger: logger))
+            return try SQLiteServerStorage(location: .file(path), configuration: .init(logger: logger, tracer: tracer))
         case .memory:
-            return try SQLiteServerStorage(location: .memory, configuration: .init(logger: logger))
+            return try SQLiteServerStorage(location: .memory, configuration: .init(logger: logger, tracer: tracer))
         case .postgreSQL(let url):
-            return try await PostgreSQLServerStorage.open(url, configuration: .init(logger: logger))
+            return try await PostgreSQLServerStorage.open(url, configuration: .init(logger: logger, tracer: tracer))
         }
     }
 }

@@ -1,4 +1,5 @@
 public import Logging
+public import Tracing
 
 /// Everything the reference server needs to start, except its storage.
 ///
@@ -62,6 +63,20 @@ public struct ServerConfiguration: Sendable {
     public var metrics = MetricsSettings()
     /// Where the server logs requests (info) and failures.
     public var logger: Logger
+    /// The tracer the server's spans go to (swift-distributed-tracing); `nil` (the default) traces
+    /// nothing. The server never reads the process-wide `InstrumentationSystem`.
+    ///
+    /// With a tracer, every request is a `.server` span (`GET /tables/{table}` …), a child of the
+    /// span its `traceparent` header names when the tracer's propagation reads one, and every
+    /// storage call it makes is a child span (`storage.query` …). Give the storage the same tracer
+    /// (its configuration's `tracer`) for a span per database statement below those. docs/server.md
+    /// lists the spans and their attributes.
+    ///
+    /// ```swift
+    /// let tracing = try OTel.makeTracingBackend()   // swift-otel; run tracing.service beside the server
+    /// configuration.tracer = tracing.factory
+    /// ```
+    public var tracer: (any Tracer)?
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, tables: [TableSettings] = [], allowsDynamicTables: Bool = true,

@@ -135,22 +135,8 @@ final class ServerMetrics: Sendable {
     /// The route template of a request: its path with the table and the id left out, so that the
     /// label takes a handful of values whatever clients send.
     static func template(_ route: TableRoute, path: String) -> String {
-        switch route {
-        case .health: TableRequest.segments(of: path)?.count == 2 ? "/health/ready" : "/health"
-        case .liveness: "/health/live"
-        case .tableList: "/tables"
-        case .batch: "/tables/$batch"
-        case .capabilities: "/tables/$capabilities"
-        case .changes: "/tables/$changes"
-        case .table: "/tables/{table}"
-        case .item: "/tables/{table}/{id}"
-        case .metrics: "/metrics"
-        case .attachments: "/tables/{table}/{id}/$attachments"
-        case .attachment: "/tables/{table}/{id}/$attachments/{name}"
-        case .attachmentRows: "/tables/$attachments/{table}"
-        case .upload: "/tables/$uploads/{upload}"
-        case .unknown, .invalidPath: "unmatched"
-        }
+        if route == .health, TableRequest.segments(of: path)?.count == 2 { return "/health/ready" }
+        return route.template ?? "unmatched"
     }
 
     /// The method, or `OTHER` for one the protocol does not use (methods are any token a client sends).

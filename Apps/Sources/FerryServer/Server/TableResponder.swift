@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import SyncCore
 import ServiceLifecycle
+import Tracing
 
 /// The Hummingbird side: collects the body within the size limit, hands the request to
 /// ``TableService`` and logs one line per request.
@@ -24,12 +25,21 @@ struct TableResponder: HTTPResponder {
     var servesMetrics = false
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        let route = TableRoute(path: request.uri.path)
+        guard let tracer = service.configuration.tracer else {
+            return try await answer(request, route: route, context: context)
+        }
+        return try await RequestSpans.serve(request, route: route, tracer: tracer) {
+            try await answer(request, route: route, context: context)
+        }
+    }
+
+    func answer(_ request: Request, route: TableRoute, context: Context) async throws -> Response {
         let started = ContinuousClock.now
         let path = request.uri.path
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
-        let route = TableRoute(path: path)
         if route == .metrics, servesMetrics, let metrics {
             let response = MetricsResponder.answer(method: method, metrics: metrics)
             metrics.request(

@@ -24,6 +24,9 @@ final class TableService: Sendable {
     static let maximumAttempts = 8
 
     init(configuration: ServerConfiguration, storage: any ServerStorage, metrics: ServerMetrics? = nil) {
+        // Every storage call a span, when tracing.
+        var storage = storage
+        if let tracer = configuration.tracer { storage = TracedServerStorage(storage, tracer: tracer) }
         self.configuration = configuration
         self.storage = storage
         self.metrics = metrics
