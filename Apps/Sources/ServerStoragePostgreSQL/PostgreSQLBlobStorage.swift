@@ -32,7 +32,7 @@ public final class PostgreSQLBlobStorage: BlobStorage {
     /// How the blob storage writes.
     public struct Configuration: Sendable {
         /// The most bytes an append commits at once (one chunk row), and the most a read yields at
-        /// once; kept within ``BlobStorageLimits/minimumChunkSize`` ... ``BlobStorageLimits/maximumChunkSize``.
+        /// once; kept within `BlobStorageLimits.minimumChunkSize` ... `BlobStorageLimits.maximumChunkSize`.
         public var chunkSize: Int
 
         /// A configuration; see the properties.

@@ -277,8 +277,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
         announcements.subscribe()
     }
 
-    /// Reports each wait for a pooled connection (``StorageWait/Resource/connection``) and for an
-    /// insert's turn in its table's group commit (``StorageWait/Resource/insertQueue``) to `observer`.
+    /// Reports each wait for a pooled connection (`StorageWait.Resource.connection`) and for an
+    /// insert's turn in its table's group commit (`StorageWait.Resource.insertQueue`) to `observer`.
     public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
 
     public func close() async throws {

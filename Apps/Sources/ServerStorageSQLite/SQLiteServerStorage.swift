@@ -236,7 +236,7 @@ public final class SQLiteServerStorage: ServerStorage {
 
     // MARK: - Lifecycle
 
-    /// Reports each wait for the writer's turn (``StorageWait/Resource/writer``) to `observer`.
+    /// Reports each wait for the writer's turn (`StorageWait.Resource.writer`) to `observer`.
     public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
 
     public func close() async throws {
