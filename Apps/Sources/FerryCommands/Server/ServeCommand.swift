@@ -73,6 +73,23 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Option(help: ArgumentHelp("The most connections open at once.", valueName: "count"))
     var maxConnections: Int = ConnectionLimits().maximumConnections
 
+    @Option(
+        help: ArgumentHelp(
+            "The most change feeds open at once (429 above it); each also holds one of --max-connections.",
+            valueName: "count"))
+    var maxFeeds: Int = RequestLimits().maximumChangeFeeds
+
+    @Option(
+        help: ArgumentHelp(
+            "The most change feeds one token subject keeps open (with --auth-secret, also one anonymous address).",
+            valueName: "count"))
+    var maxFeedsPerUser: Int = RequestLimits().maximumChangeFeedsPerUser
+
+    @Option(
+        help: ArgumentHelp(
+            "With --auth-secret, the most change feeds anonymous callers keep open together.", valueName: "count"))
+    var maxAnonymousFeeds: Int = RequestLimits().maximumAnonymousChangeFeeds
+
     @Option(help: ArgumentHelp("The most requests in one batch (POST /tables/$batch).", valueName: "count"))
     var maxBatchRequests: Int = RequestLimits().maximumBatchRequests
 
@@ -131,6 +148,9 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         configuration.limits.maximumBodySize = maxBodySize
         configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, maxBodySize)
         configuration.limits.maximumBatchRequests = maxBatchRequests
+        configuration.limits.maximumChangeFeeds = maxFeeds
+        configuration.limits.maximumChangeFeedsPerUser = maxFeedsPerUser
+        configuration.limits.maximumAnonymousChangeFeeds = maxAnonymousFeeds
         configuration.offersPushExtensions = !protocolOnly
         for (name, seconds) in [("--idle-timeout", idleTimeout), ("--request-timeout", requestTimeout)]
         where !(seconds.isFinite && seconds >= 0.01 && seconds <= 86_400) {
@@ -139,6 +159,19 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         configuration.connections = ConnectionLimits(
             idleTimeout: .milliseconds(Int64(idleTimeout * 1000)),
             requestTimeout: .milliseconds(Int64(requestTimeout * 1000)), maximumConnections: maxConnections)
+        try configuration.validate()
+        // Every connection is a file descriptor: take what the system allows, and say so when it is
+        // less than the configured connections need.
+        if let limit = OpenFileLimit.raise(),
+            let line = OpenFileLimit.shortfall(limit: limit, connections: maxConnections)
+        {
+            logger.warning("\(line)")
+        }
+        if maxFeeds > maxConnections {
+            logger.warning(
+                "--max-feeds \(maxFeeds) is more than --max-connections \(maxConnections): at most \(maxConnections) feeds can be open"
+            )
+        }
         let environment = ProcessInfo.processInfo.environment[ServerDatabase.environmentVariable]
         let server: ReferenceServer
         let database: ServerDatabase
@@ -167,11 +200,13 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     static func inFlagNames(_ error: ConfigurationError) -> ConfigurationError {
         let flags = [
             "maximumConnections": "--max-connections", "maximumBatchRequests": "--max-batch-requests",
+            "maximumChangeFeeds": "--max-feeds", "maximumChangeFeedsPerUser": "--max-feeds-per-user",
+            "maximumAnonymousChangeFeeds": "--max-anonymous-feeds",
             "maximumBodySize": "--max-body-size", "the auth secret": "--auth-secret (or $FERRY_AUTH_SECRET)",
             "the public URL": "--public-url",
         ]
         var message = error.message
-        for (name, flag) in flags where message.hasPrefix(name) {
+        for (name, flag) in flags where message.hasPrefix(name + " ") {
             message = flag + message.dropFirst(name.count)
         }
         return ConfigurationError(message)

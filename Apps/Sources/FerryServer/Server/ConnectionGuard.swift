@@ -33,12 +33,14 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var requestTimeout: Duration
     /// How long a response may wait for the client to read the next 64 KiB of it (default 60 s).
     public var writeTimeout: Duration
-    /// The most connections open at once (default 1,024).
+    /// The most connections open at once (default 16,384: room for the default 10,000 change feeds
+    /// and the requests beside them). Each is a file descriptor: the process's open-file limit must
+    /// be above it (docs/deploy.md).
     public var maximumConnections: Int
 
     public init(
         idleTimeout: Duration = .seconds(30), requestTimeout: Duration = .seconds(60),
-        writeTimeout: Duration = .seconds(60), maximumConnections: Int = 1024
+        writeTimeout: Duration = .seconds(60), maximumConnections: Int = 16_384
     ) {
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
@@ -133,6 +135,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var closesAfterResponse = false
     /// Writes handed to the socket and not yet written.
     private var pendingWrites = 0
+    /// When the last write was written, or the first of the pending ones handed over.
+    private var lastProgress = NIODeadline.now()
     /// The version of the request being answered (an HTTP/1.0 client gets a body of unknown length
     /// delimited by the close, never chunked).
     private var requestVersion = HTTPVersion.http1_1
@@ -272,33 +276,45 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Writes `part` and follows it to the socket: the write timer runs while writes are pending and
-    /// restarts at each one written.
+    /// measures from the last one written.
     private func tracked(
         _ context: ChannelHandlerContext, _ part: HTTPServerResponsePart, _ promise: EventLoopPromise<Void>?,
         whenWritten: ((ConnectionGuard, ChannelHandlerContext) -> Void)? = nil
     ) {
+        if pendingWrites == 0 { lastProgress = .now() }
         pendingWrites += 1
-        if writeTimer == nil { scheduleWriteTimer(context) }
+        if writeTimer == nil { scheduleWriteTimer(context, at: lastProgress + Self.timeAmount(limits.writeTimeout)) }
         let written = context.eventLoop.makePromise(of: Void.self)
         context.write(wrapOutboundOut(part), promise: written)
         written.futureResult.assumeIsolated().whenComplete { result in
             self.pendingWrites -= 1
-            self.writeTimer?.cancel()
-            self.writeTimer = nil
-            if self.pendingWrites > 0 { self.scheduleWriteTimer(context) }
+            self.lastProgress = .now()
             promise?.completeWith(result)
             if case .success = result { whenWritten?(self, context) }
         }
     }
 
-    private func scheduleWriteTimer(_ context: ChannelHandlerContext) {
-        let logger = self.logger
-        let limit = limits.writeTimeout
-        writeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Self.nanoseconds(limit))) {
-            logger.debug("closing a connection: the client read nothing of the response within \(limit)")
+    /// Arms the write timer for `deadline`. It is never cancelled while the connection lives (a
+    /// cancellation costs the event loop a search through all its timers, and a change feed writes
+    /// to thousands of connections at once): when it fires it lapses if nothing is pending, moves to
+    /// the last write's time plus the timeout if the client took something since, and otherwise
+    /// closes the connection.
+    private func scheduleWriteTimer(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+        writeTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            self.writeTimer = nil
+            guard self.pendingWrites > 0 else { return }
+            let due = self.lastProgress + Self.timeAmount(self.limits.writeTimeout)
+            if due > .now() {
+                self.scheduleWriteTimer(context, at: due)
+                return
+            }
+            self.logger.debug(
+                "closing a connection: the client read nothing of the response within \(self.limits.writeTimeout)")
             context.close(promise: nil)
         }
     }
+
+    private static func timeAmount(_ duration: Duration) -> TimeAmount { .nanoseconds(nanoseconds(duration)) }
 
     /// The last byte of a response is written: close the connection if it was to close, or start
     /// waiting for the next request.

@@ -5,57 +5,77 @@ import Synchronization
 
 /// One open change feed: what it has sent, and the bytes it writes next (``next()``), for as long
 /// as the client reads, the token lasts, the storage runs and the server does not shut down.
+///
+/// The server's ``FeedHub`` hands it every change (``deliver(_:)``) and its heartbeats
+/// (``beat(now:)``); a feed has no task of its own besides the writer that calls ``next()``.
 final class ChangeFeed: Sendable {
     private let service: TableService
     private let mailbox = FeedMailbox()
     private let place: FeedRegistry.Place
-    private let state: Mutex<State>
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let identity: TokenVerifier.Identity?
+    private let wanted: Set<String>?
+    private let state = Mutex(State())
+    /// How the caller sees each table the hub told of (`nil`: it may not query it); only the hub's
+    /// task writes it.
+    private let access = Mutex<[String: TableService.FeedAccess?]>([:])
     private let closed = Mutex(false)
+    private let bucket = Atomic(0)
 
     private struct State {
         var first: [UInt8]?
-        var sent: [String: Int64]
+        var sent: [String: Int64] = [:]
     }
 
-    init(
-        service: TableService, identity: TokenVerifier.Identity?, wanted: Set<String>?,
-        changes: AsyncStream<StorageChange>, first: [UInt8], sent: [String: Int64],
-        access: [String: TableService.FeedAccess], place: FeedRegistry.Place
-    ) {
+    /// A feed that takes `place` (already reserved); ``open(first:sent:)`` gives it what it starts with.
+    init(service: TableService, identity: TokenVerifier.Identity?, wanted: Set<String>?, place: FeedRegistry.Place) {
         self.service = service
+        self.identity = identity
+        self.wanted = wanted
         self.place = place
-        state = Mutex(State(first: first, sent: sent))
-        let mailbox = mailbox
-        // The change stream is read as it comes and folded into the mailbox: a reader that is slow
-        // to take frames never makes the storage's stream (or this process) hold more than one
-        // pending version per table.
-        let producer = Task {
-            var access = access
-            for await change in changes {
-                let name = change.table
-                if let wanted, !wanted.contains(name) { continue }
-                if access[name] == nil {
-                    guard let seen = service.feedAccess(name, identity) else { continue }
-                    access[name] = seen
-                }
-                mailbox.post(name, version: change.version, access: access[name]!)
-            }
-            mailbox.finish()  // the storage closed
+    }
+
+    /// Joins the server's fan-out: changes from now on wait in the mailbox. Call it before reading
+    /// the state the feed starts with, so that a change in between shows in both (and is sent once).
+    func subscribe() {
+        guard let tick = service.feedHub.register(self) else {
+            mailbox.finish()  // the storage closed, or the server stopped
+            return
         }
-        let heartbeat = service.configuration.limits.changeFeedHeartbeat
-        let expiry = identity?.expiresAt
-        let timer = Task {
-            while !Task.isCancelled {
-                if let expiry, expiry <= Date() {
-                    mailbox.finish()  // the token expired: the client reconnects with a new one
-                    return
-                }
-                guard (try? await Task.sleep(for: heartbeat)) != nil else { return }
-                mailbox.beat()
-            }
+        bucket.store(tick, ordering: .relaxed)
+    }
+
+    /// The feed's first bytes (`retry`, then `ready` or the hints and `caught-up`) and the versions
+    /// they told.
+    func open(first: [UInt8], sent: [String: Int64]) {
+        state.withLock { $0 = State(first: first, sent: sent) }
+        if let expiry = identity?.expiresAt, expiry <= Date() { mailbox.finish() }
+    }
+
+    /// Which tick of the heartbeat period this feed beats at.
+    var heartbeatBucket: Int { bucket.load(ordering: .relaxed) }
+
+    /// A change, from the hub: folded into the mailbox if the caller may see the table.
+    func deliver(_ announcement: FeedHub.Announcement) {
+        let name = announcement.table
+        if let wanted, !wanted.contains(name) { return }
+        let seen: TableService.FeedAccess? = access.withLock { known in
+            if let cached = known[name] { return cached }
+            let seen = service.feedAccess(name, identity)
+            known[name] = .some(seen)
+            return seen
         }
-        tasks.withLock { $0 = [producer, timer] }
+        guard let seen else { return }
+        mailbox.post(name, version: announcement.version, access: seen, frame: seen == .all ? announcement.frame : nil)
+    }
+
+    /// A heartbeat is due, from the hub; a feed whose token has expired ends instead (the client
+    /// reconnects with a new one).
+    func beat(now: Date) {
+        if let expiry = identity?.expiresAt, expiry <= now {
+            mailbox.finish()
+        } else {
+            mailbox.beat()
+        }
     }
 
     /// The next bytes to write, or `nil` when the feed has ended.
@@ -69,14 +89,19 @@ final class ChangeFeed: Sendable {
         while let item = await mailbox.next() {
             switch item {
             case .heartbeat:
-                return Array(": heartbeat\n\n".utf8)
+                return Self.heartbeatFrame
             case .changes(let changes):
                 var frames: [UInt8] = []
-                let position = TableService.FeedPosition.now()
+                var position: String?
                 for change in changes {
                     var version = change.version
                     if change.access != .all {
-                        guard let seen = try? await service.visibleNewest(change.table, change.access) else { continue }
+                        let service = service
+                        guard
+                            let seen = try? await service.feedHub.visibleNewest(
+                                change.table, change.access, after: change.version,
+                                query: { try await service.visibleNewest(change.table, change.access) })
+                        else { continue }
                         version = seen.version
                     }
                     let isNew = state.withLock { state in
@@ -84,13 +109,23 @@ final class ChangeFeed: Sendable {
                         state.sent[change.table] = version
                         return true
                     }
-                    if isNew { frames += TableService.changeFrame(change.table, version, position: position) }
+                    guard isNew else { continue }
+                    // The hub's rendering, shared by every feed that sees the whole table.
+                    if let frame = change.frame, version == change.version {
+                        if changes.count == 1 { return frame }
+                        frames += frame
+                    } else {
+                        if position == nil { position = TableService.FeedPosition.now() }
+                        frames += TableService.changeFrame(change.table, version, position: position!)
+                    }
                 }
                 if !frames.isEmpty { return frames }
             }
         }
         return nil
     }
+
+    static let heartbeatFrame = Array(": heartbeat\n\n".utf8)
 
     /// Ends the feed: ``next()`` gives what is pending, then `nil`.
     func end() { mailbox.finish() }
@@ -103,7 +138,7 @@ final class ChangeFeed: Sendable {
             return !closed
         }
         guard first else { return }
-        for task in tasks.withLock({ $0 }) { task.cancel() }
+        service.feedHub.unregister(self)
         mailbox.finish()
         service.feeds.release(place)
     }
@@ -116,6 +151,8 @@ final class FeedMailbox: Sendable {
         var table: String
         var version: Int64
         var access: TableService.FeedAccess
+        /// The hub's rendering of the change, for a caller that sees the whole table.
+        var frame: [UInt8]?
     }
 
     enum Item: Sendable {
@@ -146,12 +183,15 @@ final class FeedMailbox: Sendable {
 
     private let state = Mutex(State())
 
-    func post(_ table: String, version: Int64, access: TableService.FeedAccess) {
+    func post(_ table: String, version: Int64, access: TableService.FeedAccess, frame: [UInt8]? = nil) {
         update { state in
             if let known = state.pending[table] {
-                state.pending[table]?.version = max(known.version, version)
+                if version > known.version {
+                    state.pending[table]?.version = version
+                    state.pending[table]?.frame = frame
+                }
             } else {
-                state.pending[table] = Change(table: table, version: version, access: access)
+                state.pending[table] = Change(table: table, version: version, access: access, frame: frame)
                 state.order.append(table)
             }
         }

@@ -15,6 +15,8 @@ final class TableService: Sendable {
     let ledger: IdempotencyLedger
     /// The change feeds open (``openChangeFeed(_:)``).
     let feeds = FeedRegistry()
+    /// The one subscription to the storage's changes that every open feed shares.
+    let feedHub: FeedHub
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
@@ -31,6 +33,7 @@ final class TableService: Sendable {
         }
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
         logger = configuration.logger
+        feedHub = FeedHub(storage: storage, heartbeat: configuration.limits.changeFeedHeartbeat)
         ledger = IdempotencyLedger(
             storage: storage, retention: configuration.limits.idempotencyRetention, logger: configuration.logger)
     }
