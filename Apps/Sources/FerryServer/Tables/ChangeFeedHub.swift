@@ -6,8 +6,12 @@ import Synchronization
 /// stream, each change rendered once, one heartbeat clock.
 ///
 /// A write reaches every open feed through one task: the hub renders the change's event once (the
-/// bytes that every feed seeing the whole table writes, shared, not copied), then hands it to each
-/// feed's mailbox, which folds it and wakes the feed's writer. The list of feeds is an array shared
+/// bytes that every feed seeing the whole table writes, shared, not copied), then gathers the feeds
+/// by the thread their connection lives on (an event loop) and asks each thread, in one call, to
+/// write the event to all of its feeds' connections: no task wakes per feed. A feed not attached to
+/// its connection yet, a feed that sees the table only in part, and a client that has not taken what
+/// it was sent get the change through the feed's mailbox instead, which folds it and wakes the
+/// feed's writer. The list of feeds is an array shared
 /// copy-on-write: taking it for a change is one retain under the lock, whatever the number of feeds,
 /// and opening or closing a feed is O(1). Feeds that see a table only in part (per-user tables, data
 /// views) ask the storage for the newest row they see, and feeds with the same view of a table share
@@ -109,7 +113,15 @@ final class FeedHub: Sendable {
                 let frame = TableService.changeFrame(
                     change.table, change.version, position: TableService.FeedPosition.now())
                 let announcement = Announcement(table: change.table, version: change.version, frame: frame)
-                for feed in self.state.withLock({ $0.feeds }) { feed.deliver(announcement) }
+                // Feeds whose connections share a thread get the change in one call on it.
+                var lanes: [ObjectIdentifier: (connection: any FeedConnection, feeds: [ChangeFeed])] = [:]
+                for feed in self.state.withLock({ $0.feeds }) {
+                    guard let connection = feed.deliver(announcement) else { continue }
+                    lanes[connection.lane, default: (connection, [])].feeds.append(feed)
+                }
+                for (connection, feeds) in lanes.values {
+                    connection.onLane { for feed in feeds { feed.writeDirectly(announcement) } }
+                }
             }
             self?.stop()  // the storage closed: every feed ends
         }
@@ -149,4 +161,17 @@ final class FeedHub: Sendable {
         }
         return try await task.value.get()
     }
+}
+
+/// A change feed's connection, for the writes the hub makes without the feed's writer task:
+/// FerryServer's HTTP layer provides it (an event loop's channel), this layer only uses it.
+protocol FeedConnection: AnyObject, Sendable {
+    /// The thread the connection's writes run on; connections with the same lane share it.
+    var lane: ObjectIdentifier { get }
+    /// Runs `body` on the connection's thread.
+    func onLane(_ body: @escaping @Sendable () -> Void)
+    /// Whether the client has taken what it was sent (on the connection's thread).
+    var isWritable: Bool { get }
+    /// Writes `frame` and sends it (on the connection's thread).
+    func write(_ frame: [UInt8])
 }

@@ -7,7 +7,11 @@ import Synchronization
 /// as the client reads, the token lasts, the storage runs and the server does not shut down.
 ///
 /// The server's ``FeedHub`` hands it every change (``deliver(_:)``) and its heartbeats
-/// (``beat(now:)``); a feed has no task of its own besides the writer that calls ``next()``.
+/// (``beat(now:)``); a feed has no task of its own besides the writer that calls ``next()``. Once
+/// its first bytes went out, the HTTP layer gives it its connection (``attach(_:)``): a change of a
+/// table the caller sees whole is then written by the hub straight to the connection, on the
+/// connection's thread (``writeDirectly(_:)``), and the writer only wakes for heartbeats, changes
+/// that need a visibility query, and a client that has not taken what it was sent.
 final class ChangeFeed: Sendable {
     private let service: TableService
     private let mailbox = FeedMailbox()
@@ -15,15 +19,20 @@ final class ChangeFeed: Sendable {
     private let identity: TokenVerifier.Identity?
     private let wanted: Set<String>?
     private let state = Mutex(State())
-    /// How the caller sees each table the hub told of (`nil`: it may not query it); only the hub's
-    /// task writes it.
-    private let access = Mutex<[String: TableService.FeedAccess?]>([:])
+    private let routing = Mutex(Routing())
     private let closed = Mutex(false)
     private let bucket = Atomic(0)
 
     private struct State {
         var first: [UInt8]?
         var sent: [String: Int64] = [:]
+    }
+
+    private struct Routing {
+        /// How the caller sees each table the hub told of (`nil`: it may not query it).
+        var access: [String: TableService.FeedAccess?] = [:]
+        /// Where the hub writes changes directly, once attached.
+        var connection: (any FeedConnection)?
     }
 
     /// A feed that takes `place` (already reserved); ``open(first:sent:)`` gives it what it starts with.
@@ -54,18 +63,50 @@ final class ChangeFeed: Sendable {
     /// Which tick of the heartbeat period this feed beats at.
     var heartbeatBucket: Int { bucket.load(ordering: .relaxed) }
 
-    /// A change, from the hub: folded into the mailbox if the caller may see the table.
-    func deliver(_ announcement: FeedHub.Announcement) {
+    /// Hands the feed its connection: from now on the hub writes changes of tables the caller sees
+    /// whole straight to it. Call it once the feed's first bytes went out.
+    func attach(_ connection: any FeedConnection) {
+        routing.withLock { $0.connection = connection }
+    }
+
+    /// Takes the connection back: what comes later goes through ``next()``. Call it on the
+    /// connection's thread before the response ends.
+    func detach() {
+        routing.withLock { $0.connection = nil }
+    }
+
+    /// A change, from the hub: `nil` when the feed does not see it or folded it into its mailbox,
+    /// or the connection to write it to (with ``writeDirectly(_:)``, on the connection's thread).
+    func deliver(_ announcement: FeedHub.Announcement) -> (any FeedConnection)? {
         let name = announcement.table
-        if let wanted, !wanted.contains(name) { return }
-        let seen: TableService.FeedAccess? = access.withLock { known in
-            if let cached = known[name] { return cached }
+        if let wanted, !wanted.contains(name) { return nil }
+        let (seen, connection) = routing.withLock { routing -> (TableService.FeedAccess?, (any FeedConnection)?) in
+            if let cached = routing.access[name] { return (cached, routing.connection) }
             let seen = service.feedAccess(name, identity)
-            known[name] = .some(seen)
-            return seen
+            routing.access[name] = .some(seen)
+            return (seen, routing.connection)
         }
-        guard let seen else { return }
+        guard let seen else { return nil }
+        if seen == .all, let connection { return connection }
         mailbox.post(name, version: announcement.version, access: seen, frame: seen == .all ? announcement.frame : nil)
+        return nil
+    }
+
+    /// Writes a change the hub routed to this feed's connection, on the connection's thread: at
+    /// once when the client takes what it is sent, else through the mailbox (folded, written by the
+    /// feed's writer as the client reads).
+    func writeDirectly(_ announcement: FeedHub.Announcement) {
+        let name = announcement.table
+        guard let connection = routing.withLock({ $0.connection }), connection.isWritable else {
+            mailbox.post(name, version: announcement.version, access: .all, frame: announcement.frame)
+            return
+        }
+        let isNew = state.withLock { state in
+            guard announcement.version > state.sent[name] ?? 0 else { return false }
+            state.sent[name] = announcement.version
+            return true
+        }
+        if isNew { connection.write(announcement.frame) }
     }
 
     /// A heartbeat is due, from the hub; a feed whose token has expired ends instead (the client
@@ -78,7 +119,9 @@ final class ChangeFeed: Sendable {
         }
     }
 
-    /// The next bytes to write, or `nil` when the feed has ended.
+    /// The next bytes to write, or `nil` when the feed has ended. A caller that may be cancelled
+    /// while it waits calls ``end()`` then (one cancellation handler around its loop, not one per
+    /// event).
     func next() async -> [UInt8]? {
         if let first = state.withLock({ state in
             defer { state.first = nil }
@@ -138,6 +181,7 @@ final class ChangeFeed: Sendable {
             return !closed
         }
         guard first else { return }
+        detach()
         service.feedHub.unregister(self)
         mailbox.finish()
         service.feeds.release(place)
@@ -165,7 +209,7 @@ final class FeedMailbox: Sendable {
         var order: [String] = []
         var heartbeat = false
         var finished = false
-        var waiter: CheckedContinuation<Item?, Never>?
+        var waiter: UnsafeContinuation<Item?, Never>?
 
         /// What a waiter gets now, if anything.
         mutating func take() -> Item?? {
@@ -202,7 +246,7 @@ final class FeedMailbox: Sendable {
     func finish() { update { $0.finished = true } }
 
     private func update(_ change: (inout State) -> Void) {
-        let (waiter, item): (CheckedContinuation<Item?, Never>?, Item?) = state.withLock { state in
+        let (waiter, item): (UnsafeContinuation<Item?, Never>?, Item?) = state.withLock { state in
             change(&state)
             guard let waiter = state.waiter, let item = state.take() else { return (nil, nil) }
             state.waiter = nil
@@ -211,19 +255,16 @@ final class FeedMailbox: Sendable {
         waiter?.resume(returning: item)
     }
 
-    /// The next item, or `nil` once finished and drained. A cancelled caller ends the feed.
+    /// The next item, or `nil` once finished and drained. A caller that may be cancelled while it
+    /// waits finishes the mailbox then (the feed's writer does, once for all its waits).
     func next() async -> Item? {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Item?, Never>) in
-                let ready: Item?? = state.withLock { state in
-                    if let item = state.take() { return item }
-                    state.waiter = continuation
-                    return .none
-                }
-                if case .some(let item) = ready { continuation.resume(returning: item) }
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Item?, Never>) in
+            let ready: Item?? = state.withLock { state in
+                if let item = state.take() { return item }
+                state.waiter = continuation
+                return .none
             }
-        } onCancel: {
-            finish()
+            if case .some(let item) = ready { continuation.resume(returning: item) }
         }
     }
 }
