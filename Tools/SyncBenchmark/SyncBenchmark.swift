@@ -42,6 +42,14 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             try await LiveBenchmark.run(options: options, directory: directory)
             return
         }
+        if !options.fanOutCounts.isEmpty {
+            #if canImport(Glibc)
+                try await FanOutBenchmark.run(options: options, directory: directory)
+                return
+            #else
+                throw BenchmarkError("--fan-out runs on Linux only (epoll, /proc)")
+            #endif
+        }
         if options.outage > 0 {
             try await OutageBenchmark.run(options: options, directory: directory)
             return
@@ -207,6 +215,18 @@ struct Options: ParsableArguments {
     /// Push and pull over each HTTP client, in one run.
     @Flag(help: "Push and pull through each HTTP client, in one run.")
     var compareClients = false
+    /// Numbers of change feeds of the fan-out benchmark (`1000,10000`); empty: not run.
+    @Option(
+        name: .customLong("fan-out"),
+        help: ArgumentHelp(
+            "Change-feed fan-out: numbers of feeds to measure, comma-separated (1000,10000), beside 1 feed.",
+            valueName: "counts"))
+    var fanOut: String?
+    /// Writes measured at each count of the fan-out benchmark.
+    @Option(help: "Writes measured at each count of the fan-out benchmark.")
+    var fanOutWrites = 200
+    /// `--fan-out`, parsed.
+    var fanOutCounts: [Int] { fanOut.map { $0.split(separator: ",").compactMap { Int($0) } } ?? [] }
     /// The `ferry` executable the servers run; `nil` for the one beside this benchmark.
     @Option(help: "The ferry executable to run as the server (default: the one beside SyncBenchmark).")
     var ferry: String?
@@ -218,6 +238,12 @@ struct Options: ParsableArguments {
         ] where value < 0 {
             throw ValidationError("--\(name) needs a number of 0 or more")
         }
+        if let fanOut,
+            fanOutCounts.count != fanOut.split(separator: ",").count || fanOutCounts.contains(where: { $0 < 1 })
+        {
+            throw ValidationError("--fan-out needs numbers of feeds of 1 or more, comma-separated (1000,10000)")
+        }
+        if fanOutWrites < 1 { throw ValidationError("--fan-out-writes needs a number of 1 or more") }
         if let postgres, !postgres.hasPrefix("postgres") {
             throw ValidationError("--postgres needs a postgres:// URL")
         }

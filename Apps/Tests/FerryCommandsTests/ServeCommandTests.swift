@@ -212,7 +212,9 @@ final class ProcessWatch: Sendable {
             (["--max-batch-requests", "0"], "--max-batch-requests"), (["--idle-timeout", "0"], "--idle-timeout"),
             (["--public-url", "ftp://x"], "--public-url"), (["--auth-secret", "short"], "--auth-secret"),
             (["--log-level", "loud"], "log level"), (["--log-format", "xml"], "log format"),
-            (["--db", "nosuch:x"], "unknown database"),
+            (["--db", "nosuch:x"], "unknown database"), (["--max-feeds=-1"], "--max-feeds must"),
+            (["--max-feeds-per-user=-1"], "--max-feeds-per-user must"),
+            (["--max-anonymous-feeds=-1"], "--max-anonymous-feeds must"),
         ] {
             let result = try await FerryBinaryTests.run(["serve", "--port", "0", "--db", "memory"] + arguments)
             #expect(result.status == 64, "\(arguments): \(result.errors)")
@@ -220,5 +222,43 @@ final class ProcessWatch: Sendable {
                 result.errors.hasPrefix("error: ") && result.errors.contains(named), "\(arguments): \(result.errors)")
             #expect(result.errors.split(separator: "\n").count == 1, "\(arguments): \(result.errors)")
         }
+    }
+
+    /// The feed limits are settings of `serve`, with the library's defaults, sized for 10,000 feeds
+    /// (issue 31).
+    @Test func theFeedLimitsAreSettingsWithDefaultsSizedForTenThousandFeeds() async throws {
+        let defaults = try await ServeSettingsTests.configuration([])
+        #expect(defaults.limits.maximumChangeFeeds == 10_000)
+        #expect(defaults.limits.maximumChangeFeedsPerUser == RequestLimits().maximumChangeFeedsPerUser)
+        #expect(defaults.limits.maximumAnonymousChangeFeeds == RequestLimits().maximumAnonymousChangeFeeds)
+        #expect(
+            defaults.connections.maximumConnections > defaults.limits.maximumChangeFeeds,
+            "every feed holds a connection, and requests need more")
+        let set = try await ServeSettingsTests.configuration([
+            "--max-feeds", "20000", "--max-feeds-per-user", "3", "--max-anonymous-feeds", "0",
+        ])
+        #expect(set.limits.maximumChangeFeeds == 20_000 && set.limits.maximumChangeFeedsPerUser == 3)
+        #expect(set.limits.maximumAnonymousChangeFeeds == 0)
+        for flag in ["--max-feeds", "--max-feeds-per-user", "--max-anonymous-feeds"] {
+            #expect(FerryCommand.helpMessage(for: ServeCommand.self).contains(flag))
+        }
+        // A setting whose name begins with another's is named by its own flag.
+        let error = await #expect(throws: ConfigurationError.self) {
+            try await ServeSettingsTests.configuration(["--max-feeds-per-user", "-1"])
+        }
+        #expect(error?.message == "--max-feeds-per-user must be 0 (no feed) or more")
+    }
+
+    /// `serve` takes the open files the system allows, and says in one line when they are fewer than
+    /// its connections need.
+    @Test func theOpenFileLimitIsRaisedAndAShortfallIsOneLine() throws {
+        let limit = try #require(OpenFileLimit.raise())
+        #expect(limit >= 256)
+        #expect(OpenFileLimit.raise() == limit, "raising again changes nothing")
+        let line = try #require(OpenFileLimit.shortfall(limit: 1_024, connections: 16_384))
+        #expect(line.contains("1024") && line.contains("16512") && line.contains("--max-connections 16384"), "\(line)")
+        #expect(line.contains("LimitNOFILE") && !line.contains("\n"))
+        #expect(OpenFileLimit.shortfall(limit: 20_000, connections: 16_384) == nil)
+        #expect(OpenFileLimit.needed(connections: 100) == 100 + OpenFileLimit.reserve)
     }
 }

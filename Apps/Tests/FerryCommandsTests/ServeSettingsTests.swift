@@ -79,6 +79,7 @@ struct ServeSettingsTests {
             "publicURL": ("https://sync.example.com", #""https://sync.example.com""#),
             "trustProxy": ("true", "true"), "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
             "requestTimeout": ("6", "6"), "maxConnections": ("7", "7"), "maxBatchRequests": ("8", "8"),
+            "maxFeeds": ("5", "5"), "maxFeedsPerUser": ("3", "3"), "maxAnonymousFeeds": ("0", "0"),
             "protocolOnly": ("true", "true"), "shutdownTimeout": ("4", "4"), "metrics": ("on", #""on""#),
             "metricsPort": ("9464", "9464"),
             "metricsHost": ("127.0.0.2", #""127.0.0.2""#),
@@ -117,6 +118,8 @@ struct ServeSettingsTests {
             #expect(configuration.connections.idleTimeout == .milliseconds(5500))
             #expect(configuration.connections.requestTimeout == .seconds(6))
             #expect(configuration.connections.maximumConnections == 7)
+            #expect(configuration.limits.maximumChangeFeeds == 5 && configuration.limits.maximumChangeFeedsPerUser == 3)
+            #expect(configuration.limits.maximumAnonymousChangeFeeds == 0)
             #expect(configuration.shutdownGracePeriod == .seconds(4))
             #expect(configuration.metrics.endpoint == .separate(host: "127.0.0.2", port: 9464))
             #expect(!configuration.offersPushExtensions && configuration.logger.logLevel == .debug)

@@ -16,18 +16,19 @@ struct LiveServer: Sendable {
     /// Starts a server on a fresh database (in-memory SQLite, or a new schema of the test
     /// PostgreSQL), after `seed` has filled it, or on the database of `sharing` (a second instance;
     /// it must be on PostgreSQL). On PostgreSQL without `FERRY_TEST_POSTGRES_URL` the test is
-    /// skipped with the reason.
+    /// skipped with the reason. The server takes tokens signed with ``secret`` unless `authSecret`
+    /// says otherwise (`nil`: no tokens, every caller anonymous).
     static func start(
         tables: [TableSettings], allowsDynamicTables: Bool = true,
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
         backend: ServerBackend = .sqlite, sharing: LiveServer? = nil, logger: Logger = .quietTest,
-        attachments: AttachmentLimits? = nil,
+        attachments: AttachmentLimits? = nil, authSecret: String? = LiveServer.secret,
         seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
         configuration.allowsDynamicTables = allowsDynamicTables
         configuration.dynamicTableDefaults = dynamicDefaults
-        configuration.authSecret = secret
+        configuration.authSecret = authSecret
         configuration.limits = limits
         configuration.attachments = attachments
         var database: TestDatabase?

@@ -94,6 +94,24 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             valueName: "count"))
     var maxBatchRequests: Int?
 
+    @Option(
+        help: ArgumentHelp(
+            "The most change feeds open at once, 429 above it; each also holds one of --max-connections (default: \(RequestLimits().maximumChangeFeeds)).",
+            valueName: "count"))
+    var maxFeeds: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "The most change feeds one token subject keeps open; with an auth secret, also one anonymous address (default: \(RequestLimits().maximumChangeFeedsPerUser)).",
+            valueName: "count"))
+    var maxFeedsPerUser: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "With an auth secret, the most change feeds anonymous callers keep open together (default: \(RequestLimits().maximumAnonymousChangeFeeds)).",
+            valueName: "count"))
+    var maxAnonymousFeeds: Int?
+
     @Flag(
         inversion: .prefixedNo,
         help:
@@ -177,6 +195,9 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["requestTimeout"] = requestTimeout.map { .double($0) }
         values["maxConnections"] = maxConnections.map { .int($0) }
         values["maxBatchRequests"] = maxBatchRequests.map { .int($0) }
+        values["maxFeeds"] = maxFeeds.map { .int($0) }
+        values["maxFeedsPerUser"] = maxFeedsPerUser.map { .int($0) }
+        values["maxAnonymousFeeds"] = maxAnonymousFeeds.map { .int($0) }
         values["protocolOnly"] = protocolOnly.map { .bool($0) }
         values["shutdownTimeout"] = shutdownTimeout.map { .double($0) }
         values["logLevel"] = logLevel.map { .string($0) }
@@ -211,6 +232,17 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             throw Self.inSettingNames(error, settings: settings)
         }
         configuration.tracer = tracing?.tracer
+        // Every connection is a file descriptor: take what the system allows, and say so when it is
+        // less than the configured connections need.
+        let connections = configuration.connections.maximumConnections
+        if let limit = OpenFileLimit.raise(), let line = OpenFileLimit.shortfall(limit: limit, connections: connections) {
+            logger.warning("\(line)")
+        }
+        if configuration.limits.maximumChangeFeeds > connections {
+            logger.warning(
+                "\(settings.origin(of: "maxFeeds")) \(configuration.limits.maximumChangeFeeds) is more than \(settings.origin(of: "maxConnections")) \(connections): at most \(connections) feeds can be open"
+            )
+        }
         let server: ReferenceServer
         do {
             let storage = try await database.open(logger: logger, tracer: tracing?.tracer)
@@ -277,6 +309,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, bodySize)
             configuration.limits.maximumBatchRequests =
                 try settings.int("maxBatchRequests") ?? RequestLimits().maximumBatchRequests
+            configuration.limits.maximumChangeFeeds =
+                try settings.int("maxFeeds") ?? RequestLimits().maximumChangeFeeds
+            configuration.limits.maximumChangeFeedsPerUser =
+                try settings.int("maxFeedsPerUser") ?? RequestLimits().maximumChangeFeedsPerUser
+            configuration.limits.maximumAnonymousChangeFeeds =
+                try settings.int("maxAnonymousFeeds") ?? RequestLimits().maximumAnonymousChangeFeeds
             configuration.offersPushExtensions = !(try settings.bool("protocolOnly") ?? false)
             configuration.metrics = try metricsSettings(from: settings)
             var timeouts: [Duration] = []
@@ -310,6 +348,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     static func inSettingNames(_ error: ConfigurationError, settings: ServeSettings) -> ConfigurationError {
         let keys = [
             "maximumConnections": "maxConnections", "maximumBatchRequests": "maxBatchRequests",
+            "maximumChangeFeeds": "maxFeeds", "maximumChangeFeedsPerUser": "maxFeedsPerUser",
+            "maximumAnonymousChangeFeeds": "maxAnonymousFeeds",
             "maximumBodySize": "maxBodySize", "the auth secret": "authSecret", "the public URL": "publicURL",
             "port": "port", "the metrics port": "metricsPort", "the metrics host": "metricsHost",
         ]

@@ -169,10 +169,12 @@ public struct RequestLimits: Sendable, Hashable {
     /// How long the outcome of a write sent with an `Idempotency-Key` is kept: a retry within it
     /// gets the recorded answer; a retry after it is applied as a new request.
     public var idempotencyRetention: Duration
-    /// The most change feeds (`GET /tables/$changes`) open at once (429 above it).
+    /// The most change feeds (`GET /tables/$changes`) open at once (default 10,000; 429 above it).
+    /// Each holds a connection, so keep ``ConnectionLimits/maximumConnections`` above it, and the
+    /// process's open-file limit above both (docs/deploy.md).
     public var maximumChangeFeeds: Int
-    /// The most change feeds one token subject keeps open at once (429 above it); on a server that
-    /// takes tokens, also the most one anonymous address keeps open.
+    /// The most change feeds one token subject keeps open at once (default 16; 429 above it); on a
+    /// server that takes tokens, also the most one anonymous address keeps open.
     public var maximumChangeFeedsPerUser: Int
     /// On a server that takes tokens, the most change feeds anonymous callers keep open together
     /// (default 64), so that they cannot take every place from users with tokens. A server without
@@ -191,7 +193,7 @@ public struct RequestLimits: Sendable, Hashable {
         maximumBodySize: Int = 1 << 20, maximumQueryLength: Int = 16_384, maximumFilterDepth: Int = 100,
         maximumBatchRequests: Int = 1_000, maximumBatchBodySize: Int = 16 << 20,
         maximumBatchDuration: Duration = .seconds(30), maximumBatchAnswerSize: Int = 32 << 20,
-        idempotencyRetention: Duration = .seconds(24 * 3600), maximumChangeFeeds: Int = 256,
+        idempotencyRetention: Duration = .seconds(24 * 3600), maximumChangeFeeds: Int = 10_000,
         maximumChangeFeedsPerUser: Int = 16, maximumAnonymousChangeFeeds: Int = 64,
         changeFeedHeartbeat: Duration = .seconds(15), changeFeedResumeMargin: Duration = .seconds(60)
     ) {
@@ -230,8 +232,11 @@ public struct RequestLimits: Sendable, Hashable {
         guard changeFeedResumeMargin >= .zero else {
             throw ConfigurationError("changeFeedResumeMargin must not be negative")
         }
-        guard maximumChangeFeeds >= 0, maximumChangeFeedsPerUser >= 0, maximumAnonymousChangeFeeds >= 0 else {
-            throw ConfigurationError("the change feed limits must be 0 (no feed) or more")
+        for (name, value) in [
+            ("maximumChangeFeeds", maximumChangeFeeds), ("maximumChangeFeedsPerUser", maximumChangeFeedsPerUser),
+            ("maximumAnonymousChangeFeeds", maximumAnonymousChangeFeeds),
+        ] where value < 0 {
+            throw ConfigurationError("\(name) must be 0 (no feed) or more")
         }
         guard changeFeedHeartbeat >= .milliseconds(10) else {
             throw ConfigurationError("changeFeedHeartbeat must be at least 10 ms")

@@ -21,8 +21,9 @@ import Synchronization
 /// or kept alive after the last byte of a response went out); it is closed when no complete request
 /// line and headers arrive within ``idleTimeout``, however slowly bytes trickle in. Once a request's
 /// headers have arrived, its body must arrive within ``requestTimeout``. While a response is being
-/// written, the client must take at least 64 KiB of it every ``writeTimeout`` (a reader that stops
-/// reading is closed; a slow one that keeps reading gets the whole response, however long it takes).
+/// written, the client must take some of what the server holds for it every ``writeTimeout`` (a
+/// reader that stops reading is closed within one to two write timeouts; a slow one that keeps
+/// reading gets the whole response, however long it takes).
 /// When ``maximumConnections`` are open, a new connection closes the one that has waited longest for
 /// a request; only when every connection is busy with a request is the new one refused. So slow or
 /// silent clients can hold a connection for a bounded time and cannot keep others out.
@@ -32,14 +33,18 @@ public struct ConnectionLimits: Sendable, Hashable {
     public var idleTimeout: Duration
     /// How long the body of a request may take to arrive once its headers have (default 60 s).
     public var requestTimeout: Duration
-    /// How long a response may wait for the client to read the next 64 KiB of it (default 60 s).
+    /// How long a response may wait for the client to take any of what the server holds for it
+    /// (default 60 s; checked every write timeout, so a reader that stopped is closed within one to
+    /// two).
     public var writeTimeout: Duration
-    /// The most connections open at once (default 1,024).
+    /// The most connections open at once (default 16,384: room for the default 10,000 change feeds
+    /// and the requests beside them). Each is a file descriptor: the process's open-file limit must
+    /// be above it (docs/deploy.md).
     public var maximumConnections: Int
 
     public init(
         idleTimeout: Duration = .seconds(30), requestTimeout: Duration = .seconds(60),
-        writeTimeout: Duration = .seconds(60), maximumConnections: Int = 1024
+        writeTimeout: Duration = .seconds(60), maximumConnections: Int = 16_384
     ) {
         self.idleTimeout = idleTimeout
         self.requestTimeout = requestTimeout
@@ -123,8 +128,8 @@ final class ConnectionRegistry: Sendable {
 /// A connection closes only once the last byte of its response was written: closing right after
 /// queueing the response's end dropped what the socket had not taken yet (a 45 MB page arrived as
 /// 3.9 MB under a correct `Content-Length`). For the same reason the idle timer starts when the
-/// response's end was written, not when it was queued. Large bodies are written in 64 KiB pieces so
-/// that a reader's progress is seen, and the write timer measures the time without progress. A
+/// response's end was written, not when it was queued. Large bodies are written in 64 KiB pieces;
+/// the write timer compares the bytes the channel holds unwritten from one check to the next. A
 /// client that closes its side while a stream without end (a change feed) goes out is gone: the
 /// connection closes at once.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
@@ -146,8 +151,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestsInProgress = 0
     private var readingRequest = false
     private var closesAfterResponse = false
-    /// Writes handed to the socket and not yet written.
-    private var pendingWrites = 0
+    /// Bytes of body parts handed down since the write timer's last check.
+    private var queuedSinceCheck = 0
+    /// The bytes the channel held unwritten at the write timer's last check.
+    private var bufferedAtCheck = 0
     /// The version of the request being answered (an HTTP/1.0 client gets a body of unknown length
     /// delimited by the close, never chunked).
     private var requestVersion = HTTPVersion.http1_1
@@ -246,7 +253,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         if event is ChannelShouldQuiesceEvent {
             // The server is shutting down: close an idle connection now, a busy one after its response.
             closesAfterResponse = true
-            if requestsInProgress == 0 && !readingRequest && pendingWrites == 0 { context.close(promise: nil) }
+            if requestsInProgress == 0 && !readingRequest && Self.buffered(context) == 0 { context.close(promise: nil) }
             return
         }
         if case .inputClosed = event as? ChannelEvent {
@@ -286,34 +293,59 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Writes `part` and follows it to the socket: the write timer runs while writes are pending and
-    /// restarts at each one written.
+    /// Writes `part`; the write timer watches the bytes the channel holds unwritten. Only a
+    /// response's end is followed to the socket (its last byte written closes the connection or
+    /// starts the idle timer): a promise per write cost a change feed writing to thousands of
+    /// connections more than the write itself.
     private func tracked(
         _ context: ChannelHandlerContext, _ part: HTTPServerResponsePart, _ promise: EventLoopPromise<Void>?,
         whenWritten: ((ConnectionGuard, ChannelHandlerContext) -> Void)? = nil
     ) {
-        pendingWrites += 1
-        if writeTimer == nil { scheduleWriteTimer(context) }
-        let written = context.eventLoop.makePromise(of: Void.self)
-        context.write(wrapOutboundOut(part), promise: written)
-        written.futureResult.assumeIsolated().whenComplete { result in
-            self.pendingWrites -= 1
-            self.writeTimer?.cancel()
-            self.writeTimer = nil
-            if self.pendingWrites > 0 { self.scheduleWriteTimer(context) }
-            promise?.completeWith(result)
-            if case .success = result { whenWritten?(self, context) }
+        if case .body(.byteBuffer(let buffer)) = part { queuedSinceCheck += buffer.readableBytes }
+        if let whenWritten {
+            let written = context.eventLoop.makePromise(of: Void.self)
+            context.write(wrapOutboundOut(part), promise: written)
+            written.futureResult.assumeIsolated().whenComplete { result in
+                promise?.completeWith(result)
+                if case .success = result { whenWritten(self, context) }
+            }
+        } else {
+            context.write(wrapOutboundOut(part), promise: promise)
+        }
+        if writeTimer == nil {
+            (bufferedAtCheck, queuedSinceCheck) = (Self.buffered(context), 0)
+            scheduleWriteTimer(context, at: .now() + Self.timeAmount(limits.writeTimeout))
         }
     }
 
-    private func scheduleWriteTimer(_ context: ChannelHandlerContext) {
-        let logger = self.logger
-        let limit = limits.writeTimeout
-        writeTimer = context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Self.nanoseconds(limit))) {
-            logger.debug("closing a connection: the client read nothing of the response within \(limit)")
+    /// Arms the write timer for `deadline`. It is never cancelled while the connection lives (a
+    /// cancellation costs the event loop a search through all its timers, and a change feed writes
+    /// to thousands of connections at once). When it fires it lapses if the channel holds nothing
+    /// unwritten, checks again a write timeout later if the client took something since the last
+    /// check, and otherwise closes the connection: a client that takes nothing is closed within one
+    /// to two write timeouts.
+    private func scheduleWriteTimer(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+        writeTimer = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            self.writeTimer = nil
+            let buffered = Self.buffered(context)
+            guard buffered > 0 else { return }
+            if buffered < self.bufferedAtCheck + self.queuedSinceCheck {
+                (self.bufferedAtCheck, self.queuedSinceCheck) = (buffered, 0)
+                self.scheduleWriteTimer(context, at: .now() + Self.timeAmount(self.limits.writeTimeout))
+                return
+            }
+            self.logger.debug(
+                "closing a connection: the client read nothing of the response within \(self.limits.writeTimeout)")
             context.close(promise: nil)
         }
     }
+
+    /// The bytes `context`'s channel holds that the socket has not taken yet.
+    private static func buffered(_ context: ChannelHandlerContext) -> Int {
+        (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+    }
+
+    private static func timeAmount(_ duration: Duration) -> TimeAmount { .nanoseconds(nanoseconds(duration)) }
 
     /// The last byte of a response is written: close the connection if it was to close, or start
     /// waiting for the next request.

@@ -49,6 +49,8 @@ public final class ReferenceServer: Sendable {
     let ownsStorage: Bool
     let stopping: StopDeadline
     let logger: Logger
+    /// The change feeds' fan-out: its subscription to the storage ends when the server stops.
+    let feedHub: FeedHub
 
     /// How long cancelled work has to end after the grace period.
     static let cancellationAllowance: Duration = .seconds(3)
@@ -62,10 +64,11 @@ public final class ReferenceServer: Sendable {
     private init(
         host: String, port: Int, storage: any ServerStorage, group: ServiceGroup, running: Task<Void, any Error>,
         ownsStorage: Bool, stopping: StopDeadline, logger: Logger, metricsRegistry: PrometheusCollectorRegistry?,
-        metricsPort: Int?
+        metricsPort: Int?, feedHub: FeedHub
     ) {
         self.metricsRegistry = metricsRegistry
         self.metricsPort = metricsPort
+        self.feedHub = feedHub
         self.stopping = stopping
         self.host = host
         self.port = port
@@ -178,7 +181,7 @@ public final class ReferenceServer: Sendable {
         return ReferenceServer(
             host: configuration.host, port: port, storage: storage, group: group, running: running,
             ownsStorage: ownsStorage, stopping: stopping, logger: configuration.logger,
-            metricsRegistry: metrics?.registry, metricsPort: metricsPort)
+            metricsRegistry: metrics?.registry, metricsPort: metricsPort, feedHub: service.feedHub)
     }
 
     /// Stops accepting connections, lets in-flight requests and change feeds finish, then closes
@@ -205,6 +208,7 @@ public final class ReferenceServer: Sendable {
                 metadata: ["ferry.stopLimit": "\(stopping.limit)"])
             result = .success(())
         }
+        feedHub.stop()
         if ownsStorage { try await storage.close() }
         if case .failure(let error) = result, !(error is CancellationError) { throw error }
     }

@@ -51,7 +51,7 @@ extension TableService {
     static let changesSegment = "$changes"
 
     /// How a caller sees one table through the feed.
-    enum FeedAccess: Sendable, Equatable {
+    enum FeedAccess: Sendable, Hashable {
         /// Every row: the table's own version.
         case all
         /// Only some rows (a per-user table, a data view): the version of the newest of them.
@@ -125,10 +125,10 @@ extension TableService {
             error.retryAfter = 5
             throw error
         }
+        let feed = ChangeFeed(service: self, identity: identity, wanted: wanted, place: place)
         // Subscribed before the state is read: a change in between shows in both, and is sent once.
-        let changes = storage.changes()
+        feed.subscribe()
         var sent: [String: Int64] = [:]
-        var access: [String: FeedAccess] = [:]
         var first: [UInt8] = Array("retry: 2000\n".utf8)
         var hints = 0
         let position = FeedPosition.now()
@@ -140,7 +140,6 @@ extension TableService {
             if case .time(let milliseconds)? = resume { since = milliseconds - margin }
             for stamp in try await storage.tableStamps(named: wanted, changedSince: since) {
                 guard let seen = feedAccess(stamp.table, identity) else { continue }
-                access[stamp.table] = seen
                 var (version, updatedAt) = (stamp.version, stamp.updatedAt.millisecondsSince1970)
                 if seen != .all { (version, updatedAt) = try await visibleNewest(stamp.table, seen) }
                 switch resume {
@@ -164,12 +163,11 @@ extension TableService {
             // After the hints of a resumed position: every table that changed since has been told.
             first += resume == nil ? Self.readyFrame(sent, position: position) : Self.caughtUpFrame(position: position)
         } catch {
-            feeds.release(place)
+            feed.close()
             throw error
         }
-        return ChangeFeed(
-            service: self, identity: identity, wanted: wanted, changes: changes, first: first, firstEvents: hints,
-            sent: sent, access: access, place: place)
+        feed.open(first: first, sent: sent, firstEvents: hints)
+        return feed
     }
 
     /// How the caller sees `name`, or `nil` when it may not query it.

@@ -7,62 +7,134 @@ import Synchronization
 
 /// One open change feed: what it has sent, and the bytes it writes next (``next()``), for as long
 /// as the client reads, the token lasts, the storage runs and the server does not shut down.
+///
+/// The server's ``FeedHub`` hands it every change (``deliver(_:)``) and its heartbeats
+/// (``beat(now:)``); a feed has no task of its own besides the writer that calls ``next()``. Once
+/// its first bytes went out, the HTTP layer gives it its connection (``attach(_:)``): a change of a
+/// table the caller sees whole is then written by the hub straight to the connection, on the
+/// connection's thread (``writeDirectly(_:)``), and the writer only wakes for heartbeats, changes
+/// that need a visibility query, and a client that has not taken what it was sent.
 final class ChangeFeed: Sendable {
     private let service: TableService
     private let mailbox = FeedMailbox()
     private let place: FeedRegistry.Place
-    private let state: Mutex<State>
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let identity: TokenVerifier.Identity?
+    private let wanted: Set<String>?
+    private let state = Mutex(State())
+    private let routing = Mutex(Routing())
     private let closed = Mutex(false)
+    private let bucket = Atomic(0)
 
     private struct State {
         var first: [UInt8]?
         /// The `change` events in ``first`` (a resumed feed's hints).
-        var firstEvents: Int
-        var sent: [String: Int64]
+        var firstEvents = 0
+        var sent: [String: Int64] = [:]
     }
 
-    init(
-        service: TableService, identity: TokenVerifier.Identity?, wanted: Set<String>?,
-        changes: AsyncStream<StorageChange>, first: [UInt8], firstEvents: Int = 0, sent: [String: Int64],
-        access: [String: TableService.FeedAccess], place: FeedRegistry.Place
-    ) {
+    private struct Routing {
+        /// How the caller sees each table the hub told of (`nil`: it may not query it).
+        var access: [String: TableService.FeedAccess?] = [:]
+        /// Where the hub writes changes directly, once attached.
+        var connection: (any FeedConnection)?
+    }
+
+    /// A feed that takes `place` (already reserved); ``open(first:sent:)`` gives it what it starts with.
+    init(service: TableService, identity: TokenVerifier.Identity?, wanted: Set<String>?, place: FeedRegistry.Place) {
         self.service = service
+        self.identity = identity
+        self.wanted = wanted
         self.place = place
-        state = Mutex(State(first: first, firstEvents: firstEvents, sent: sent))
-        let mailbox = mailbox
-        // The change stream is read as it comes and folded into the mailbox: a reader that is slow
-        // to take frames never makes the storage's stream (or this process) hold more than one
-        // pending version per table.
-        let producer = Task {
-            var access = access
-            for await change in changes {
-                let name = change.table
-                if let wanted, !wanted.contains(name) { continue }
-                if access[name] == nil {
-                    guard let seen = service.feedAccess(name, identity) else { continue }
-                    access[name] = seen
-                }
-                mailbox.post(name, version: change.version, access: access[name]!)
-            }
-            mailbox.finish()  // the storage closed
-        }
-        let heartbeat = service.configuration.limits.changeFeedHeartbeat
-        let expiry = identity?.expiresAt
-        let timer = Task {
-            while !Task.isCancelled {
-                if let expiry, expiry <= Date() {
-                    mailbox.finish()  // the token expired: the client reconnects with a new one
-                    return
-                }
-                guard (try? await Task.sleep(for: heartbeat)) != nil else { return }
-                mailbox.beat()
-            }
-        }
-        tasks.withLock { $0 = [producer, timer] }
     }
 
-    /// The next bytes to write, or `nil` when the feed has ended.
+    /// Joins the server's fan-out: changes from now on wait in the mailbox. Call it before reading
+    /// the state the feed starts with, so that a change in between shows in both (and is sent once).
+    func subscribe() {
+        guard let tick = service.feedHub.register(self) else {
+            mailbox.finish()  // the storage closed, or the server stopped
+            return
+        }
+        bucket.store(tick, ordering: .relaxed)
+    }
+
+    /// The feed's first bytes (`retry`, then `ready` or the hints and `caught-up`) and the versions
+    /// they told (`firstEvents`: the `change` events among them).
+    func open(first: [UInt8], sent: [String: Int64], firstEvents: Int = 0) {
+        state.withLock { $0 = State(first: first, firstEvents: firstEvents, sent: sent) }
+        if let expiry = identity?.expiresAt, expiry <= Date() { mailbox.finish() }
+    }
+
+    /// Which tick of the heartbeat period this feed beats at.
+    var heartbeatBucket: Int { bucket.load(ordering: .relaxed) }
+
+    /// Hands the feed its connection: from now on the hub writes changes of tables the caller sees
+    /// whole straight to it. Call it once the feed's first bytes went out.
+    func attach(_ connection: any FeedConnection) {
+        routing.withLock { $0.connection = connection }
+    }
+
+    /// Takes the connection back: what comes later goes through ``next()``. Call it on the
+    /// connection's thread before the response ends.
+    func detach() {
+        routing.withLock { $0.connection = nil }
+    }
+
+    /// A change, from the hub: `nil` when the feed does not see it or folded it into its mailbox,
+    /// or the connection to write it to (with ``writeDirectly(_:)``, on the connection's thread).
+    func deliver(_ announcement: FeedHub.Announcement) -> (any FeedConnection)? {
+        let name = announcement.table
+        if let wanted, !wanted.contains(name) { return nil }
+        let (seen, connection) = routing.withLock { routing -> (TableService.FeedAccess?, (any FeedConnection)?) in
+            if let cached = routing.access[name] { return (cached, routing.connection) }
+            let seen = service.feedAccess(name, identity)
+            routing.access[name] = .some(seen)
+            return (seen, routing.connection)
+        }
+        guard let seen else { return nil }
+        if seen == .all, let connection { return connection }
+        mailbox.post(
+            name, version: announcement.version, access: seen, frame: seen == .all ? announcement.frame : nil,
+            postedAt: announcement.postedAt)
+        return nil
+    }
+
+    /// Writes a change the hub routed to this feed's connection, on the connection's thread: at
+    /// once when the client takes what it is sent, else through the mailbox (folded, written by the
+    /// feed's writer as the client reads).
+    func writeDirectly(_ announcement: FeedHub.Announcement) {
+        let name = announcement.table
+        guard let connection = routing.withLock({ $0.connection }), connection.isWritable else {
+            mailbox.post(
+                name, version: announcement.version, access: .all, frame: announcement.frame,
+                postedAt: announcement.postedAt)
+            return
+        }
+        let isNew = state.withLock { state in
+            guard announcement.version > state.sent[name] ?? 0 else { return false }
+            state.sent[name] = announcement.version
+            return true
+        }
+        guard isNew else { return }
+        connection.write(announcement.frame)
+        if let metrics = service.metrics {
+            metrics.feedEvents.increment()
+            metrics.fanOut.record(duration: ContinuousClock.now - announcement.postedAt)
+        }
+    }
+
+    /// A heartbeat is due, from the hub; a feed whose token has expired ends instead (the client
+    /// reconnects with a new one).
+    func beat(now: Date) {
+        if let expiry = identity?.expiresAt, expiry <= now {
+            mailbox.finish()
+        } else {
+            mailbox.beat()
+        }
+    }
+
+    /// The next bytes to write, or `nil` when the feed has ended. A caller that may be cancelled
+    /// while it waits calls ``end()`` then (one cancellation handler around its loop, not one per
+    /// event).
     func next() async -> [UInt8]? {
         let metrics = service.metrics
         if case let (first, events)? = state.withLock({ state in
@@ -75,15 +147,20 @@ final class ChangeFeed: Sendable {
         while let item = await mailbox.next() {
             switch item {
             case .heartbeat:
-                return Array(": heartbeat\n\n".utf8)
+                return Self.heartbeatFrame
             case .changes(let changes):
                 var frames: [UInt8] = []
+                var position: String?
                 var events = 0
-                let position = TableService.FeedPosition.now()
                 for change in changes {
                     var version = change.version
                     if change.access != .all {
-                        guard let seen = try? await service.visibleNewest(change.table, change.access) else { continue }
+                        let service = service
+                        guard
+                            let seen = try? await service.feedHub.visibleNewest(
+                                change.table, change.access, after: change.version,
+                                query: { try await service.visibleNewest(change.table, change.access) })
+                        else { continue }
                         version = seen.version
                     }
                     let isNew = state.withLock { state in
@@ -92,9 +169,19 @@ final class ChangeFeed: Sendable {
                         return true
                     }
                     guard isNew else { continue }
-                    frames += TableService.changeFrame(change.table, version, position: position)
                     events += 1
                     metrics?.fanOut.record(duration: ContinuousClock.now - change.postedAt)
+                    // The hub's rendering, shared by every feed that sees the whole table.
+                    if let frame = change.frame, version == change.version {
+                        if changes.count == 1 {
+                            metrics?.feedEvents.increment()
+                            return frame
+                        }
+                        frames += frame
+                    } else {
+                        if position == nil { position = TableService.FeedPosition.now() }
+                        frames += TableService.changeFrame(change.table, version, position: position!)
+                    }
                 }
                 if !frames.isEmpty {
                     metrics?.feedEvents.increment(by: events)
@@ -104,6 +191,8 @@ final class ChangeFeed: Sendable {
         }
         return nil
     }
+
+    static let heartbeatFrame = Array(": heartbeat\n\n".utf8)
 
     /// Ends the feed: ``next()`` gives what is pending, then `nil`.
     func end() { mailbox.finish() }
@@ -116,7 +205,8 @@ final class ChangeFeed: Sendable {
             return !closed
         }
         guard first else { return }
-        for task in tasks.withLock({ $0 }) { task.cancel() }
+        detach()
+        service.feedHub.unregister(self)
         mailbox.finish()
         service.feeds.release(place)
     }
@@ -129,7 +219,9 @@ final class FeedMailbox: Sendable {
         var table: String
         var version: Int64
         var access: TableService.FeedAccess
-        /// When the oldest announcement folded into this one arrived.
+        /// The hub's rendering of the change, for a caller that sees the whole table.
+        var frame: [UInt8]?
+        /// When the hub took the oldest change folded into this one from the storage.
         var postedAt: ContinuousClock.Instant
     }
 
@@ -143,7 +235,7 @@ final class FeedMailbox: Sendable {
         var order: [String] = []
         var heartbeat = false
         var finished = false
-        var waiter: CheckedContinuation<Item?, Never>?
+        var waiter: UnsafeContinuation<Item?, Never>?
 
         /// What a waiter gets now, if anything.
         mutating func take() -> Item?? {
@@ -161,12 +253,19 @@ final class FeedMailbox: Sendable {
 
     private let state = Mutex(State())
 
-    func post(_ table: String, version: Int64, access: TableService.FeedAccess) {
+    func post(
+        _ table: String, version: Int64, access: TableService.FeedAccess, frame: [UInt8]? = nil,
+        postedAt: ContinuousClock.Instant = .now
+    ) {
         update { state in
             if let known = state.pending[table] {
-                state.pending[table]?.version = max(known.version, version)
+                if version > known.version {
+                    state.pending[table]?.version = version
+                    state.pending[table]?.frame = frame
+                }
             } else {
-                state.pending[table] = Change(table: table, version: version, access: access, postedAt: .now)
+                state.pending[table] = Change(
+                    table: table, version: version, access: access, frame: frame, postedAt: postedAt)
                 state.order.append(table)
             }
         }
@@ -177,7 +276,7 @@ final class FeedMailbox: Sendable {
     func finish() { update { $0.finished = true } }
 
     private func update(_ change: (inout State) -> Void) {
-        let (waiter, item): (CheckedContinuation<Item?, Never>?, Item?) = state.withLock { state in
+        let (waiter, item): (UnsafeContinuation<Item?, Never>?, Item?) = state.withLock { state in
             change(&state)
             guard let waiter = state.waiter, let item = state.take() else { return (nil, nil) }
             state.waiter = nil
@@ -186,19 +285,16 @@ final class FeedMailbox: Sendable {
         waiter?.resume(returning: item)
     }
 
-    /// The next item, or `nil` once finished and drained. A cancelled caller ends the feed.
+    /// The next item, or `nil` once finished and drained. A caller that may be cancelled while it
+    /// waits finishes the mailbox then (the feed's writer does, once for all its waits).
     func next() async -> Item? {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Item?, Never>) in
-                let ready: Item?? = state.withLock { state in
-                    if let item = state.take() { return item }
-                    state.waiter = continuation
-                    return .none
-                }
-                if case .some(let item) = ready { continuation.resume(returning: item) }
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Item?, Never>) in
+            let ready: Item?? = state.withLock { state in
+                if let item = state.take() { return item }
+                state.waiter = continuation
+                return .none
             }
-        } onCancel: {
-            finish()
+            if case .some(let item) = ready { continuation.resume(returning: item) }
         }
     }
 }

@@ -17,6 +17,8 @@ final class TableService: Sendable {
     let feeds: FeedRegistry
     /// The server's metrics; `nil` when they are off.
     let metrics: ServerMetrics?
+    /// The one subscription to the storage's changes that every open feed shares.
+    let feedHub: FeedHub
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
@@ -38,6 +40,7 @@ final class TableService: Sendable {
         }
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
         logger = configuration.logger
+        feedHub = FeedHub(storage: storage, heartbeat: configuration.limits.changeFeedHeartbeat)
         ledger = IdempotencyLedger(
             storage: storage, retention: configuration.limits.idempotencyRetention, logger: configuration.logger,
             replays: metrics?.replays)
