@@ -139,7 +139,8 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             }
         }
 
-        let storePath = directory.appendingPathComponent("client-\(rows)-\(client.rawValue).sqlite").path
+        let storePath = directory.appendingPathComponent("client-\(rows)-\(client.rawValue)-\(backend.label).sqlite")
+            .path
         let store = try SQLiteStore(path: storePath)
         let context = SyncContext(store: store, remote: remote)
         let before = Memory.residentBytes()
