@@ -6,7 +6,8 @@
 // - optionally the same pull of a bigger table, for memory (RSS growth must follow the page size);
 // - a push of M queued inserts (operations/s): batched and keyed against Ferry's server, and one
 //   request per operation against the same server started with --protocol-only (what every server
-//   of the protocol family offers), beside the initial pull's rate of the same run.
+//   of the protocol family offers), beside the initial pull's rate of the same run;
+// - with `--postgres URL`, the same pull and push against `ferry serve` on PostgreSQL.
 import ArgumentParser
 import Foundation
 import GRDB
@@ -58,33 +59,58 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             try await ClientComparison.run(options: options, directory: directory)
             return
         }
-        let pullRate = try await pullBenchmark(
-            rows: options.rows, options: options, directory: directory, baseline: true)
-        if let big = options.memoryRows {
-            try await pullBenchmark(rows: big, options: options, directory: directory, baseline: false)
-        }
-        if options.push > 0 {
-            print("\npush of \(options.push) queued inserts to ferry serve")
-            let batched = try await pushBenchmark(options: options, directory: directory, protocolOnly: false).rate
+        var summary: [String] = []
+        for backend in [ServerBackend.sqlite] + (options.postgres.map { [ServerBackend.postgres($0)] } ?? []) {
+            if case .postgres = backend { print("\n== the same against ferry serve on PostgreSQL") }
+            let pullRate = try await pullBenchmark(
+                rows: options.rows, options: options, directory: directory, baseline: true, backend: backend)
+            if let big = options.memoryRows, backend == .sqlite {
+                try await pullBenchmark(rows: big, options: options, directory: directory, baseline: false)
+            }
+            guard options.push > 0 else { continue }
+            print("\npush of \(options.push) queued inserts to ferry serve (\(backend.label))")
+            let batched = try await pushBenchmark(
+                options: options, directory: directory, protocolOnly: false, backend: backend
+            ).rate
             print("  batched, idempotency keys         \(pad(Int(batched))) operations/s")
-            let single = try await pushBenchmark(options: options, directory: directory, protocolOnly: true).rate
+            let single = try await pushBenchmark(
+                options: options, directory: directory, protocolOnly: true, backend: backend
+            ).rate
             print("  one request each (--protocol-only) \(pad(Int(single))) operations/s")
             print("  initial pull of this run          \(pad(Int(pullRate))) rows/s")
             print(
                 "  batched / one each \(format(batched / single))x; batched push / pull \(format(batched / pullRate))x"
             )
+            summary.append(
+                "  \(backend.label): batched push \(Int(batched))/s, pull \(Int(pullRate)) rows/s, push / pull \(format(batched / pullRate))x"
+            )
         }
+        if summary.count > 1 { print("\nsummary\n" + summary.joined(separator: "\n")) }
     }
 
     @discardableResult
     static func pullBenchmark(
-        rows: Int, options: Options, directory: URL, baseline: Bool, client: HTTPClientChoice = .platform
+        rows: Int, options: Options, directory: URL, baseline: Bool, client: HTTPClientChoice = .platform,
+        backend: ServerBackend = .sqlite
     ) async throws -> Double {
-        let database = directory.appendingPathComponent("server-\(rows).sqlite").path
-        print("\nseeding \(rows) rows…")
-        try await Seeder.seed(database: database, rows: rows, directory: directory)
-        let server = try ServerProcess.start(database: database, directory: directory, page: options.page)
-        defer { server.stop() }
+        print("\nseeding \(rows) rows (\(backend.label))…")
+        let server: ServerProcess
+        var schema: PostgresSchema?
+        switch backend {
+        case .sqlite:
+            let database = directory.appendingPathComponent("server-\(rows).sqlite").path
+            try await Seeder.seed(database: database, rows: rows, directory: directory)
+            server = try ServerProcess.start(database: database, directory: directory, page: options.page)
+        case .postgres(let url):
+            schema = PostgresSchema.fresh(in: url)
+            server = try ServerProcess.start(
+                database: nil, directory: directory, page: options.page, extraArguments: ["--db", schema!.url])
+            try await Seeder.seed(server: server.url, rows: rows)
+        }
+        defer {
+            server.stop()
+            schema?.drop()
+        }
         let remote = client.remote(server.url)
 
         var baselineSeconds: Double?
@@ -121,7 +147,8 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             }
         }
 
-        let storePath = directory.appendingPathComponent("client-\(rows)-\(client.rawValue).sqlite").path
+        let storePath = directory.appendingPathComponent("client-\(rows)-\(client.rawValue)-\(backend.label).sqlite")
+            .path
         let store = try SQLiteStore(path: storePath)
         let context = SyncContext(store: store, remote: remote)
         let before = Memory.residentBytes()
@@ -153,15 +180,29 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
     /// Pushes `options.push` queued inserts to a fresh server; answers operations/s, and the CPU time
     /// this process spent pushing.
     static func pushBenchmark(
-        options: Options, directory: URL, protocolOnly: Bool, client: HTTPClientChoice = .platform
+        options: Options, directory: URL, protocolOnly: Bool, client: HTTPClientChoice = .platform,
+        backend: ServerBackend = .sqlite
     ) async throws -> (rate: Double, cpu: Double) {
-        let name = (protocolOnly ? "protocol-only-" : "batched-") + client.rawValue
-        let database = directory.appendingPathComponent("server-push-\(name).sqlite").path
-        try await Seeder.seed(database: database, rows: 0, directory: directory)
-        let server = try ServerProcess.start(
-            database: database, directory: directory, page: options.page,
-            extraArguments: protocolOnly ? ["--protocol-only"] : [])
-        defer { server.stop() }
+        let name = (protocolOnly ? "protocol-only-" : "batched-") + client.rawValue + "-" + backend.label
+        let server: ServerProcess
+        var schema: PostgresSchema?
+        switch backend {
+        case .sqlite:
+            let database = directory.appendingPathComponent("server-push-\(name).sqlite").path
+            try await Seeder.seed(database: database, rows: 0, directory: directory)
+            server = try ServerProcess.start(
+                database: database, directory: directory, page: options.page,
+                extraArguments: protocolOnly ? ["--protocol-only"] : [])
+        case .postgres(let url):
+            schema = PostgresSchema.fresh(in: url)
+            server = try ServerProcess.start(
+                database: nil, directory: directory, page: options.page,
+                extraArguments: ["--db", schema!.url] + (protocolOnly ? ["--protocol-only"] : []))
+        }
+        defer {
+            server.stop()
+            schema?.drop()
+        }
         let remote = client.remote(server.url)
         let store = try SQLiteStore(path: directory.appendingPathComponent("client-push-\(name).sqlite").path)
         let context = SyncContext(store: store, remote: remote)
@@ -209,8 +250,12 @@ struct Options: ParsableArguments {
     var outage = 0
     @Option(help: "Seconds of the live benchmark's idle measurement.")
     var idleSeconds = 60
-    /// A PostgreSQL URL for the live benchmark across two instances.
-    @Option(help: "A postgres:// URL: the live benchmark also runs across two instances on it.")
+    /// A PostgreSQL URL: the pull and push also run against a server on it (each in a schema of
+    /// its own), and the live benchmark across two instances.
+    @Option(
+        help:
+            "A postgres:// URL: the pull and push also run against ferry serve on it (a fresh schema each, dropped with psql when installed); the live benchmark also runs across two instances on it."
+    )
     var postgres: String?
     /// Push and pull over each HTTP client, in one run.
     @Flag(help: "Push and pull through each HTTP client, in one run.")

@@ -70,6 +70,26 @@ public protocol ServerStorage: Sendable {
     /// exists, soft-deleted or not, whoever owns it.
     func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws -> StoredItem
 
+    /// Inserts `rows` in their order, as many ``insert(into:id:content:owner:)`` calls in one
+    /// transaction would, and answers each row's own outcome in the same order: its stored item,
+    /// or the error that insert alone would have thrown (``StorageError/Code/conflict`` with the
+    /// current row for an id that exists, or that an earlier row of `rows` took;
+    /// ``StorageError/Code/fieldKind``, ``StorageError/Code/invalidName`` …). A row that fails
+    /// leaves nothing, and the next goes on. The rows that succeed take consecutive stamps of the
+    /// table's sequence, in order, and are announced once.
+    ///
+    /// It throws only when the set as a whole could not run (the database is busy or unreachable),
+    /// and then keeps none of it. Inside a ``transaction(_:)`` it is part of that transaction. A
+    /// backend writes the set with a few statements whatever its size; the default implementation
+    /// (for a backend without one) makes one insert after the other in a transaction.
+    ///
+    /// ```swift
+    /// let results = try await storage.insert(
+    ///     into: todo, [StorageInsert(id: "a", content: ["title": "Milk"]), StorageInsert(id: "a", content: [:])])
+    /// // results[0]: .success(the stored "a"); results[1]: .failure(conflict, current: the stored "a")
+    /// ```
+    func insert(into table: StorageTable, _ rows: [StorageInsert]) async throws -> [Result<StoredItem, StorageError>]
+
     /// Replaces a row's content and deleted flag if its version is still `expectedVersion`.
     /// Fails with ``StorageError/Code/notFound`` when the row is absent (or outside `owner`'s scope)
     /// and ``StorageError/Code/versionMismatch`` when it changed.
@@ -103,6 +123,17 @@ public protocol ServerStorage: Sendable {
     /// effect: claim, write, ``recordOutcome(_:)``, all in one transaction. Outside a transaction
     /// it is ``recordedOutcome(scope:key:)``.
     func claimOutcome(scope: String, key: String) async throws -> RecordedOutcome?
+
+    /// ``claimOutcome(scope:key:)`` for several keys of one scope at once: the outcomes recorded for
+    /// those that have one, by key; the current transaction holds every other key until it ends.
+    /// Keys are claimed in a fixed order (sorted), so two transactions claiming overlapping sets
+    /// wait for each other instead of deadlocking. A key given twice is claimed once.
+    func claimOutcomes(scope: String, keys: [String]) async throws -> [String: RecordedOutcome]
+
+    /// ``recordOutcome(_:)`` for several outcomes at once, in one statement or a few: answers, in
+    /// order, the outcome kept for each (the first recorded for its scope and key wins, an earlier
+    /// one of `outcomes` included).
+    func recordOutcomes(_ outcomes: [RecordedOutcome]) async throws -> [RecordedOutcome]
 
     /// Records an outcome (in the current transaction, if any). The first outcome of a scope and
     /// key wins: recording another one for them keeps the first and returns it; otherwise returns

@@ -154,6 +154,54 @@ struct IdempotencyRaceTests {
         try await first.stop()
     }
 
+    /// Six batches of the same twenty keyed inserts at once (half of them in reverse order), through
+    /// one server, or two on one PostgreSQL database: each key applies once, and every batch gets
+    /// the same answers.
+    @Test(arguments: [(ServerBackend.sqlite, 1), (.postgreSQL, 1), (.postgreSQL, 2)])
+    func concurrentBatchesOfKeyedInsertsApplyEachKeyOnce(_ backend: ServerBackend, instances: Int) async throws {
+        let first = try await LiveServer.start(tables: Self.tables, backend: backend)
+        let second =
+            instances > 1 ? try await LiveServer.start(tables: Self.tables, backend: backend, sharing: first) : nil
+        let bases = [first.server.url] + (second.map { [$0.server.url] } ?? [])
+        let session = URLSession(configuration: .ephemeral)
+        let inserts: [JSONValue] = (0..<20).map { index in
+            [
+                "id": .string("r\(index)"), "method": "POST", "url": "todo",
+                "headers": ["Idempotency-Key": .string("insert-\(index)")], "body": ["id": .string("i\(index)")],
+            ]
+        }
+        let answers = try await withThrowingTaskGroup(of: [String: Answer].self) { group in
+            for round in 0..<6 {
+                let base = bases[round % bases.count]
+                group.addTask {
+                    let batch: JSONValue = ["requests": .array(round % 2 == 0 ? inserts : inserts.reversed())]
+                    let reply = try await Self.send(
+                        session, base, "POST", "/tables/$batch", headers: ["Content-Type": "application/json"],
+                        body: batch)
+                    var byID: [String: Answer] = [:]
+                    for case .object(let response) in reply.body?.objectValue?["responses"]?.arrayValue ?? [] {
+                        byID[response["id"]?.stringValue ?? ""] = Answer(
+                            status: Int(response["status"]?.intValue ?? 0),
+                            replayed: response["headers"]?.objectValue?["idempotency-replayed"] == "true",
+                            body: response["body"])
+                    }
+                    return byID
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let stored = try await first.send("GET", "/tables/todo?$top=100")
+        #expect(stored.json?.objectValue?["items"]?.arrayValue?.count == 20, "\(stored.text)")
+        for index in 0..<20 {
+            let mine = answers.compactMap { $0["r\(index)"] }
+            #expect(mine.map(\.status) == Array(repeating: 201, count: 6), "insert \(index): \(mine.map(\.status))")
+            #expect(mine.filter { !$0.replayed }.count == 1, "insert \(index) applied once, replayed five times")
+            #expect(Set(mine.map { $0.body?.serialized() ?? "" }).count == 1, "insert \(index): one recorded answer")
+        }
+        try await second?.stop()
+        try await first.stop()
+    }
+
     @Test func theSameJSONWrittenDifferentlyIsTheSameRequest() async throws {
         let server = try await LiveServer.start(tables: Self.tables)
         let key = [("Idempotency-Key", "spacing"), ("Content-Type", "application/json")]

@@ -28,7 +28,8 @@ import Synchronization
 /// ## Bounds
 ///
 /// Consecutive writes run in one storage transaction (one durable commit) for at most
-/// ``writeSlice``; then it commits and the next slice waits its turn behind other writers, so a
+/// ``writeSlice``, and consecutive inserts in it as sets (BatchInsertSets.swift: one claim of
+/// their keys, one insert statement or a few, one recording of their outcomes); then it commits and the next slice waits its turn behind other writers, so a
 /// long batch never holds the writer for long. Reads run outside any transaction and see every
 /// write before them. A batch runs for at most ``RequestLimits/maximumBatchDuration``: requests it
 /// had no time for are answered 503 with `Retry-After` (not applied). Its answer holds at most
@@ -109,9 +110,17 @@ extension TableService {
         do {
             return try await storage.transaction { [self] in
                 var done: [(id: JSONValue, response: TableResponse)] = []
-                for (id, request) in writes {
+                while done.count < writes.count {
                     if !done.isEmpty && ContinuousClock.now >= sliceEnd { break }
-                    done.append((id, await handleInBatch(request)))
+                    // Consecutive inserts go as a set (BatchInsertSets.swift).
+                    let run = writes[done.count...].prefix(Self.maximumInsertSet).prefix { Self.mayGoInSet($0.request) }
+                    if run.count > 1 {
+                        let answers = await insertRun(run.map { $0.request })
+                        done += zip(run, answers).map { ($0.id, $1) }
+                    } else {
+                        let (id, request) = writes[done.count]
+                        done.append((id, await handleInBatch(request)))
+                    }
                     ran.withLock { $0 = done.count }
                 }
                 return done

@@ -64,12 +64,8 @@ final class IdempotencyLedger: Sendable {
                 }
                 let response = await apply()
                 guard Self.isFinal(response.status) else { throw Unrecorded(response: response) }
-                let outcome = RecordedOutcome(
-                    scope: scope, key: key, fingerprint: fingerprint, status: response.status,
-                    headers: Dictionary(
-                        response.headers.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }),
-                    body: response.body.map { String(decoding: $0, as: UTF8.self) },
-                    recordedAt: Self.milliseconds(Date()))
+                let outcome = Self.outcome(
+                    of: response, scope: scope, key: key, fingerprint: fingerprint, at: Self.milliseconds(Date()))
                 let kept = try await storage.recordOutcome(outcome)
                 // The key is held by this transaction, so the outcome is this one; a storage that
                 // kept another anyway is answered by what it kept.
@@ -82,6 +78,16 @@ final class IdempotencyLedger: Sendable {
         if response.headers.contains(where: { $0.name == Self.replayedHeader }) { replays?.increment() }
         await sweepIfDue()
         return response
+    }
+
+    /// The outcome `response` records under `key`.
+    static func outcome(of response: TableResponse, scope: String, key: String, fingerprint: String, at time: Int64)
+        -> RecordedOutcome
+    {
+        RecordedOutcome(
+            scope: scope, key: key, fingerprint: fingerprint, status: response.status,
+            headers: Dictionary(response.headers.map { ($0.name, $0.value) }, uniquingKeysWith: { first, _ in first }),
+            body: response.body.map { String(decoding: $0, as: UTF8.self) }, recordedAt: time)
     }
 
     static func milliseconds(_ date: Date) -> Int64 {
@@ -134,7 +140,7 @@ final class IdempotencyLedger: Sendable {
     }
 
     /// Forgets expired outcomes, at most once a minute per process.
-    private func sweepIfDue() async {
+    func sweepIfDue() async {
         let due = lastSweep.withLock { last -> Bool in
             let clock = ContinuousClock.now
             if let last, clock - last < .seconds(60) { return false }

@@ -6,6 +6,29 @@ import SyncCore
 // against the version the request's preconditions were checked on.
 extension TableService {
     func insert(_ context: RequestContext) async throws -> TableResponse {
+        let insert = try prepareInsert(context)
+        let stored: Result<StoredItem, StorageError>
+        do {
+            stored = .success(
+                try await storage.insert(
+                    into: context.storageTable, id: insert.id, content: insert.content, owner: insert.owner))
+        } catch let error as StorageError where error.code == .conflict {
+            stored = .failure(error)
+        }
+        return try insertAnswer(insert, stored)
+    }
+
+    /// An insert checked and ready for the storage.
+    struct PreparedInsert: Sendable {
+        var context: RequestContext
+        var id: String
+        var content: JSONObject
+        var owner: String?
+    }
+
+    /// The checks of an insert before the storage, which it does not read: the body, the id (made
+    /// when absent), the owner of a per-user table, the table's field rules.
+    func prepareInsert(_ context: RequestContext) throws -> PreparedInsert {
         let body = try readObject(context.request)
         try checkReservedProperties(body, context)
         let id = try bodyID(body) ?? ItemID.generate()
@@ -21,20 +44,29 @@ extension TableService {
             content[context.table.userIDField] = .string(subject)
         }
         try validateContent(content, context.table)
-        let stored: StoredItem
-        do {
-            stored = try await storage.insert(into: context.storageTable, id: id, content: content, owner: owner)
-        } catch let error as StorageError where error.code == .conflict {
+        return PreparedInsert(context: context, id: id, content: content, owner: owner)
+    }
+
+    /// The answer to an insert: 201 with the item, or for a conflict 409 with the item (400 when
+    /// the caller cannot see it); other storage errors are thrown.
+    func insertAnswer(_ insert: PreparedInsert, _ stored: Result<StoredItem, StorageError>) throws -> TableResponse {
+        let context = insert.context
+        let id = insert.id
+        switch stored {
+        case .success(let stored):
+            var collection = Substring(context.request.path)
+            while collection.hasSuffix("/") { collection = collection.dropLast() }
+            let location = "\(context.request.origin)\(collection)/\(PercentEncoding.pathSegment(id))"
+            return single(201, stored, context, extra: [("Location", location)])
+        case .failure(let error) where error.code == .conflict:
             if let current = error.current, isVisible(current, context) {
                 throw conflict(409, current, context, "an item with id '\(id)' already exists")
             }
             // Do not reveal an item the caller cannot see.
             throw ProtocolError.badRequest("the id '\(id)' cannot be used", code: "idUnavailable")
+        case .failure(let error):
+            throw error
         }
-        var collection = Substring(context.request.path)
-        while collection.hasSuffix("/") { collection = collection.dropLast() }
-        let location = "\(context.request.origin)\(collection)/\(PercentEncoding.pathSegment(id))"
-        return single(201, stored, context, extra: [("Location", location)])
     }
 
     enum UpdateKind { case replace, mergePatch, jsonPatch }

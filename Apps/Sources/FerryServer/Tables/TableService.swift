@@ -49,10 +49,7 @@ final class TableService: Sendable {
     // MARK: - Entry point
 
     func handle(_ request: TableRequest) async -> TableResponse {
-        var response = await answering { try await route(request) }
-        response.headers.append(("x-zumo-server-version", Self.serverVersion))
-        response.headers.append(("Cache-Control", "no-cache"))
-        return response
+        Self.finished(await answering { try await route(request) })
     }
 
     /// The response `body` gives, or the error response for what it throws.
@@ -136,6 +133,39 @@ final class TableService: Sendable {
     }
 
     func route(_ request: TableRequest) async throws -> TableResponse {
+        switch try await routeWrite(request) {
+        case .answered(let response):
+            return response
+        case .write(let operation, var context, let id):
+            guard let key = request.headers[IdempotencyLedger.header] else {
+                return try await write(operation, context, id: id)
+            }
+            // The body is parsed once, for the key's fingerprint and for the write.
+            if context.request.parsedBody == nil, let body = request.body, !body.isEmpty {
+                context.request.parsedBody = try? JSONValue(parsingUTF8: body)
+            }
+            // After authentication and the table's rules: a replay never bypasses them.
+            return try await ledger.answer(key: key, scope: context.identity?.subject ?? "", request: context.request) {
+                [self, context] in
+                await answering { try await write(operation, context, id: id) }
+            }
+        }
+    }
+
+    /// Where a request stands once it is routed, negotiated and authenticated.
+    enum Routed {
+        /// Answered without a write (a read, a query, the capabilities, …).
+        case answered(TableResponse)
+        /// A write to make: idempotency keys apply (``IdempotencyLedger``) when the server offers
+        /// them and the request sends one.
+        case write(TableOperation, RequestContext, id: String?)
+    }
+
+    /// Everything before a write: the route, the protocol version, the table, the caller, the
+    /// table's rules. Reads and everything but table writes are answered here. A table write
+    /// (`POST` to a table, an insert) reads nothing from the storage before it is answered
+    /// `.write`.
+    func routeWrite(_ request: TableRequest) async throws -> Routed {
         guard request.rawQuery.utf8.count <= configuration.limits.maximumQueryLength else {
             throw ProtocolError(
                 414, "queryTooLong",
@@ -146,21 +176,21 @@ final class TableService: Sendable {
         let id: String?
         switch request.route {
         case .invalidPath: throw ProtocolError.badRequest("the path is not valid UTF-8")
-        case .health where request.method == "GET": return try await health()
+        case .health where request.method == "GET": return .answered(try await health())
         case .liveness where request.method == "GET":
-            return .json(200, ["status": "ok", "server": .string(Self.serverVersion)])
-        case .tableList where request.method == "GET": return try await tableList(request)
+            return .answered(.json(200, ["status": "ok", "server": .string(Self.serverVersion)]))
+        case .tableList where request.method == "GET": return .answered(try await tableList(request))
         case .batch, .capabilities, .changes:
             guard configuration.offersPushExtensions else {
                 throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
             }
             switch request.route {
-            case .batch: return try await batch(request)
+            case .batch: return .answered(try await batch(request))
             case .capabilities:
                 guard request.method == "GET" else {
                     throw ProtocolError(405, "methodNotAllowed", "the capabilities are read with GET")
                 }
-                return capabilities()
+                return .answered(capabilities())
             default:
                 throw ProtocolError(405, "methodNotAllowed", "the change feed is read with GET")
             }
@@ -204,22 +234,14 @@ final class TableService: Sendable {
                 name: table.name, schema: table.schema))
         context.view = table.dataViewFilter
         switch operation {
-        case .query: return try await query(context)
-        case .read: return try await read(context, id: id!)
+        case .query: return .answered(try await query(context))
+        case .read: return .answered(try await read(context, id: id!))
         default: break
         }
-        guard configuration.offersPushExtensions, let key = request.headers[IdempotencyLedger.header] else {
-            return try await write(operation, context, id: id)
+        guard configuration.offersPushExtensions else {
+            return .answered(try await write(operation, context, id: id))
         }
-        // The body is parsed once, for the key's fingerprint and for the write.
-        if context.request.parsedBody == nil, let body = request.body, !body.isEmpty {
-            context.request.parsedBody = try? JSONValue(parsingUTF8: body)
-        }
-        // After authentication and the table's rules: a replay never bypasses them.
-        return try await ledger.answer(key: key, scope: identity?.subject ?? "", request: context.request) {
-            [self, context] in
-            await answering { try await write(operation, context, id: id) }
-        }
+        return .write(operation, context, id: id)
     }
 
     func write(_ operation: TableOperation, _ context: RequestContext, id: String?) async throws -> TableResponse {

@@ -1,0 +1,124 @@
+import GRDB
+public import ServerStorageCore
+@_spi(StoreSupport) import SyncCore
+
+/// Set writes: many inserts, claims or recordings in one call on the writer connection, each with
+/// the outcome it would have alone.
+extension SQLiteServerStorage {
+    public func insert(into table: StorageTable, _ rows: [StorageInsert]) async throws
+        -> [Result<StoredItem, StorageError>]
+    {
+        if rows.isEmpty { return [] }
+        do {
+            try StorageTable.validateName(table.name)
+        } catch {
+            return rows.map { _ in .failure(error) }
+        }
+        // What each insert checks before it reaches the database, in the same order.
+        var checked: [Result<StoredItem, StorageError>?] = Array(repeating: nil, count: rows.count)
+        var texts: [String] = Array(repeating: "", count: rows.count)
+        for (index, row) in rows.enumerated() {
+            do {
+                try StoredItem.validateID(row.id)
+                if let owner = row.owner { try OwnerScope.validateSubject(owner) }
+                texts[index] = try ServerSQLLayout.itemText(row.content, table.name)
+            } catch let error as StorageError {
+                checked[index] = .failure(error)
+            }
+        }
+        if !checked.contains(where: { $0 == nil }) { return checked.map { $0! } }
+        let prepared = checked
+        let itemTexts = texts
+        let written: (results: [Result<StoredItem, StorageError>], last: (Int64, Int64)?)
+        do {
+            written = try await write("inserting into '\(table.name)'") { db in
+                try self.insertRows(db, table, rows, texts: itemTexts, checked: prepared)
+            }
+        } catch {
+            // The kinds read meanwhile may hold fields the rolled-back rows fixed.
+            forgetCaches()
+            throw error
+        }
+        if let (version, updatedAt) = written.last {
+            announce(table.name, version, Timestamp(millisecondsSince1970: updatedAt))
+        }
+        return written.results
+    }
+
+    /// The rows not `checked` yet, each as ``insert(into:id:content:owner:)`` writes it (an id taken,
+    /// then the field kinds), with one update of the table's sequence for all; the last stamp taken.
+    private func insertRows(
+        _ db: Database, _ table: StorageTable, _ rows: [StorageInsert], texts: [String],
+        checked: [Result<StoredItem, StorageError>?]
+    ) throws -> (results: [Result<StoredItem, StorageError>], last: (Int64, Int64)?) {
+        guard var record = try Self.tableRecord(db, table.name, creating: true) else {
+            throw StorageError.noSuchTable(table.name)
+        }
+        let insert = try db.cachedStatement(
+            sql: "INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)")
+        let now = configuration.now()
+        var results = checked
+        var inserted = 0
+        for (index, row) in rows.enumerated() where results[index] == nil {
+            if let existing = try Self.fetch(db, record, id: row.id, owner: .all) {
+                results[index] = .failure(.alreadyExists(id: row.id, in: table.name, current: existing))
+                continue
+            }
+            do {
+                try checkFieldKinds(db, table, row.content)
+            } catch let error as StorageError where error.code == .fieldKind {
+                results[index] = .failure(error)
+                continue
+            }
+            record.lastUpdatedAt = max(now, record.lastUpdatedAt + 1)
+            record.lastVersion += 1
+            try insert.execute(
+                arguments: [
+                    row.id, texts[index], record.lastUpdatedAt, record.lastUpdatedAt, record.lastVersion, row.owner,
+                ])
+            let stamp = Timestamp(millisecondsSince1970: record.lastUpdatedAt)
+            results[index] = .success(
+                StoredItem(
+                    id: row.id, content: row.content, createdAt: stamp, updatedAt: stamp, version: record.lastVersion,
+                    deleted: false, owner: row.owner))
+            inserted += 1
+        }
+        guard inserted > 0 else { return (results.map { $0! }, nil) }
+        try db.cachedStatement(sql: "UPDATE ferry_tables SET last_updated_at = ?, last_version = ? WHERE name = ?")
+            .execute(arguments: [record.lastUpdatedAt, record.lastVersion, table.name])
+        return (results.map { $0! }, (record.lastVersion, record.lastUpdatedAt))
+    }
+
+    /// A transaction holds the writer, so reading the keys claims them (``claimOutcome(scope:key:)``).
+    public func claimOutcomes(scope: String, keys: [String]) async throws -> [String: RecordedOutcome] {
+        if keys.isEmpty { return [:] }
+        return try await read("reading recorded outcomes") { db in
+            var recorded: [String: RecordedOutcome] = [:]
+            for key in Set(keys) {
+                if let outcome = try Self.fetchOutcome(db, scope: scope, key: key) { recorded[key] = outcome }
+            }
+            return recorded
+        }
+    }
+
+    public func recordOutcomes(_ outcomes: [RecordedOutcome]) async throws -> [RecordedOutcome] {
+        if outcomes.isEmpty { return [] }
+        for outcome in outcomes { try RecordedOutcome.validateKey(outcome.key) }
+        return try await write("recording outcomes") { db in
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO ferry_outcomes (scope, key, fingerprint, status, headers, body, recorded_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scope, key) DO NOTHING
+                    """)
+            return try outcomes.map { outcome in
+                try insert.execute(
+                    arguments: [
+                        outcome.scope, outcome.key, outcome.fingerprint, outcome.status, outcome.headersText,
+                        outcome.body, outcome.recordedAt,
+                    ])
+                if db.changesCount > 0 { return outcome }
+                return try Self.fetchOutcome(db, scope: outcome.scope, key: outcome.key) ?? outcome
+            }
+        }
+    }
+}
