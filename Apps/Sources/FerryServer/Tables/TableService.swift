@@ -198,7 +198,7 @@ final class TableService: Sendable {
             guard configuration.offersPushExtensions, configuration.attachments != nil else {
                 throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
             }
-            return try await attachmentRoute(request)
+            return .answered(try await attachmentRoute(request))
         case .table(let table):
             (name, id) = (table, nil)
         case .item(let table, let item):
