@@ -70,6 +70,21 @@ package struct TracedServerStorage: ServerStorage {
         }
     }
 
+    /// One span, `storage.insertSet`, for the whole set: its rows (`ferry.storage.rows`) and the
+    /// rows refused with a conflict (`ferry.storage.conflicts`, an outcome, not a fault).
+    package func insert(into table: StorageTable, _ rows: [StorageInsert]) async throws
+        -> [Result<StoredItem, StorageError>]
+    {
+        try await span("insertSet", table: table.name) { span in
+            span.attributes["ferry.storage.rows"] = rows.count
+            let results = try await base.insert(into: table, rows)
+            var conflicts = 0
+            for case .failure(let error) in results where error.code == .conflict { conflicts += 1 }
+            span.attributes["ferry.storage.conflicts"] = conflicts
+            return results
+        }
+    }
+
     package func replace(
         in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
         owner: OwnerScope
@@ -96,6 +111,14 @@ package struct TracedServerStorage: ServerStorage {
 
     package func claimOutcome(scope: String, key: String) async throws -> RecordedOutcome? {
         try await span("claimOutcome") { _ in try await base.claimOutcome(scope: scope, key: key) }
+    }
+
+    package func claimOutcomes(scope: String, keys: [String]) async throws -> [String: RecordedOutcome] {
+        try await span("claimOutcomes") { _ in try await base.claimOutcomes(scope: scope, keys: keys) }
+    }
+
+    package func recordOutcomes(_ outcomes: [RecordedOutcome]) async throws -> [RecordedOutcome] {
+        try await span("recordOutcomes") { _ in try await base.recordOutcomes(outcomes) }
     }
 
     @discardableResult

@@ -244,7 +244,7 @@ final class ProcessWatch: Sendable {
         }
         // A setting whose name begins with another's is named by its own flag.
         let error = await #expect(throws: ConfigurationError.self) {
-            try await ServeSettingsTests.configuration(["--max-feeds-per-user", "-1"])
+            try await ServeSettingsTests.configuration(["--max-feeds-per-user=-1"])
         }
         #expect(error?.message == "--max-feeds-per-user must be 0 (no feed) or more")
     }

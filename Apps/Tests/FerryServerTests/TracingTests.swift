@@ -140,25 +140,29 @@ struct TracingTests {
         let request = try #require(spans.first { $0.kind == .server })
         #expect(request.operationName == "POST /tables/$batch")
         #expect(Self.text(request, "ferry.table") == nil)
-        // A batch commits in slices of bounded time (other writers get in between), so on a slow
-        // machine its two writes may be two transactions: each a child of the request, each with
-        // its statements and its commit.
-        let transactions = spans.filter { $0.operationName == "storage.transaction" }
-        #expect(!transactions.isEmpty)
-        var inserts: [FinishedInMemorySpan] = []
-        for transaction in transactions {
-            #expect(transaction.parentSpanID == request.spanID)
-            let below = Self.children(of: transaction, in: spans)
-            inserts += below.filter { $0.operationName == "storage.insert" }
-            #expect(
-                below.contains { $0.operationName == "BEGIN" } && below.contains { $0.operationName == "COMMIT" },
-                "\(below.map(\.operationName))")
+        // The batch is one transaction, a child of the request, with its BEGIN and COMMIT; its
+        // inserts are one set below it (one span for the set, with its statements), and their
+        // outcomes are recorded in the same transaction.
+        let transaction = try #require(
+            spans.first { $0.operationName == "storage.transaction" && $0.parentSpanID == request.spanID },
+            "\(spans.map(\.operationName))")
+        let statements = Self.children(of: transaction, in: spans).map(\.operationName)
+        #expect(statements.contains("BEGIN") && statements.contains("COMMIT"), "\(statements)")
+        func isBelow(_ span: FinishedInMemorySpan, _ ancestor: FinishedInMemorySpan) -> Bool {
+            guard let parent = spans.first(where: { $0.spanID == span.parentSpanID }) else { return false }
+            return parent.spanID == ancestor.spanID || isBelow(parent, ancestor)
         }
-        #expect(inserts.count == 2, "\(transactions.count) transactions")
+        let sets = spans.filter { $0.operationName == "storage.insertSet" }
+        #expect(sets.count == 1)
+        let set = try #require(sets.first)
+        #expect(isBelow(set, transaction))
+        #expect(Self.children(of: set, in: spans).contains { $0.operationName == "INSERT" })
+        #expect(spans.contains { $0.operationName == "storage.recordOutcomes" && isBelow($0, transaction) })
+        #expect(Self.integer(set, "ferry.storage.rows") == 2)
         // The second insert's conflict is its answer (409), not a fault of the server.
-        let conflict = try #require(inserts.first { Self.text($0, "ferry.storage.outcome") == "conflict" })
-        #expect(conflict.status == nil)
-        #expect(conflict.errors.isEmpty)
+        #expect(Self.integer(set, "ferry.storage.conflicts") == 1)
+        #expect(set.status == nil)
+        #expect(set.errors.isEmpty)
     }
 
     @Test func aQueryCountsItsRowsAndAServerErrorMarksTheSpans() async throws {
