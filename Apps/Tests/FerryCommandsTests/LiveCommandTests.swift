@@ -7,6 +7,16 @@ import SyncCore
 import Testing
 import Transport
 
+#if canImport(Glibc)
+    import Glibc
+    private let closeDescriptor = Glibc.close
+    private let streamSocket = Int32(SOCK_STREAM.rawValue)
+#else
+    import Darwin
+    private let closeDescriptor = Darwin.close
+    private let streamSocket = SOCK_STREAM
+#endif
+
 @testable import FerryCommands
 
 @Suite("ferry watch, auto and status: live sync from the command line", .timeLimit(.minutes(10)))
@@ -74,9 +84,11 @@ struct LiveCommandTests {
 
     /// `status` asks the server: an unreachable one is said so, and nothing is "everything synced".
     @Test func statusSaysWhenTheServerCannotBeReached() async throws {
-        let closed = try await startServer()
-        let url = URL(string: closed.url)!
-        try await closed.shutdown()  // nothing listens there now
+        // A port bound but not listening refuses connections, and no other test's server can take
+        // it meanwhile (a stopped server's port could be reused by one that answers 401).
+        let refusing = try RefusingPort()
+        defer { refusing.close() }
+        let url = URL(string: "http://127.0.0.1:\(refusing.port)")!
         let device = try Device(name: "phone", store: .memory, server: ServerSettings(url: url))
         let status = try await device.status()
         guard case .unreachable(_, let reason)? = status.reachability else {
@@ -118,4 +130,29 @@ struct LiveCommandTests {
         _ = await watching.result
         try await watcher.close()
     }
+}
+
+/// A loopback port bound to a socket that never listens: connections to it are refused for as long
+/// as it is held.
+struct RefusingPort {
+    let descriptor: Int32
+    let port: Int
+
+    init() throws {
+        let descriptor = socket(AF_INET, streamSocket, 0)
+        self.descriptor = descriptor
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                bind(descriptor, address, length) == 0 && getsockname(descriptor, address, &length) == 0
+            }
+        }
+        guard descriptor >= 0, bound else { throw CocoaError(.fileWriteUnknown) }
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = closeDescriptor(descriptor) }
 }

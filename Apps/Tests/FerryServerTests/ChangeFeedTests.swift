@@ -188,8 +188,9 @@ struct ChangeFeedTests {
         } catch {
             #expect(error.status == 429)
         }
-        let bob = FeedReader(
-            try await Self.remote(live.server.port, token: LiveServer.token("bob")).changeFeed(tables: nil, after: nil))
+        // Each remote is held to the end: a remote that goes away closes its connections, and its feed.
+        let bobRemote = Self.remote(live.server.port, token: LiveServer.token("bob"))
+        let bob = FeedReader(try await bobRemote.changeFeed(tables: nil, after: nil))
         _ = try await bob.first(1)
         do {
             _ = try await Self.remote(live.server.port, token: LiveServer.token("carol")).changeFeed(
@@ -223,6 +224,7 @@ struct ChangeFeedTests {
         try await live.stop()
         try await feeds[1].end()
         try await bob.end()
+        withExtendedLifetime(bobRemote) {}
     }
 
     /// Through a `URLSession` the app gives (what https and proxies use on Linux): the same events.
