@@ -82,12 +82,11 @@ package enum BoundedWait {
             }
         }
         let timer = limit.map { limit in
-            Task {
-                guard (try? await Task.sleep(for: limit)) != nil else { return }
+            Deadlines.shared.schedule(after: limit) {
                 if let error = timeout() { outcome.settle(.failure(error)) }
             }
         }
-        defer { timer?.cancel() }
+        defer { timer.map(Deadlines.shared.cancel) }
         do {
             guard cancellable else { return try await outcome.wait() }
             return try await withTaskCancellationHandler {
@@ -149,13 +148,10 @@ package final class TurnGate: Sendable {
         }
         guard let id else { return }
         let timer = limit.map { limit in
-            Task { [weak self] in
-                guard (try? await Task.sleep(for: limit)) != nil else { return }
-                self?.giveUp(id, timeout())
-            }
+            Deadlines.shared.schedule(after: limit) { [weak self] in self?.giveUp(id, timeout()) }
         }
         defer {
-            timer?.cancel()
+            timer.map(Deadlines.shared.cancel)
             _ = state.withLock { $0.abandoned.removeValue(forKey: id) }
         }
         try await withTaskCancellationHandler {

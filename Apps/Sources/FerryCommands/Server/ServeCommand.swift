@@ -235,7 +235,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         // Every connection is a file descriptor: take what the system allows, and say so when it is
         // less than the configured connections need.
         let connections = configuration.connections.maximumConnections
-        if let limit = OpenFileLimit.raise(), let line = OpenFileLimit.shortfall(limit: limit, connections: connections) {
+        if let limit = OpenFileLimit.raise(), let line = OpenFileLimit.shortfall(limit: limit, connections: connections)
+        {
             logger.warning("\(line)")
         }
         if configuration.limits.maximumChangeFeeds > connections {

@@ -65,7 +65,8 @@ struct ServeSettings: Sendable {
         .init("publicURL", .string), .init("trustProxy", .bool), .init("maxBodySize", .int),
         .init("idleTimeout", .double), .init("requestTimeout", .double), .init("maxConnections", .int),
         .init("maxBatchRequests", .int), .init("maxFeeds", .int),
-        .init("maxFeedsPerUser", .int), .init("maxAnonymousFeeds", .int), .init("protocolOnly", .bool), .init("shutdownTimeout", .double),
+        .init("maxFeedsPerUser", .int), .init("maxAnonymousFeeds", .int), .init("protocolOnly", .bool),
+        .init("shutdownTimeout", .double),
         .init("logLevel", .string), .init("logFormat", .string), .init("metrics", .string),
         .init("metricsPort", .int), .init("metricsHost", .string), .init("otlpEndpoint", .string),
     ]
