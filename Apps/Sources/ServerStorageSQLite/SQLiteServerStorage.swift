@@ -72,6 +72,10 @@ public final class SQLiteServerStorage: ServerStorage {
         /// operation (`SELECT` …) and carries `db.system.name` `sqlite` and `db.query.text`, the
         /// SQL with its `?` placeholders, never the values bound to them; SQLite times it.
         public var tracer: (any Tracer)?
+        /// The bytes of the file SQLite reads through a memory map (`mmap_size`), 256 MiB by
+        /// default; 0 reads every page with a system call. Keep it 0 for a file on a network file
+        /// system, where an I/O error in a mapped page stops the process.
+        public var memoryMapSize = 256 << 20
 
         /// A configuration; see the properties.
         public init(
@@ -129,6 +133,12 @@ public final class SQLiteServerStorage: ServerStorage {
             // The savepoint of each write of a batch journals the pages it changes; in a file those
             // journals cost a dozen writes per request.
             try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            // Pages are read through a memory map (no copy from the kernel's cache per read) and
+            // each connection caches up to 16 MiB: with SQLite's 2 MiB cache and no map, batched
+            // inserts into a table of 50,000 rows and more spent 12% of the server's samples reading
+            // pages from the kernel's cache, 4% with them (perf, release build).
+            try db.execute(sql: "PRAGMA mmap_size = \(configuration.memoryMapSize)")
+            try db.execute(sql: "PRAGMA cache_size = -16384")
             if let maximumSize = configuration.maximumSize {
                 let pageSize = try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096
                 try db.execute(sql: "PRAGMA max_page_count = \(max(1, maximumSize / pageSize))")
