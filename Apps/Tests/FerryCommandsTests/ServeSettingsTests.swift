@@ -202,5 +202,17 @@ struct ServeSettingsTests {
         #expect(!check.output.contains("0123456789abcdef-secret"))
         #expect(lines.last?.hasPrefix("ferry serve: the settings are valid") == true, "\(check.output)")
         #expect(!FileManager.default.fileExists(atPath: database), "--check opened the database")
+        // --check validates the tracing settings too, named by where they came from.
+        let tracing = try await FerryBinaryTests.run(
+            ["serve", "--check", "--db", "memory"], environment: ["FERRY_OTLP_ENDPOINT": "ftp://collector"])
+        #expect(tracing.status == 64, "\(tracing)")
+        #expect(
+            tracing.errors.hasPrefix(
+                "error: invalid server configuration: FERRY_OTLP_ENDPOINT 'ftp://collector' is not an http:// or https:// URL"
+            ), "\(tracing.errors)")
+        let grpc = try await FerryBinaryTests.run(
+            ["serve", "--check", "--db", "memory", "--otlp-endpoint", "http://127.0.0.1:4317"],
+            environment: ["OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"])
+        #expect(grpc.status == 64 && grpc.errors.contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported"), "\(grpc)")
     }
 }

@@ -214,6 +214,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             flags: givenValues, environment: ProcessInfo.processInfo.environment, configFile: config)
         var (configuration, database) = try await Self.configuration(from: settings)
         if check {
+            do throws(ConfigurationError) {
+                try ServeTracing.validate(
+                    endpoint: try settings.string("otlpEndpoint"), environment: ProcessInfo.processInfo.environment)
+            } catch {
+                throw Self.inSettingNames(error, settings: settings)
+            }
             for (key, value, source) in try settings.described() {
                 StandardStreams.write("\(key) = \(value)  (\(source))\n")
             }
@@ -353,6 +359,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             "maximumAnonymousChangeFeeds": "maxAnonymousFeeds",
             "maximumBodySize": "maxBodySize", "the auth secret": "authSecret", "the public URL": "publicURL",
             "port": "port", "the metrics port": "metricsPort", "the metrics host": "metricsHost",
+            "the OTLP endpoint": "otlpEndpoint",
         ]
         var message = error.message
         for (name, key) in keys where message.hasPrefix(name + " ") {

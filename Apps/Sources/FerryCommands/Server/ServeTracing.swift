@@ -57,7 +57,7 @@ struct ServeTracing {
             url.host?.isEmpty == false
         else {
             throw ConfigurationError(
-                "--otlp-endpoint '\(endpoint)' is not an http:// or https:// URL (an OTLP/HTTP collector, as http://localhost:4318)"
+                "the OTLP endpoint '\(endpoint)' is not an http:// or https:// URL (an OTLP/HTTP collector, as http://localhost:4318)"
             )
         }
         var text = endpoint
@@ -82,16 +82,23 @@ struct ServeTracing {
     ///
     /// - Throws: ``ConfigurationError`` for a bad endpoint, the gRPC protocol (this build exports
     ///   over HTTP only), or a setting swift-otel refuses (a certificate file that is not there …).
-    static func start(endpoint: String?, environment: [String: String], logger: Logger) throws(ConfigurationError)
-        -> ServeTracing?
-    {
-        guard isEnabled(endpoint: endpoint, environment: environment) else { return nil }
+    /// Checks the tracing settings without starting anything (what `ferry serve --check` does).
+    static func validate(endpoint: String?, environment: [String: String]) throws(ConfigurationError) {
+        guard isEnabled(endpoint: endpoint, environment: environment) else { return }
         for name in ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"]
         where environment[name]?.trimmingCharacters(in: .whitespaces).lowercased() == "grpc" {
             throw ConfigurationError(
                 "\(name)=grpc is not supported: ferry exports traces over HTTP (http/protobuf, the default, or http/json)"
             )
         }
+        if let endpoint { _ = try tracesURL(endpoint) }
+    }
+
+    static func start(endpoint: String?, environment: [String: String], logger: Logger) throws(ConfigurationError)
+        -> ServeTracing?
+    {
+        guard isEnabled(endpoint: endpoint, environment: environment) else { return nil }
+        try validate(endpoint: endpoint, environment: environment)
         var configuration = OTel.Configuration.default
         configuration.serviceName = "ferry"
         configuration.diagnosticLogger = .custom(logger)
