@@ -9,7 +9,8 @@ public import Testing
 /// `Tools/postgres`). Without it every PostgreSQL test is skipped, with ``skipReason``.
 ///
 /// Each test gets a schema of its own (`ferry_t_…`), so tests run in parallel on one database;
-/// the schemas of earlier runs are dropped the first time a test asks for one.
+/// the schemas earlier runs left (made more than two hours ago) are dropped the first time a test
+/// asks for one.
 public enum TestPostgreSQL: Sendable {
     /// The variable naming the test server.
     public static let variable = "FERRY_TEST_POSTGRES_URL"
@@ -29,19 +30,24 @@ public enum TestPostgreSQL: Sendable {
     public static let skipReason: Comment =
         "FERRY_TEST_POSTGRES_URL is not set: start a server with `export FERRY_TEST_POSTGRES_URL=$(bash Tools/postgres)`"
 
-    /// A fresh schema name.
+    /// A fresh schema name: `ferry_t_`, the time it was made (seconds since 1970), a random part.
     public static func freshSchema() async -> String {
         await sweep.value
-        return "ferry_t_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(24)
+        let made = Int(Date().timeIntervalSince1970)
+        return "ferry_t_\(made)_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
     }
 
-    /// Drops the schemas earlier test runs left (a test process runs the Apps tests alone).
+    /// Drops the schemas earlier test runs left: those made more than two hours ago (no test run
+    /// lasts that long), so test processes running at the same time on one database (two
+    /// checkouts, a helper's) never drop each other's.
     private static let sweep = Task {
         guard url != nil else { return }
         _ = try? await execute(
             """
             DO $$ DECLARE s text; BEGIN
-              FOR s IN SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ferry\\_t\\_%' LOOP
+              FOR s IN SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ferry\\_t\\_%'
+                AND (nspname !~ '^ferry_t_[0-9]{10}_'
+                  OR substring(nspname FROM 9 FOR 10)::bigint < extract(epoch FROM now()) - 7200) LOOP
                 EXECUTE 'DROP SCHEMA ' || quote_ident(s) || ' CASCADE';
               END LOOP;
             END $$
