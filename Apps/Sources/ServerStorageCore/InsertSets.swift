@@ -65,3 +65,51 @@ extension StorageError {
         }
     }
 }
+
+/// The checks each row of a set insert makes before it reaches the database, in the order one
+/// insert alone makes them: the table's name (refused for every row alike), then each row's own
+/// checks (id, owner, JSON text) through the backend's `check`.
+///
+/// ```swift
+/// let checks = CheckedInserts(rows, into: table) { row, _ in
+///     try StoredItem.validateID(row.id)
+///     if let owner = row.owner { try OwnerScope.validateSubject(owner) }
+///     return try ServerSQLLayout.itemText(row.content, table.name)
+/// }
+/// if let settled = checks.settled { return settled }   // no row reaches the database
+/// ```
+package struct CheckedInserts {
+    /// Each row's refusal, or `nil` for a row that goes on to the database.
+    package var checked: [Result<StoredItem, StorageError>?]
+    /// Each row's JSON text (empty for a refused row).
+    package var texts: [String]
+
+    /// Every row's outcome when none reaches the database; `nil` when some do.
+    package var settled: [Result<StoredItem, StorageError>]? {
+        checked.contains { $0 == nil } ? nil : checked.map { $0! }
+    }
+
+    /// Checks `rows`: `check` validates a row (with its index) and answers its JSON text, or throws
+    /// the row's `StorageError`.
+    package init(
+        _ rows: [StorageInsert], into table: StorageTable, check: (StorageInsert, Int) throws -> String
+    ) {
+        texts = Array(repeating: "", count: rows.count)
+        do {
+            try StorageTable.validateName(table.name)
+        } catch {
+            checked = rows.map { _ in .failure(error) }
+            return
+        }
+        checked = Array(repeating: nil, count: rows.count)
+        for (index, row) in rows.enumerated() {
+            do {
+                texts[index] = try check(row, index)
+            } catch let error as StorageError {
+                checked[index] = .failure(error)
+            } catch {
+                checked[index] = .failure(StorageError(.fieldKind, "\(error)"))
+            }
+        }
+    }
+}

@@ -18,25 +18,16 @@ extension PostgreSQLServerStorage {
         -> [Result<StoredItem, StorageError>]
     {
         if rows.isEmpty { return [] }
-        do {
-            try StorageTable.validateName(table.name)
-        } catch {
-            return rows.map { _ in .failure(error) }
-        }
-        var checked: [Result<StoredItem, StorageError>?] = Array(repeating: nil, count: rows.count)
-        var texts: [String] = Array(repeating: "", count: rows.count)
         var unknown: [[(String, FieldKind)]] = Array(repeating: [], count: rows.count)
-        for (index, row) in rows.enumerated() {
-            do {
-                try Self.validateID(row.id)
-                if let owner = row.owner { try OwnerScope.validateSubject(owner) }
-                texts[index] = try Self.itemText(row.content, table.name)
-                unknown[index] = try unknownKinds(table, row.content)
-            } catch let error as StorageError {
-                checked[index] = .failure(error)
-            }
+        let checks = CheckedInserts(rows, into: table) { row, index in
+            try Self.validateID(row.id)
+            if let owner = row.owner { try OwnerScope.validateSubject(owner) }
+            let text = try Self.itemText(row.content, table.name)
+            unknown[index] = try unknownKinds(table, row.content)
+            return text
         }
-        if !checked.contains(where: { $0 == nil }) { return checked.map { $0! } }
+        if let settled = checks.settled { return settled }
+        let (checked, texts) = (checks.checked, checks.texts)
         guard let number = try await tableNumber(table.name, creating: true) else {
             throw StorageError.noSuchTable(table.name)
         }

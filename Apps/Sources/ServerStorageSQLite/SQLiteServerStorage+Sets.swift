@@ -9,26 +9,15 @@ extension SQLiteServerStorage {
         -> [Result<StoredItem, StorageError>]
     {
         if rows.isEmpty { return [] }
-        do {
-            try StorageTable.validateName(table.name)
-        } catch {
-            return rows.map { _ in .failure(error) }
-        }
         // What each insert checks before it reaches the database, in the same order.
-        var checked: [Result<StoredItem, StorageError>?] = Array(repeating: nil, count: rows.count)
-        var texts: [String] = Array(repeating: "", count: rows.count)
-        for (index, row) in rows.enumerated() {
-            do {
-                try StoredItem.validateID(row.id)
-                if let owner = row.owner { try OwnerScope.validateSubject(owner) }
-                texts[index] = try ServerSQLLayout.itemText(row.content, table.name)
-            } catch let error as StorageError {
-                checked[index] = .failure(error)
-            }
+        let checks = CheckedInserts(rows, into: table) { row, _ in
+            try StoredItem.validateID(row.id)
+            if let owner = row.owner { try OwnerScope.validateSubject(owner) }
+            return try ServerSQLLayout.itemText(row.content, table.name)
         }
-        if !checked.contains(where: { $0 == nil }) { return checked.map { $0! } }
-        let prepared = checked
-        let itemTexts = texts
+        if let settled = checks.settled { return settled }
+        let prepared = checks.checked
+        let itemTexts = checks.texts
         let written: (results: [Result<StoredItem, StorageError>], last: (Int64, Int64)?)
         do {
             written = try await write("inserting into '\(table.name)'") { db in

@@ -85,31 +85,9 @@ struct BatchSetTests {
         for index in steps.indices where steps[index].method != "GET" {
             steps[index].headers["Idempotency-Key"] = "key-\(index)"
         }
-        var alone: [String] = []
-        for step in steps {
-            let headers = [BatchTests.bearer(step.user)] + step.headers.map { ($0.key, $0.value) }
-            let reply =
-                if let body = step.body {
-                    try await single.send(step.method, "/tables/" + step.url, headers: headers, json: .object(body))
-                } else {
-                    try await single.send(step.method, "/tables/" + step.url, headers: headers)
-                }
-            alone.append(BatchTests.comparable(status: reply.status, etag: reply.header("ETag"), body: reply.json))
-        }
+        let alone = try await BatchTests.alone(steps, on: single)
         var together: [String] = []
-        var start = 0
-        while start < steps.count {
-            var end = start
-            while end < steps.count && steps[end].user == steps[start].user && end - start < 25 { end += 1 }
-            let entries: [JSONValue] = steps[start..<end].enumerated().map { offset, step in
-                var entry: JSONObject = [
-                    "id": .string("r\(offset)"), "method": .string(step.method), "url": .string(step.url),
-                    "headers": .object(step.headers.mapValues { .string($0) }),
-                ]
-                if let body = step.body { entry["body"] = .object(body) }
-                return .object(entry)
-            }
-            let batch: JSONValue = ["requests": .array(entries)]
+        for (start, end, batch) in BatchTests.batches(of: steps) {
             let headers = [BatchTests.bearer(steps[start].user)]
             let first = Self.responses(try await batched.send("POST", "/tables/$batch", headers: headers, json: batch))
             let second = Self.responses(try await batched.send("POST", "/tables/$batch", headers: headers, json: batch))
@@ -121,7 +99,6 @@ struct BatchSetTests {
                 #expect(replay.status == answer.status && replay.body == answer.body, "step \(start + offset)")
                 #expect(replay.headers["idempotency-replayed"] == "true", "step \(start + offset)")
             }
-            start = end
         }
         #expect(alone.count == together.count)
         for (index, (one, other)) in zip(alone, together).enumerated() where one != other {

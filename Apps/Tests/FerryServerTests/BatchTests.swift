@@ -87,6 +87,44 @@ struct BatchTests {
         return "\(status) \(etag ?? "-") \(value.serialized())"
     }
 
+    /// What each step answers sent alone to `server`, in order, as ``comparable(status:etag:body:)``.
+    static func alone(_ steps: [Step], on server: LiveServer) async throws -> [String] {
+        var answers: [String] = []
+        for step in steps {
+            let headers = [bearer(step.user)] + step.headers.map { ($0.key, $0.value) }
+            let reply =
+                if let body = step.body {
+                    try await server.send(step.method, "/tables/" + step.url, headers: headers, json: .object(body))
+                } else {
+                    try await server.send(step.method, "/tables/" + step.url, headers: headers)
+                }
+            answers.append(comparable(status: reply.status, etag: reply.header("ETag"), body: reply.json))
+        }
+        return answers
+    }
+
+    /// The steps as batch bodies: consecutive steps of one user in one batch (a batch carries one
+    /// token), at most 25 each; `start..<end` are the steps of each, whose entries are `r0`, `r1` ….
+    static func batches(of steps: [Step]) -> [(start: Int, end: Int, body: JSONValue)] {
+        var batches: [(start: Int, end: Int, body: JSONValue)] = []
+        var start = 0
+        while start < steps.count {
+            var end = start
+            while end < steps.count && steps[end].user == steps[start].user && end - start < 25 { end += 1 }
+            let entries: [JSONValue] = steps[start..<end].enumerated().map { offset, step in
+                var entry: JSONObject = [
+                    "id": .string("r\(offset)"), "method": .string(step.method), "url": .string(step.url),
+                    "headers": .object(step.headers.mapValues { .string($0) }),
+                ]
+                if let body = step.body { entry["body"] = .object(body) }
+                return .object(entry)
+            }
+            batches.append((start, end, ["requests": .array(entries)]))
+            start = end
+        }
+        return batches
+    }
+
     @Test(arguments: ServerBackend.allCases)
     func aBatchGivesExactlyWhatEachRequestGivesAlone(_ backend: ServerBackend) async throws {
         let runs: [(UInt64, String)] =
@@ -96,34 +134,11 @@ struct BatchTests {
             let single = try await LiveServer.start(tables: Self.tables, backend: backend)
             let batched = try await LiveServer.start(tables: Self.tables, backend: backend)
             let steps = Self.steps(seed: seed, count: 120, version: version)
-            var alone: [String] = []
-            for step in steps {
-                let headers = [Self.bearer(step.user)] + step.headers.map { ($0.key, $0.value) }
-                let reply =
-                    if let body = step.body {
-                        try await single.send(step.method, "/tables/" + step.url, headers: headers, json: .object(body))
-                    } else {
-                        try await single.send(step.method, "/tables/" + step.url, headers: headers)
-                    }
-                alone.append(Self.comparable(status: reply.status, etag: reply.header("ETag"), body: reply.json))
-            }
-            // Consecutive steps of one user go in one batch (a batch carries one token).
+            let alone = try await Self.alone(steps, on: single)
             var together: [String] = []
-            var start = 0
-            while start < steps.count {
-                var end = start
-                while end < steps.count && steps[end].user == steps[start].user && end - start < 25 { end += 1 }
-                let entries: [JSONValue] = steps[start..<end].enumerated().map { offset, step in
-                    var entry: JSONObject = [
-                        "id": .string("r\(offset)"), "method": .string(step.method), "url": .string(step.url),
-                        "headers": .object(step.headers.mapValues { .string($0) }),
-                    ]
-                    if let body = step.body { entry["body"] = .object(body) }
-                    return .object(entry)
-                }
+            for (start, end, batch) in Self.batches(of: steps) {
                 let reply = try await batched.send(
-                    "POST", "/tables/$batch", headers: [Self.bearer(steps[start].user)],
-                    json: ["requests": .array(entries)])
+                    "POST", "/tables/$batch", headers: [Self.bearer(steps[start].user)], json: batch)
                 #expect(reply.status == 200, "\(reply.text)")
                 let responses = reply.json?.objectValue?["responses"]?.arrayValue ?? []
                 #expect(responses.count == end - start)
@@ -135,7 +150,6 @@ struct BatchTests {
                         Self.comparable(
                             status: Int(object["status"]?.intValue ?? 0), etag: etag, body: object["body"]))
                 }
-                start = end
             }
             #expect(alone.count == together.count)
             for (index, (one, other)) in zip(alone, together).enumerated() where one != other {
