@@ -58,7 +58,7 @@ public final class DiskAttachmentFiles: AttachmentFiles {
             guard FileManager.default.fileExists(atPath: file.path) else { return }
             do {
                 try FileManager.default.removeItem(at: file)
-            } catch where !FileManager.default.fileExists(atPath: file.path) {
+            } catch  where !FileManager.default.fileExists(atPath: file.path) {
                 // Removed meanwhile.
             }
         }
@@ -121,7 +121,7 @@ public final class DiskAttachmentFiles: AttachmentFiles {
             try manager.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
             do {
                 try manager.moveItem(at: placed, to: target)
-            } catch where manager.fileExists(atPath: target.path) {
+            } catch  where manager.fileExists(atPath: target.path) {
                 try? manager.removeItem(at: placed)  // another import of the same content won
             }
         }

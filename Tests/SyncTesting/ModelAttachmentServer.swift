@@ -72,7 +72,9 @@ public final class ModelAttachmentServer: RemoteAttachments {
     }
 
     /// Stores an attachment as another device's upload would.
-    public func seed(_ table: String, _ itemID: String, _ name: String, bytes: Data, sha256: String, contentType: String? = nil) {
+    public func seed(
+        _ table: String, _ itemID: String, _ name: String, bytes: Data, sha256: String, contentType: String? = nil
+    ) {
         state.withLock { state in
             Self.put(&state, table, itemID, name, bytes: bytes, sha256: sha256, contentType: contentType)
         }
@@ -84,7 +86,12 @@ public final class ModelAttachmentServer: RemoteAttachments {
     ) {
         let key = key(table, itemID, name)
         state.clock = Timestamp(millisecondsSince1970: state.clock.millisecondsSince1970 + 1)
-        let id = state.stored[key]?.id ?? { state.nextID += 1; return String(format: "a%06d", state.nextID) }()
+        let id =
+            state.stored[key]?.id
+            ?? {
+                state.nextID += 1
+                return String(format: "a%06d", state.nextID)
+            }()
         state.stored[key] = Stored(
             id: id, sha256: sha256, bytes: bytes, contentType: contentType, updatedAt: state.clock, deleted: false)
     }

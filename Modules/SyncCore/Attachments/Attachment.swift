@@ -9,7 +9,7 @@
 ///     print("\(attachment.name): \(attachment.size) bytes waiting for the next push")
 /// }
 /// ```
-public struct Attachment: Sendable, Hashable, CustomStringConvertible {
+public struct ItemAttachment: Sendable, Hashable, CustomStringConvertible {
     /// The item's table.
     public var table: String
     /// The item's id.
@@ -53,7 +53,7 @@ public struct Attachment: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(table)/\(itemID)/\(name) (\(state), \(size) bytes)" }
 }
 
-/// Where an ``Attachment`` stands on the device.
+/// Where an ``ItemAttachment`` stands on the device.
 public enum AttachmentState: String, Sendable, Hashable, CaseIterable {
     /// Attached here; the next push uploads it (after its item's insert).
     case pendingUpload
@@ -99,11 +99,11 @@ public enum AttachmentName: Sendable {
     }
 }
 
-/// The local system table's rows: an ``Attachment`` as a JSON item.
+/// The local system table's rows: an ``ItemAttachment`` as a JSON item.
 enum AttachmentRow {
     static let table = "__attachments"
 
-    static func object(_ attachment: Attachment, id: String) -> JSONObject {
+    static func object(_ attachment: ItemAttachment, id: String) -> JSONObject {
         var object: JSONObject = [
             "id": .string(id), "table": .string(attachment.table), "itemID": .string(attachment.itemID),
             "name": .string(attachment.name), "sha256": .string(attachment.sha256), "size": .int(attachment.size),
@@ -115,14 +115,14 @@ enum AttachmentRow {
     }
 
     /// The attachment and its row id, or `nil` for a row that is not one (ignored).
-    static func attachment(_ object: JSONObject) -> (id: String, attachment: Attachment)? {
+    static func attachment(_ object: JSONObject) -> (id: String, attachment: ItemAttachment)? {
         guard let id = object["id"]?.stringValue, let table = object["table"]?.stringValue,
             let itemID = object["itemID"]?.stringValue, let name = object["name"]?.stringValue,
             let sha256 = object["sha256"]?.stringValue, let size = object["size"]?.intValue,
             let state = object["state"]?.stringValue.flatMap(AttachmentState.init(rawValue:)),
             let sequence = object["sequence"]?.intValue
         else { return nil }
-        let attachment = Attachment(
+        let attachment = ItemAttachment(
             table: table, itemID: itemID, name: name, sha256: sha256, size: size,
             contentType: object["contentType"]?.stringValue, state: state, pinned: object["pinned"]?.boolValue ?? false,
             lastUsed: Timestamp(millisecondsSince1970: object["lastUsed"]?.intValue ?? 0), sequence: sequence)

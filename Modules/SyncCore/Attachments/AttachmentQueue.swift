@@ -5,7 +5,7 @@ enum AttachmentQueue {
     static let table = AttachmentRow.table
 
     static func rows(_ reader: any StoreReader, _ filter: QueryExpression?, orderBy: [SortKey] = [], top: Int? = nil)
-        throws -> [(id: String, attachment: Attachment)]
+        throws -> [(id: String, attachment: ItemAttachment)]
     {
         try reader.query(table, TableQuery(filter: filter, orderBy: orderBy, top: top)).items
             .compactMap(AttachmentRow.attachment)
@@ -17,14 +17,14 @@ enum AttachmentQueue {
 
     /// The item's attachments, by name.
     static func attachments(of itemID: String, table itemTable: String, in reader: any StoreReader) throws
-        -> [Attachment]
+        -> [ItemAttachment]
     {
         try rows(reader, itemFilter(table: itemTable, itemID: itemID), orderBy: [.field("name")]).map(\.attachment)
     }
 
     /// The row of one attachment.
     static func find(table itemTable: String, itemID: String, name: String, in reader: any StoreReader) throws
-        -> (id: String, attachment: Attachment)?
+        -> (id: String, attachment: ItemAttachment)?
     {
         try rows(reader, itemFilter(table: itemTable, itemID: itemID) && .field("name").eq(name), top: 1).first
     }
@@ -36,7 +36,7 @@ enum AttachmentQueue {
     }
 
     /// Writes an attachment: replaces the row of the same table, item and name, or adds one.
-    static func save(_ attachment: Attachment, in tx: any StoreTransaction) throws {
+    static func save(_ attachment: ItemAttachment, in tx: any StoreTransaction) throws {
         let existing = try find(table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx)
         try tx.upsert(table, [AttachmentRow.object(attachment, id: existing?.id ?? ItemID.generate())])
     }
@@ -49,7 +49,7 @@ enum AttachmentQueue {
     }
 
     /// Queued uploads and deletes in queue order.
-    static func queued(in reader: any StoreReader) throws -> [Attachment] {
+    static func queued(in reader: any StoreReader) throws -> [ItemAttachment] {
         let states =
             QueryExpression.field("state").eq(AttachmentState.pendingUpload.rawValue)
             || .field("state").eq(AttachmentState.pendingDelete.rawValue)
@@ -58,7 +58,7 @@ enum AttachmentQueue {
 
     /// Every attachment in a state, optionally of one table.
     static func attachments(in state: AttachmentState, table itemTable: String? = nil, in reader: any StoreReader)
-        throws -> [Attachment]
+        throws -> [ItemAttachment]
     {
         var filter = QueryExpression.field("state").eq(state.rawValue)
         if let itemTable { filter = filter && .field("table").eq(itemTable) }
@@ -66,7 +66,7 @@ enum AttachmentQueue {
     }
 
     /// Whether a row other than `except` keeps a local file of this content.
-    static func contentInUse(_ sha256: String, except: Attachment?, in reader: any StoreReader) throws -> Bool {
+    static func contentInUse(_ sha256: String, except: ItemAttachment?, in reader: any StoreReader) throws -> Bool {
         try rows(reader, .field("sha256").eq(sha256)).contains { _, other in
             other.state.hasLocalFile
                 && (except.map { other.table != $0.table || other.itemID != $0.itemID || other.name != $0.name }

@@ -72,7 +72,7 @@ extension SyncContext {
                     try await settleDelete(attachment, configuration)
                 }
             } catch {
-                let error = SyncError.wrapping(error, "\(transfer)")
+                let error = Self.transferError(error, transfer)
                 hub.emit(.attachmentFailed(transfer, message: error.message))
                 throw error
             }
@@ -80,8 +80,17 @@ extension SyncContext {
         }
     }
 
+    /// A transfer's failure as a ``SyncError``: the engine's and the remote's own errors as they map,
+    /// anything else the remote threw as ``SyncError/Code/remote``.
+    static func transferError(_ error: any Error, _ transfer: AttachmentTransfer) -> SyncError {
+        if error is SyncError || error is RemoteError || error is CancellationError || error is StoreError {
+            return SyncError.wrapping(error, "\(transfer)")
+        }
+        return SyncError(.remote, "\(transfer): \(error)", underlying: error)
+    }
+
     private func upload(
-        _ attachment: Attachment, _ transfer: AttachmentTransfer, _ configuration: AttachmentConfiguration
+        _ attachment: ItemAttachment, _ transfer: AttachmentTransfer, _ configuration: AttachmentConfiguration
     ) async throws {
         guard let file = await configuration.files.url(sha256: attachment.sha256) else {
             throw SyncError(
@@ -103,10 +112,10 @@ extension SyncContext {
             row.state = .uploaded
             try AttachmentQueue.save(row, in: tx)
         }
-        try await evictAttachments()
+        try await trimAttachmentCache()
     }
 
-    private func settleDelete(_ attachment: Attachment, _ configuration: AttachmentConfiguration) async throws {
+    private func settleDelete(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
         try await holding([Self.filesGate]) {
             let unused = try await write("record an attachment delete") { tx -> Bool in
                 guard
@@ -170,7 +179,7 @@ extension SyncContext {
 
     /// Downloads an attachment's file and records it as downloaded. The file is hashed as it is
     /// imported; content that does not match the row's SHA-256 is refused.
-    func download(_ attachment: Attachment, _ configuration: AttachmentConfiguration) async throws {
+    func download(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
         let transfer = AttachmentTransfer(
             .download, table: attachment.table, itemID: attachment.itemID, name: attachment.name)
         let hub = hub
@@ -202,20 +211,32 @@ extension SyncContext {
                 }
             }
         } catch {
-            let error = SyncError.wrapping(error, "\(transfer)")
+            let error = Self.transferError(error, transfer)
             hub.emit(.attachmentFailed(transfer, message: error.message))
             throw error
         }
         hub.emit(.attachmentTransferred(transfer))
-        try await evictAttachments()
+        try await trimAttachmentCache()
     }
 
-    /// Evicts synced, unpinned files, least recently used first, until they fit the cache's limit.
-    /// Pending uploads and pinned files are never evicted and do not count. Returns how many
-    /// contents it removed.
+    /// Evicts synced, unpinned files, least recently used first, until they fit
+    /// ``AttachmentConfiguration/cacheLimit``. Pending uploads and pinned files are never evicted
+    /// and do not count. Returns how many contents it removed; an evicted attachment becomes
+    /// ``AttachmentState/remote`` and downloads again when opened.
+    ///
+    /// Uploads, downloads and unpinning trim the cache by themselves; call it after lowering the
+    /// limit, or when the system asks the app to free space.
     @discardableResult
-    func evictAttachments() async throws -> Int {
+    public func trimAttachmentCache() async throws(SyncError) -> Int {
         guard let configuration = attachmentConfiguration else { return 0 }
+        do {
+            return try await trimAttachmentCache(configuration)
+        } catch {
+            throw SyncError.wrapping(error, "trim the attachment cache")
+        }
+    }
+
+    private func trimAttachmentCache(_ configuration: AttachmentConfiguration) async throws -> Int {
         return try await holding([Self.filesGate]) {
             let victims = try await write("evict attachment files") { tx in
                 try AttachmentCache.evict(limit: configuration.cacheLimit, in: tx)
@@ -248,7 +269,7 @@ enum AttachmentPull {
             guard let sha256 = row["sha256"]?.stringValue, let size = row["size"]?.intValue else { continue }
             var attachment =
                 existing?.attachment
-                ?? Attachment(
+                ?? ItemAttachment(
                     table: table, itemID: itemID, name: name, sha256: sha256, size: size, state: .remote,
                     lastUsed: ItemFields.now(), sequence: sequence)
             if existing == nil { sequence += 1 }

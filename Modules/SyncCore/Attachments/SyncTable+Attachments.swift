@@ -20,7 +20,7 @@ extension SyncTable {
     /// cannot be read or stored, ``SyncError/Code/attachmentsNotConfigured``.
     @discardableResult
     public func attach(file: URL, to itemID: String, name: String, contentType: String? = nil)
-        async throws(SyncError) -> Attachment
+        async throws(SyncError) -> ItemAttachment
     {
         try StoreValidation.validateTableName(name: self.name)
         try AttachmentName.validate(name)
@@ -53,7 +53,7 @@ extension SyncTable {
     }
 
     /// The item's attachments, by name (those being removed included, as ``AttachmentState/pendingDelete``).
-    public func attachments(of itemID: String) async throws(SyncError) -> [Attachment] {
+    public func attachments(of itemID: String) async throws(SyncError) -> [ItemAttachment] {
         try StoreValidation.validateTableName(name: name)
         let table = name
         return try await context.read("list attachments of '\(table)/\(itemID)'") {
@@ -74,7 +74,7 @@ extension SyncTable {
         return try await engine("open attachment '\(name)' of '\(table)/\(itemID)'") {
             let configuration = try await context.requireAttachments()
             for _ in 0..<2 {
-                let found = try await context.write("open attachment") { tx -> Attachment? in
+                let found = try await context.write("open attachment") { tx -> ItemAttachment? in
                     guard
                         var row = try AttachmentQueue.find(table: table, itemID: itemID, name: name, in: tx)?
                             .attachment,
@@ -122,7 +122,7 @@ extension SyncTable {
                 row.pinned = pinned
                 try AttachmentQueue.save(row, in: tx)
             }
-            if !pinned { try await context.evictAttachments() }
+            if !pinned { try await context.trimAttachmentCache() }
         }
     }
 
@@ -145,7 +145,7 @@ extension LocalWrites {
     public func attach(
         _ file: ImportedFile, to itemID: String, in table: String, name: String, contentType: String? = nil
     )
-        throws(SyncError) -> Attachment
+        throws(SyncError) -> ItemAttachment
     {
         try AttachmentName.validate(name)
         let tx = transaction
@@ -165,9 +165,9 @@ enum AttachmentEdits {
     static func attach(
         _ file: ImportedFile, to itemID: String, in table: String, name: String, contentType: String?,
         in tx: any StoreTransaction
-    ) throws -> (Attachment, String?) {
+    ) throws -> (ItemAttachment, String?) {
         let previous = try AttachmentQueue.find(table: table, itemID: itemID, name: name, in: tx)?.attachment
-        let attachment = Attachment(
+        let attachment = ItemAttachment(
             table: table, itemID: itemID, name: name, sha256: file.sha256, size: file.size, contentType: contentType,
             state: .pendingUpload, pinned: previous?.pinned ?? false, lastUsed: ItemFields.now(),
             sequence: try AttachmentQueue.nextSequence(in: tx))

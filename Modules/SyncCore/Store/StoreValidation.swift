@@ -22,7 +22,7 @@ public enum StoreValidation: Sendable {
     }
 
     /// The local system tables Ferry itself keeps as item tables in a store, beside the app's:
-    /// `__attachments` (the attachment queue and cache index, see ``Attachment``). An app can never
+    /// `__attachments` (the attachment queue and cache index, see ``ItemAttachment``). An app can never
     /// name a table so (``validateTableName(_:)`` refuses the `__` prefix); a store accepts them.
     public static let localSystemTables: Set<String> = ["__attachments"]
 
