@@ -212,3 +212,39 @@ extension StoreValidation {
         }
     }
 }
+
+/// The attachment API of ``SyncTable`` on a typed table, by item id.
+///
+/// ```swift
+/// let notes = context.table("notes", of: Note.self)
+/// try await notes.attach(file: scanURL, to: note.id!, name: "scan.pdf")
+/// ```
+extension TypedSyncTable {
+    /// See ``SyncTable/attach(file:to:name:contentType:)``.
+    @discardableResult
+    public func attach(file: URL, to itemID: String, name: String, contentType: String? = nil)
+        async throws(SyncError) -> ItemAttachment
+    {
+        try await table.attach(file: file, to: itemID, name: name, contentType: contentType)
+    }
+
+    /// See ``SyncTable/attachments(of:)``.
+    public func attachments(of itemID: String) async throws(SyncError) -> [ItemAttachment] {
+        try await table.attachments(of: itemID)
+    }
+
+    /// See ``SyncTable/openAttachment(of:name:)``.
+    public func openAttachment(of itemID: String, name: String) async throws(SyncError) -> URL {
+        try await table.openAttachment(of: itemID, name: name)
+    }
+
+    /// See ``SyncTable/removeAttachment(of:name:)``.
+    public func removeAttachment(of itemID: String, name: String) async throws(SyncError) {
+        try await table.removeAttachment(of: itemID, name: name)
+    }
+
+    /// See ``SyncTable/pin(_:of:name:)``.
+    public func pin(_ pinned: Bool = true, of itemID: String, name: String) async throws(SyncError) {
+        try await table.pin(pinned, of: itemID, name: name)
+    }
+}
