@@ -1,0 +1,56 @@
+import Foundation
+import SyncCore
+import SyncTesting
+import Testing
+import Transport
+
+@Suite("Attachments: conflicts and automatic sync")
+struct AttachmentSyncTests {
+    /// The item's insert fails with a conflict: its attachment is neither sent nor lost, and goes
+    /// once the conflict is resolved and the item is on the server.
+    @Test(arguments: StoreKind.allCases)
+    func aConflictOnTheItemHoldsItsAttachmentBackWithoutLosingIt(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        server.seed("todo", [["id": "a", "title": "theirs"]])
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a", "title": "mine"])
+        let attached = try await phone.table().attach(file: try phone.file(pattern(4000)), to: "a", name: "p.png")
+        let result = try await phone.context.push()
+        #expect(result.failed.count == 1, "the insert conflicts (409)")
+        #expect(remote.log.isEmpty, "nothing sent for an item whose insert did not go")
+        #expect(try await phone.attachment("a", "p.png")?.state == .pendingUpload)
+        #expect(await phone.files.url(sha256: attached.sha256) != nil)
+        // Keep mine: the insert becomes an update of the server's item, then the upload follows.
+        let error = try #require(try await phone.context.operationErrors().first)
+        try await phone.context.resolveError(error.id, .useClient)
+        try await phone.context.push()
+        #expect(remote.log == ["upload todo/a/p.png"])
+        #expect(remote.stored("todo", "a", "p.png")?.bytes == pattern(4000))
+        #expect(try await phone.attachment("a", "p.png")?.state == .uploaded)
+    }
+
+    @Test func automaticSyncUploadsAndDownloadsByItself() async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .sqliteFile, server: server, attachments: remote)
+        let tablet = try await AttachmentDevice(
+            "tablet", kind: .memory, server: server, attachments: remote, downloads: .eager)
+        let subscription = SyncSubscription(table: "todo")
+        await phone.context.startAutomaticSync([subscription], configuration: AutomaticSyncTests.fast)
+        await tablet.context.startAutomaticSync([subscription], configuration: AutomaticSyncTests.fast)
+        try await phone.table().insert(["id": "a"])
+        try await eventually("the item reaches the server") { server.row("todo", id: "a") != nil }
+        // An attachment of an item already on the server: no operation is queued, only the row.
+        try await phone.table().attach(file: try phone.file(pattern(70_000, seed: 5)), to: "a", name: "v.mp4")
+        try await eventually("the upload") { remote.stored("todo", "a", "v.mp4") != nil }
+        try await eventually("the tablet downloads it") {
+            try await tablet.attachment("a", "v.mp4")?.state == .downloaded
+        }
+        let url = try await tablet.table().openAttachment(of: "a", name: "v.mp4")
+        #expect(try Data(contentsOf: url) == pattern(70_000, seed: 5))
+        #expect(try await phone.attachment("a", "v.mp4")?.state == .uploaded)
+        await phone.context.stopAutomaticSync()
+        await tablet.context.stopAutomaticSync()
+    }
+}
