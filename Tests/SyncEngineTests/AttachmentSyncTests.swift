@@ -54,3 +54,42 @@ struct AttachmentSyncTests {
         await tablet.context.stopAutomaticSync()
     }
 }
+
+@Suite("Attachments: failures and deleted items")
+struct AttachmentFailureTests {
+    /// A file the server refuses does not hold the others back; it stays queued.
+    @Test(arguments: StoreKind.allCases)
+    func oneRefusedUploadLetsTheOthersGo(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        for id in ["a", "b"] {
+            try await phone.table().insert(["id": .string(id)])
+            try await phone.table().attach(
+                file: try phone.file(pattern(100, seed: id == "a" ? 1 : 2)), to: id, name: "f")
+        }
+        remote.failNext(.upload)  // a's
+        await expectSyncError(.remote) { try await phone.context.push() }
+        #expect(try await phone.attachment("a", "f")?.state == .pendingUpload)
+        #expect(try await phone.attachment("b", "f")?.state == .uploaded)
+        try await phone.context.push()
+        #expect(try await phone.attachment("a", "f")?.state == .uploaded)
+        #expect(remote.log == ["upload todo/a/f", "upload todo/b/f", "upload todo/a/f"])
+    }
+
+    /// An item deleted before its attachment went: the upload is dropped, and the file with it.
+    @Test(arguments: StoreKind.allCases)
+    func theUploadOfADeletedItemIsDropped(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        try await phone.context.push()
+        let attached = try await phone.table().attach(file: try phone.file(pattern(100)), to: "a", name: "f")
+        try await phone.table().delete(id: "a")
+        try await phone.context.push()
+        #expect(remote.log.isEmpty)
+        #expect(try await phone.table().attachments(of: "a").isEmpty)
+        #expect(await phone.files.url(sha256: attached.sha256) == nil)
+    }
+}

@@ -48,17 +48,29 @@ extension SyncContext {
     // MARK: - Push
 
     /// Runs the queued uploads and deletes in queue order, each after its item's insert was pushed
-    /// (an attachment of an item whose insert is still queued waits for a later push). A failure
-    /// leaves the attachment queued and stops the push with it.
+    /// (an attachment of an item whose insert is still queued waits for a later push). The upload of
+    /// an item deleted meanwhile is dropped (the server deletes an item's attachments with it).
+    ///
+    /// A failure leaves its attachment queued. One the whole push shares (offline, unauthorized,
+    /// cancelled) stops at once; another (the server refused one file) lets the rest run, and the
+    /// first such failure is thrown at the end, so one file never holds the others back.
     func pushAttachments() async throws {
         guard let configuration = attachmentConfiguration else { return }
         let queued = try await read("push attachments") { try AttachmentQueue.queued(in: $0) }
+        var firstFailure: SyncError?
         for attachment in queued {
             try checkCancellation("push of attachments")
-            let waits = try await read("push attachments") {
-                try AttachmentQueue.insertQueued(table: attachment.table, itemID: attachment.itemID, in: $0)
+            let (waits, gone) = try await read("push attachments") { reader in
+                (
+                    try AttachmentQueue.insertQueued(table: attachment.table, itemID: attachment.itemID, in: reader),
+                    try reader.item(attachment.table, id: attachment.itemID) == nil
+                )
             }
             if waits { continue }
+            if gone && attachment.state == .pendingUpload {
+                try await dropUpload(attachment, configuration)
+                continue
+            }
             let direction: AttachmentTransfer.Direction = attachment.state == .pendingUpload ? .upload : .delete
             let transfer = AttachmentTransfer(
                 direction, table: attachment.table, itemID: attachment.itemID, name: attachment.name)
@@ -74,9 +86,28 @@ extension SyncContext {
             } catch {
                 let error = Self.transferError(error, transfer)
                 hub.emit(.attachmentFailed(transfer, message: error.message))
-                throw error
+                if [.network, .unauthorized, .cancelled, .store].contains(error.code) { throw error }
+                firstFailure = firstFailure ?? error
+                continue
             }
             hub.emit(.attachmentTransferred(transfer))
+        }
+        if let firstFailure { throw firstFailure }
+    }
+
+    /// Forgets the pending upload of an item that no longer exists locally.
+    private func dropUpload(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
+        try await holding([Self.filesGate]) {
+            let unused = try await write("drop an attachment of a deleted item") { tx -> Bool in
+                guard
+                    let row = try AttachmentQueue.find(
+                        table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx),
+                    row.attachment.state == .pendingUpload, try tx.item(attachment.table, id: attachment.itemID) == nil
+                else { return false }
+                try tx.delete(AttachmentQueue.table, ids: [row.id])
+                return try !AttachmentQueue.contentInUse(attachment.sha256, except: nil, in: tx)
+            }
+            if unused { try await configuration.files.remove(sha256: attachment.sha256) }
         }
     }
 
