@@ -74,6 +74,16 @@ public final class DiskAttachmentFiles: AttachmentFiles {
         directory.appending(path: "tmp").appending(path: UUID().uuidString)
     }
 
+    public func discardTemporary(_ url: URL) async {
+        // Only scratch files of this directory.
+        func trimmed(_ url: URL) -> Substring {
+            let path = url.standardizedFileURL.path
+            return path.hasSuffix("/") ? path.dropLast() : Substring(path)
+        }
+        guard trimmed(url.deletingLastPathComponent()) == trimmed(directory.appending(path: "tmp")) else { return }
+        _ = try? await run { try FileManager.default.removeItem(at: url) }
+    }
+
     /// The path of a content, or `nil` for text that is not a SHA-256 (so nothing else reaches a path).
     func path(_ sha256: String) -> URL? {
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })

@@ -160,6 +160,8 @@ struct AttachmentTests {
         remote.failNext(.download)
         await expectSyncError(.remote) { _ = try await tablet.table().openAttachment(of: "a", name: "n.txt") }
         #expect(try await tablet.attachment("a", "n.txt")?.state == .remote)
+        let scratch = URL(fileURLWithPath: tablet.directory.path).appending(path: "files/tmp")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.path).isEmpty, "the cut download is gone")
         #expect(try Data(contentsOf: try await tablet.table().openAttachment(of: "a", name: "n.txt")) == pattern(10))
     }
 

@@ -8,7 +8,8 @@ import Synchronization
 /// - An upload or download of an attachment whose item the model server does not hold (live) fails
 ///   like the server's 404, so a test sees an upload that went before its item's insert.
 /// - Uploads stream the file in `chunkSize` pieces and report progress; a scripted failure cuts an
-///   upload after `failAfterBytes` bytes (nothing stored, as an incomplete upload is never complete).
+///   upload halfway (nothing stored: an incomplete upload is never complete) and a download halfway
+///   (half of the bytes written to its file).
 /// - Rows get a strictly increasing `updatedAt` (one clock per model) and answer table queries on
 ///   `QueryEvaluator`, tombstones included with `includeDeleted`.
 ///
@@ -139,10 +140,15 @@ public final class ModelAttachmentServer: RemoteAttachments {
         table: String, itemID: String, name: String, to file: URL,
         progress: @escaping @Sendable (Int64, Int64) -> Void
     ) async throws {
-        if begin(.download, "\(table)/\(itemID)/\(name)") { throw Failure(description: "connection reset") }
+        let failing = begin(.download, "\(table)/\(itemID)/\(name)")
         try requireItem(table, itemID)
         guard let stored = stored(table, itemID, name), !stored.deleted else {
             throw Failure(description: "404: no attachment '\(name)'")
+        }
+        if failing {
+            // Cut halfway: half of the bytes reached the file.
+            try stored.bytes.prefix(stored.bytes.count / 2).write(to: file)
+            throw Failure(description: "connection reset after \(stored.bytes.count / 2) bytes")
         }
         try stored.bytes.write(to: file)
         progress(Int64(stored.bytes.count), Int64(stored.bytes.count))

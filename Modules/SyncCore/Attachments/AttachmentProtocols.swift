@@ -23,6 +23,10 @@ public protocol AttachmentFiles: Sendable {
     /// A fresh path in the directory's scratch area for a download in progress (on the same volume,
     /// so that importing it with `moving` is a rename).
     func temporaryURL() async throws -> URL
+
+    /// Removes what is left at a ``temporaryURL()`` (a download that failed); nothing there is not an
+    /// error.
+    func discardTemporary(_ url: URL) async
 }
 
 /// A file that ``AttachmentFiles/importFile(at:moving:)`` stored.

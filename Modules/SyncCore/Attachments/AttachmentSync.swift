@@ -216,12 +216,22 @@ extension SyncContext {
         let hub = hub
         do {
             let temporary = try await configuration.files.temporaryURL()
-            defer { try? FileManager.default.removeItem(at: temporary) }
-            try await configuration.remote.downloadAttachment(
-                table: attachment.table, itemID: attachment.itemID, name: attachment.name, to: temporary,
-                progress: { hub.emit(.attachmentProgress(transfer, bytes: $0, total: $1)) })
+            do {
+                try await configuration.remote.downloadAttachment(
+                    table: attachment.table, itemID: attachment.itemID, name: attachment.name, to: temporary,
+                    progress: { hub.emit(.attachmentProgress(transfer, bytes: $0, total: $1)) })
+            } catch {
+                await configuration.files.discardTemporary(temporary)
+                throw error
+            }
             try await holding([Self.filesGate]) {
-                let imported = try await configuration.files.importFile(at: temporary, moving: true)
+                let imported: ImportedFile
+                do {
+                    imported = try await configuration.files.importFile(at: temporary, moving: true)
+                } catch {
+                    await configuration.files.discardTemporary(temporary)
+                    throw error
+                }
                 let kept = try await write("record a download") { tx -> Bool in
                     guard
                         var row = try AttachmentQueue.find(
