@@ -93,3 +93,28 @@ struct AttachmentFailureTests {
         #expect(await phone.files.url(sha256: attached.sha256) == nil)
     }
 }
+
+@Suite("Attachments: the sync status")
+struct AttachmentStatusTests {
+    @Test func queuedFilesKeepTheStatusFromSayingEverythingIsSynced() async throws {
+        var snapshot = SyncStatus.Snapshot()
+        snapshot.isCaughtUp = true
+        snapshot.pendingAttachments = 2
+        #expect(snapshot.summary == "2 files waiting to be sent")
+
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .memory, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        remote.failNext(.upload, count: 1_000)  // the server refuses the file, again and again
+        await phone.context.startAutomaticSync(
+            [SyncSubscription(table: "todo")], configuration: AutomaticSyncTests.fast)
+        try await phone.table().attach(file: try phone.file(pattern(10)), to: "a", name: "f")
+        try await eventually("the item is pushed and the upload tried") { remote.log.count >= 2 }
+        try await eventually("the status counts the queued file") {
+            let status = phone.context.status.snapshot
+            return status.pendingAttachments == 1 && status.pendingOperations == 0 && !status.isCaughtUp
+        }
+        await phone.context.stopAutomaticSync()
+    }
+}

@@ -164,21 +164,24 @@ struct AutomaticSyncRun: Sendable {
             { reader in
                 (
                     try reader.operationCount(table: nil),
-                    Set(try reader.operationErrors(table: nil).map(\.operationID)).count
+                    Set(try reader.operationErrors(table: nil).map(\.operationID)).count,
+                    try AttachmentQueue.queued(in: reader).count
                 )
             })
         let reachability = ServerReachability(machine.reachability)
         context.status.update {
-            if let (queued, failed) = counts {
+            if let (queued, failed, attachments) = counts {
                 $0.pendingOperations = queued
                 $0.failedOperations = failed
+                $0.pendingAttachments = attachments
             }
             $0.isOnline = machine.online || !machine.connectivityKnown
             $0.reachability = reachability
             $0.uploadProblem = machine.uploadProblem
             $0.downloadProblem = machine.downloadProblem
             $0.usesChangeFeed = machine.usesChangeFeed
-            $0.isCaughtUp = counts.map { machine.isCaughtUp(queued: $0.0) } ?? false
+            // Queued attachments wait for a push too: not caught up while any does.
+            $0.isCaughtUp = counts.map { machine.isCaughtUp(queued: $0.0 + $0.2) } ?? false
         }
     }
 
