@@ -8,7 +8,7 @@ import Synchronization
     import Crypto
 #endif
 
-/// SyncCore's ``AttachmentFiles`` on the file system: a directory the app chooses (inside an App
+/// SyncCore's `AttachmentFiles` on the file system: a directory the app chooses (inside an App
 /// Group container to share it with extensions), each content stored once under its SHA-256.
 ///
 /// ```

@@ -3,7 +3,7 @@ public import SyncCore
 import Synchronization
 
 /// An in-memory model of the server's attachment routes, for engine tests: SyncCore's
-/// ``RemoteAttachments`` over a ``ModelServer``'s items, with scripted failures.
+/// `RemoteAttachments` over a ``ModelServer``'s items, with scripted failures.
 ///
 /// - An upload or download of an attachment whose item the model server does not hold (live) fails
 ///   like the server's 404, so a test sees an upload that went before its item's insert.
