@@ -67,6 +67,9 @@ public protocol RemoteAttachments: Sendable {
     /// One page of the table's attachment rows (`GET /tables/$attachments/{table}` as a table
     /// query): objects with `id`, `item`, `name`, `sha256`, `size`, `contentType`, `updatedAt` and
     /// `deleted` (tombstones when `includeDeleted`). The engine pages by `(updatedAt, id)`, as for items.
+    ///
+    /// A server that does not offer attachments (no `attachments` in `$capabilities`) must answer an
+    /// empty page here, not an error: every pull of a context with attachments asks.
     func attachmentRows(table: String, query: TableQuery) async throws -> RemotePage
 }
 
