@@ -35,8 +35,13 @@ enum AttachmentQueue {
         return (last?.attachment.sequence ?? 0) + 1
     }
 
+    /// The table's definition: indexes for the lookups above (a store that declares indexes uses them).
+    static let definition = TableDefinition(
+        name: table, indexes: [["table", "itemID", "name"], ["state", "sequence"], ["sha256"]])
+
     /// Writes an attachment: replaces the row of the same table, item and name, or adds one.
     static func save(_ attachment: ItemAttachment, in tx: any StoreTransaction) throws {
+        if try tx.definition(of: table) == nil { try tx.define(definition) }
         let existing = try find(table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx)
         try tx.upsert(table, [AttachmentRow.object(attachment, id: existing?.id ?? ItemID.generate())])
     }
