@@ -84,6 +84,28 @@ public final class DiskAttachmentFiles: AttachmentFiles {
         _ = try? await run { try FileManager.default.removeItem(at: url) }
     }
 
+    public func storedContents() async throws -> [StoredContent] {
+        let directory = directory
+        return try await run {
+            let manager = FileManager.default
+            var contents: [StoredContent] = []
+            for prefix in try manager.contentsOfDirectory(atPath: directory.path) where prefix.utf8.count == 2 {
+                let folder = directory.appending(path: prefix)
+                for rest in try manager.contentsOfDirectory(atPath: folder.path) {
+                    let sha256 = prefix + rest
+                    guard self.path(sha256) != nil else { continue }
+                    let attributes = try manager.attributesOfItem(atPath: folder.appending(path: rest).path)
+                    let modified = (attributes[.modificationDate] as? Date) ?? .distantPast
+                    contents.append(
+                        StoredContent(
+                            sha256: sha256,
+                            modifiedAt: Timestamp(millisecondsSince1970: Int64(modified.timeIntervalSince1970 * 1000))))
+                }
+            }
+            return contents
+        }
+    }
+
     /// The path of a content, or `nil` for text that is not a SHA-256 (so nothing else reaches a path).
     func path(_ sha256: String) -> URL? {
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })

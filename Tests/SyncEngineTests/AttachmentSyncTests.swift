@@ -77,6 +77,21 @@ struct AttachmentFailureTests {
         #expect(remote.log == ["upload todo/a/f", "upload todo/b/f", "upload todo/a/f"])
     }
 
+    /// A file imported for a write that never came is swept once it is old enough; attached ones stay.
+    @Test func theSweepRemovesOnlyFilesNoAttachmentRefersTo() async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .sqliteFile, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        let kept = try await phone.table().attach(file: try phone.file(pattern(100, seed: 1)), to: "a", name: "f")
+        let orphan = try await phone.context.importAttachment(from: try phone.file(pattern(100, seed: 2)))
+        #expect(try await phone.context.sweepAttachmentFiles() == 0, "within the hour: an import may await its write")
+        try await Task.sleep(for: .milliseconds(5))
+        #expect(try await phone.context.sweepAttachmentFiles(olderThan: .zero) == 1)
+        #expect(await phone.files.url(sha256: orphan.sha256) == nil)
+        #expect(await phone.files.url(sha256: kept.sha256) != nil)
+    }
+
     /// An item deleted before its attachment went: the upload is dropped, and the file with it.
     @Test(arguments: StoreKind.allCases)
     func theUploadOfADeletedItemIsDropped(_ kind: StoreKind) async throws {

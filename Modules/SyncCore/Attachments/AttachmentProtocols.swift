@@ -27,6 +27,23 @@ public protocol AttachmentFiles: Sendable {
     /// Removes what is left at a ``temporaryURL()`` (a download that failed); nothing there is not an
     /// error.
     func discardTemporary(_ url: URL) async
+
+    /// Every content in the directory, with when its file was last written (for
+    /// ``SyncContext/sweepAttachmentFiles(olderThan:)``).
+    func storedContents() async throws -> [StoredContent]
+}
+
+/// A content in an ``AttachmentFiles`` directory.
+public struct StoredContent: Sendable, Hashable {
+    /// Its SHA-256.
+    public var sha256: String
+    /// When its file was last written.
+    public var modifiedAt: Timestamp
+
+    public init(sha256: String, modifiedAt: Timestamp) {
+        self.sha256 = sha256
+        self.modifiedAt = modifiedAt
+    }
 }
 
 /// A file that ``AttachmentFiles/importFile(at:moving:)`` stored.

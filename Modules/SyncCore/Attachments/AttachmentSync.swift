@@ -45,6 +45,39 @@ extension SyncContext {
         }
     }
 
+    /// Removes the files no attachment refers to: content imported for a write that then failed or
+    /// never ran (the app was killed between ``importAttachment(from:)`` and its write). Files written
+    /// less than `olderThan` ago are kept, so that an import whose write is still to come is safe; run
+    /// it now and then (at launch, say). Returns how many files it removed.
+    ///
+    /// ```swift
+    /// let removed = try await context.sweepAttachmentFiles()
+    /// ```
+    @discardableResult
+    public func sweepAttachmentFiles(olderThan grace: Duration = .seconds(3600)) async throws(SyncError) -> Int {
+        let files = try requireAttachments().files
+        do {
+            return try await holding([Self.filesGate]) {
+                let contents = try await files.storedContents()
+                let referenced = try await read("sweep attachment files") { reader in
+                    Set(try AttachmentQueue.rows(reader, nil).map(\.attachment).filter(\.isLocal).map(\.sha256))
+                }
+                let (seconds, attoseconds) = grace.components
+                let limit =
+                    ItemFields.now().millisecondsSince1970 - seconds * 1000 - attoseconds / 1_000_000_000_000_000
+                var removed = 0
+                for content in contents
+                where !referenced.contains(content.sha256) && content.modifiedAt.millisecondsSince1970 < limit {
+                    try await files.remove(sha256: content.sha256)
+                    removed += 1
+                }
+                return removed
+            }
+        } catch {
+            throw SyncError(.attachmentFile, "sweeping the attachment files failed: \(error)", underlying: error)
+        }
+    }
+
     // MARK: - Push
 
     /// Runs the queued uploads and deletes in queue order, each after its item's insert was pushed
