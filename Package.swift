@@ -42,6 +42,10 @@ let package = Package(
         // Trace context propagation (Transport's `instrument`): its Instrumentation product has no
         // dependency of its own, and AsyncHTTPClient already brings the package on Linux.
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // Linux only (see the Transport target): the streaming SHA-256 of attachment files
+        // (DiskAttachmentFiles); Apple platforms use CryptoKit. Already in the graph through
+        // AsyncHTTPClient; the range admits the Apps package's 3.x.
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         // The benchmarks' command lines only (Tools/): no library product depends on it, so an app
         // that adds Ferry never resolves it (docs/architecture.md).
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -86,6 +90,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
+                .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux])),
             ],
             path: "Modules/Transport"
         ),
@@ -137,7 +142,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SyncEngineTests",
-            dependencies: ["SyncCore", "StoreMemory", "StoreSQLite", "StoreConformance", "SyncTesting"],
+            dependencies: ["SyncCore", "StoreMemory", "StoreSQLite", "StoreConformance", "SyncTesting", "Transport"],
             path: "Tests/SyncEngineTests"
         ),
         .testTarget(

@@ -315,7 +315,7 @@ final class MemoryTransaction: StoreTransaction {
 
     func define(_ definition: TableDefinition) throws {
         try checkActive()
-        try StoreValidation.validateTableName(definition.name)
+        try StoreValidation.validateStoredTableName(definition.name)
         let previous = state.definitions[definition.name]
         state.definitions[definition.name] = definition
         undo.append { $0.definitions[definition.name] = previous }
@@ -323,7 +323,7 @@ final class MemoryTransaction: StoreTransaction {
 
     func upsert(_ table: String, _ items: [JSONObject]) throws {
         try checkActive()
-        try StoreValidation.validateTableName(table)
+        try StoreValidation.validateStoredTableName(table)
         // Validate everything first so that a bad item leaves nothing half-written.
         let ids = try items.map { item throws(StoreError) in try StoreValidation.validatedID(of: item, table: table) }
         if state.tables[table] == nil {

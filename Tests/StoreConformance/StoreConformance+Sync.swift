@@ -284,7 +284,7 @@ extension StoreConformanceSuite {
 
 /// A server table whose copy of every item is always newer than the device's: each update is
 /// refused with a 412 carrying the server's item, at a new version each time.
-private final class ConflictingTable: RemoteTable {
+final class ConflictingTable: RemoteTable {
     private let versions = Mutex(0)
 
     func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }

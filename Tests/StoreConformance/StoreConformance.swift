@@ -20,7 +20,7 @@ public enum StoreConformanceSuite: Sendable {
     public static var all: [StoreConformanceCheck] {
         let groups: [[StoreConformanceCheck]] = [
             crud, ids, queries, transactions, systemTables, persistence, concurrency, handles, lifecycle, typedModels,
-            commits,
+            commits, attachments,
         ]
         return groups.flatMap { $0 }
     }

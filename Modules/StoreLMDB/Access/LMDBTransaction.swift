@@ -12,7 +12,7 @@ final class LMDBTransaction: LMDBReader, StoreTransaction {
 
     /// The table's catalog record, created when absent.
     func ensureTable(_ table: String) throws(StoreError) -> TableEntry {
-        try StoreValidation.validateTableName(table)
+        try StoreValidation.validateStoredTableName(table)
         if let entry = try entry(table) { return entry }
         let next = try metaUInt64("nextTableKey")
         let key = UInt32(exactly: max(next, 1))
@@ -46,7 +46,7 @@ final class LMDBTransaction: LMDBReader, StoreTransaction {
 
     func upsert(_ table: String, _ items: [JSONObject]) throws {
         try checkActive()
-        try StoreValidation.validateTableName(table)
+        try StoreValidation.validateStoredTableName(table)
         // Validate and encode everything first so that a bad item leaves nothing half-written.
         let batch = try EncodedBatch(items, table: table)
         guard !items.isEmpty else { return }

@@ -6,7 +6,7 @@ import SyncCore
 final class SQLiteTransaction: SQLiteReader, StoreTransaction {
     /// The table's catalog entry, created with its SQL table when absent.
     func ensureTable(_ table: String) throws -> TableEntry {
-        try StoreValidation.validateTableName(table)
+        try StoreValidation.validateStoredTableName(table)
         if let entry = try entry(table) { return entry }
         // A store inside an app's database names its tables apart from the app's (StoreSchema).
         let layout =
@@ -34,7 +34,7 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
 
     func upsert(_ table: String, _ items: [JSONObject]) throws {
         try run("writing items of table '\(table)' to") {
-            try StoreValidation.validateTableName(table)
+            try StoreValidation.validateStoredTableName(table)
             // Validate everything first so that a bad item leaves nothing half-written.
             let ids = try items.map { item throws(StoreError) in try StoreValidation.validatedID(of: item, table: table)
             }

@@ -21,6 +21,19 @@ public enum StoreValidation: Sendable {
         }
     }
 
+    /// The local system tables Ferry itself keeps as item tables in a store, beside the app's:
+    /// `__attachments` (the attachment queue and cache index, see ``ItemAttachment``). An app can never
+    /// name a table so (``validateTableName(_:)`` refuses the `__` prefix); a store accepts them.
+    public static let localSystemTables: Set<String> = ["__attachments"]
+
+    /// What a store checks before it writes items to a table: ``validateTableName(_:)``, except that
+    /// Ferry's own ``localSystemTables`` pass. Stores call this in `define` and `upsert`, so that
+    /// Ferry's system rows commit in the same transactions as the app's items.
+    public static func validateStoredTableName(_ name: String) throws(StoreError) {
+        if localSystemTables.contains(name) { return }
+        try validateTableName(name)
+    }
+
     /// Returns the item's id, or throws ``StoreError/Code/invalidItem`` when it has no valid string id.
     public static func validatedID(of item: JSONObject, table: String) throws(StoreError) -> String {
         guard let raw = item["id"] else {

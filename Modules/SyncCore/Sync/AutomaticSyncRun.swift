@@ -20,6 +20,9 @@ struct AutomaticSyncRun: Sendable {
         // Local writes (and anything else that changes the queue).
         let queueSignals = context.store.commits.subscribe(tables: [], queue: true)
         helpers.append(Task { for await _ in queueSignals { post.yield(.queueChanged) } })
+        // Attachments queued for upload or delete (AttachmentSync.swift) are pushed like operations.
+        let attachmentSignals = context.store.commits.subscribe(tables: [AttachmentQueue.table])
+        helpers.append(Task { for await _ in attachmentSignals { post.yield(.queueChanged) } })
         let paths = connectivity.paths()
         helpers.append(Task { for await online in paths { post.yield(.online(online)) } })
         var timers: [AutomaticSyncMachine.Timer: Task<Void, Never>] = [:]
@@ -135,6 +138,14 @@ struct AutomaticSyncRun: Sendable {
     /// Whether the queue holds an operation that a push would send for the first time, or again
     /// after an unknown outcome (failed ones wait for the app, or for the next local write).
     func hasOperationsToPush() async throws -> Bool {
+        if await context.attachmentConfiguration != nil {
+            let ready = try await context.read("automatic sync") { reader in
+                try AttachmentQueue.queued(in: reader).contains {
+                    try !AttachmentQueue.insertQueued(table: $0.table, itemID: $0.itemID, in: reader)
+                }
+            }
+            if ready { return true }
+        }
         var after: Int64?
         while true {
             let page = try await context.read("automatic sync") { [after] in
@@ -153,21 +164,24 @@ struct AutomaticSyncRun: Sendable {
             { reader in
                 (
                     try reader.operationCount(table: nil),
-                    Set(try reader.operationErrors(table: nil).map(\.operationID)).count
+                    Set(try reader.operationErrors(table: nil).map(\.operationID)).count,
+                    try AttachmentQueue.queued(in: reader).count
                 )
             })
         let reachability = ServerReachability(machine.reachability)
         context.status.update {
-            if let (queued, failed) = counts {
+            if let (queued, failed, attachments) = counts {
                 $0.pendingOperations = queued
                 $0.failedOperations = failed
+                $0.pendingAttachments = attachments
             }
             $0.isOnline = machine.online || !machine.connectivityKnown
             $0.reachability = reachability
             $0.uploadProblem = machine.uploadProblem
             $0.downloadProblem = machine.downloadProblem
             $0.usesChangeFeed = machine.usesChangeFeed
-            $0.isCaughtUp = counts.map { machine.isCaughtUp(queued: $0.0) } ?? false
+            // Queued attachments wait for a push too: not caught up while any does.
+            $0.isCaughtUp = counts.map { machine.isCaughtUp(queued: $0.0 + $0.2) } ?? false
         }
     }
 

@@ -14,7 +14,7 @@
 /// }
 /// ```
 public final class LocalWrites {
-    private let transaction: any StoreTransaction
+    let transaction: any StoreTransaction
 
     init(_ transaction: any StoreTransaction) {
         self.transaction = transaction
@@ -69,7 +69,7 @@ public final class LocalWrites {
         try run(table) { try transaction.item(table, id: id) }
     }
 
-    private func run<Result>(_ table: String, _ body: () throws -> Result) throws(SyncError) -> Result {
+    func run<Result>(_ table: String, _ body: () throws -> Result) throws(SyncError) -> Result {
         do {
             try StoreValidation.validateTableName(table)
         } catch {

@@ -73,6 +73,8 @@ extension SyncContext {
                 } else {
                     try await pullPages(table, query, queryID, options, into: &result)
                 }
+                // The table's attachment rows, and eager downloads (AttachmentSync.swift).
+                try await pullAttachments(table)
             } catch {
                 let error = SyncError.wrapping(error, "pull of '\(table)'")
                 hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: error.description))

@@ -46,9 +46,14 @@ extension SyncContext {
                 guard try await read("push", { try $0.operationCount(table: nil) }) > 0 else {
                     hub.emit(.pushStarted(operations: 0))
                     hub.emit(.pushFinished(PushResult(), stoppedBy: nil))
+                    // Attachments of items the server already has (AttachmentSync.swift).
+                    try await pushAttachments()
                     return PushResult()
                 }
-                return try await holdingPushLease { try await self.pushHoldingGate() }
+                let result = try await holdingPushLease { try await self.pushHoldingGate() }
+                // Uploads and deletes after the operations: an upload never precedes its item's insert.
+                try await pushAttachments()
+                return result
             }
             if result.pushed > 0 && result.isComplete { try await recordSync() }
             return result

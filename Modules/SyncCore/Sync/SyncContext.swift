@@ -45,6 +45,9 @@ public actor SyncContext {
     /// The last position of the server's change feed (in memory: a new context starts from a pull).
     var feedPosition: String?
 
+    /// Attachments: the files directory, the server's side and the cache (``useAttachments(_:)``).
+    var attachmentConfiguration: AttachmentConfiguration?
+
     func setFeedPosition(_ position: String) { feedPosition = position }
 
     /// When this store last pushed or pulled successfully (kept in the store, so that a new

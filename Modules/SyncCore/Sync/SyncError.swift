@@ -52,6 +52,16 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         /// ``SyncContext/pushLeaseLifetime``.
         public static let pushInProgress = Code("pushInProgress")
 
+        /// An attachment name that ``AttachmentName/validate(_:)`` refuses.
+        public static let invalidAttachmentName = Code("invalidAttachmentName")
+        /// No such attachment on the item (or it is being removed).
+        public static let attachmentNotFound = Code("attachmentNotFound")
+        /// The context has no ``AttachmentConfiguration`` (``SyncContext/useAttachments(_:)``).
+        public static let attachmentsNotConfigured = Code("attachmentsNotConfigured")
+        /// The attachment files directory failed (a file to attach that cannot be read, a full disk);
+        /// see ``SyncError/underlying``.
+        public static let attachmentFile = Code("attachmentFile")
+
         public var description: String { name }
     }
 

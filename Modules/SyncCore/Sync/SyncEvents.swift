@@ -22,6 +22,13 @@ public enum SyncEvent: Sendable, Hashable {
     case pullFinished(table: String, queryID: String?, result: PullResult, stoppedBy: String?)
     /// A purge removed items.
     case purged(table: String, items: Int, forced: Bool)
+    /// Bytes of an attachment moved (an upload in a push, a download in a pull or an open):
+    /// `bytes` of `total` so far.
+    case attachmentProgress(AttachmentTransfer, bytes: Int64, total: Int64)
+    /// An attachment's upload, download or delete finished.
+    case attachmentTransferred(AttachmentTransfer)
+    /// An attachment's upload, download or delete failed; it stays queued (or remote) for the next try.
+    case attachmentFailed(AttachmentTransfer, message: String)
 }
 
 /// What a pull did to the store, counted in items: for one page (``SyncEvent/pagePulled(table:queryID:counts:)``)
@@ -91,6 +98,34 @@ final class EventHub: Sendable {
             }
         case .purged(let table, let items, let forced):
             logger.debug("purged \(items) items", metadata: ["table": "\(table)", "forced": "\(forced)"])
+        case .attachmentProgress(let transfer, let bytes, let total):
+            logger.trace("\(transfer): \(bytes) of \(total) bytes")
+        case .attachmentTransferred(let transfer):
+            logger.debug("\(transfer) done")
+        case .attachmentFailed(let transfer, let message):
+            logger.debug("\(transfer) failed: \(message)")
         }
     }
+}
+
+/// One file's transfer, in attachment events.
+public struct AttachmentTransfer: Sendable, Hashable, CustomStringConvertible {
+    /// What moves.
+    public enum Direction: String, Sendable, Hashable {
+        case upload, download, delete
+    }
+
+    public var direction: Direction
+    public var table: String
+    public var itemID: String
+    public var name: String
+
+    public init(_ direction: Direction, table: String, itemID: String, name: String) {
+        self.direction = direction
+        self.table = table
+        self.itemID = itemID
+        self.name = name
+    }
+
+    public var description: String { "\(direction.rawValue) of attachment '\(name)' of '\(table)/\(itemID)'" }
 }

@@ -36,6 +36,8 @@ public final class SyncStatus: Sendable {
         public var pendingOperations = 0
         /// Queued operations that failed and wait for the app (see the errors table).
         public var failedOperations = 0
+        /// Attachment uploads and deletes waiting for a push (docs/attachments.md).
+        public var pendingAttachments = 0
         /// Why the last push failed, until one succeeds.
         public var uploadProblem: SyncProblem?
         /// Why the last pull, or the change feed, failed, until one succeeds.
@@ -70,6 +72,10 @@ public final class SyncStatus: Sendable {
                     ? "1 change needs attention (see the errors)" : "\(failedOperations) changes need attention"
             }
             if pendingOperations > 0 { return waiting + " to be pushed" }
+            if pendingAttachments > 0 {
+                return pendingAttachments == 1
+                    ? "1 file waiting to be sent" : "\(pendingAttachments) files waiting to be sent"
+            }
             if isCaughtUp { return "everything synced" }
             guard isRunning else { return "not syncing" }
             return reachability == .unknown ? "connecting to the server" : "syncing"
@@ -90,6 +96,8 @@ public final class SyncStatus: Sendable {
     public private(set) var pendingOperations = 0
     /// Queued operations that failed and wait for the app.
     public private(set) var failedOperations = 0
+    /// Attachment uploads and deletes waiting for a push.
+    public private(set) var pendingAttachments = 0
     /// Why the last push failed, until one succeeds.
     public private(set) var uploadProblem: SyncProblem?
     /// Why the last pull, or the change feed, failed, until one succeeds.
@@ -136,6 +144,7 @@ public final class SyncStatus: Sendable {
         if isPulling != now.isPulling { isPulling = now.isPulling }
         if pendingOperations != now.pendingOperations { pendingOperations = now.pendingOperations }
         if failedOperations != now.failedOperations { failedOperations = now.failedOperations }
+        if pendingAttachments != now.pendingAttachments { pendingAttachments = now.pendingAttachments }
         if uploadProblem != now.uploadProblem { uploadProblem = now.uploadProblem }
         if downloadProblem != now.downloadProblem { downloadProblem = now.downloadProblem }
         if lastSyncedAt != now.lastSyncedAt { lastSyncedAt = now.lastSyncedAt }

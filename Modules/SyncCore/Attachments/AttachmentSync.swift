@@ -1,0 +1,394 @@
+public import Foundation
+
+/// The attachment work of the engine: uploads and deletes after a push's operations, the rows and
+/// eager downloads after a pull, on-demand downloads, and the cache's eviction.
+extension SyncContext {
+    /// Turns attachments on: files go to `configuration.files`, and pushes and pulls (manual and
+    /// automatic) move them through `configuration.remote`.
+    ///
+    /// ```swift
+    /// await context.useAttachments(AttachmentConfiguration(
+    ///     files: try DiskAttachmentFiles(directory: directory), remote: remote, downloads: ["photo": .eager]))
+    /// ```
+    public func useAttachments(_ configuration: AttachmentConfiguration) {
+        attachmentConfiguration = configuration
+    }
+
+    /// The gate that keeps the files directory and the rows that point at it in step (an import and
+    /// its row, an eviction and its rows).
+    static let filesGate = "attachment-files"
+
+    func requireAttachments() throws(SyncError) -> AttachmentConfiguration {
+        guard let attachmentConfiguration else {
+            throw SyncError(
+                .attachmentsNotConfigured, "attachments are not configured: call SyncContext.useAttachments(_:) first")
+        }
+        return attachmentConfiguration
+    }
+
+    /// Copies a file into the attachments directory (hashing it as it streams), for
+    /// ``LocalWrites/attach(_:to:in:name:contentType:)``.
+    ///
+    /// ```swift
+    /// let scan = try await context.importAttachment(from: scanURL)
+    /// try await context.write { writes in
+    ///     let note = try writes.insert(["title": "Receipt"], into: "notes")
+    ///     try writes.attach(scan, to: note["id"]!.stringValue!, in: "notes", name: "scan.pdf")
+    /// }
+    /// ```
+    public func importAttachment(from file: URL) async throws(SyncError) -> ImportedFile {
+        let files = try requireAttachments().files
+        do {
+            return try await files.importFile(at: file, moving: false)
+        } catch {
+            throw SyncError(.attachmentFile, "cannot import '\(file.lastPathComponent)': \(error)", underlying: error)
+        }
+    }
+
+    /// Removes the files no attachment refers to: content imported for a write that then failed or
+    /// never ran (the app was killed between ``importAttachment(from:)`` and its write). Files written
+    /// less than `olderThan` ago are kept, so that an import whose write is still to come is safe; run
+    /// it now and then (at launch, say). Returns how many files it removed.
+    ///
+    /// ```swift
+    /// let removed = try await context.sweepAttachmentFiles()
+    /// ```
+    @discardableResult
+    public func sweepAttachmentFiles(olderThan grace: Duration = .seconds(3600)) async throws(SyncError) -> Int {
+        let files = try requireAttachments().files
+        do {
+            return try await holding([Self.filesGate]) {
+                let contents = try await files.storedContents()
+                let referenced = try await read("sweep attachment files") { reader in
+                    Set(try AttachmentQueue.rows(reader, nil).map(\.attachment).filter(\.isLocal).map(\.sha256))
+                }
+                let (seconds, attoseconds) = grace.components
+                let limit =
+                    ItemFields.now().millisecondsSince1970 - seconds * 1000 - attoseconds / 1_000_000_000_000_000
+                var removed = 0
+                for content in contents
+                where !referenced.contains(content.sha256) && content.modifiedAt.millisecondsSince1970 < limit {
+                    try await files.remove(sha256: content.sha256)
+                    removed += 1
+                }
+                return removed
+            }
+        } catch {
+            throw SyncError(.attachmentFile, "sweeping the attachment files failed: \(error)", underlying: error)
+        }
+    }
+
+    // MARK: - Push
+
+    /// Runs the queued uploads and deletes in queue order, each after its item's insert was pushed
+    /// (an attachment of an item whose insert is still queued waits for a later push). The upload of
+    /// an item deleted meanwhile is dropped (the server deletes an item's attachments with it).
+    ///
+    /// A failure leaves its attachment queued. One the whole push shares (offline, unauthorized,
+    /// cancelled) stops at once; another (the server refused one file) lets the rest run, and the
+    /// first such failure is thrown at the end, so one file never holds the others back.
+    func pushAttachments() async throws {
+        guard let configuration = attachmentConfiguration else { return }
+        let queued = try await read("push attachments") { try AttachmentQueue.queued(in: $0) }
+        var firstFailure: SyncError?
+        for attachment in queued {
+            try checkCancellation("push of attachments")
+            let (waits, gone) = try await read("push attachments") { reader in
+                (
+                    try AttachmentQueue.insertQueued(table: attachment.table, itemID: attachment.itemID, in: reader),
+                    try reader.item(attachment.table, id: attachment.itemID) == nil
+                )
+            }
+            if waits { continue }
+            if gone && attachment.state == .pendingUpload {
+                try await dropUpload(attachment, configuration)
+                continue
+            }
+            let direction: AttachmentTransfer.Direction = attachment.state == .pendingUpload ? .upload : .delete
+            let transfer = AttachmentTransfer(
+                direction, table: attachment.table, itemID: attachment.itemID, name: attachment.name)
+            do {
+                if attachment.state == .pendingUpload {
+                    try await upload(attachment, transfer, configuration)
+                } else {
+                    try await configuration.remote.deleteAttachment(
+                        table: attachment.table, itemID: attachment.itemID, name: attachment.name,
+                        sha256: attachment.sha256)
+                    try await settleDelete(attachment, configuration)
+                }
+            } catch {
+                let error = Self.transferError(error, transfer)
+                hub.emit(.attachmentFailed(transfer, message: error.message))
+                if [.network, .unauthorized, .cancelled, .store].contains(error.code) { throw error }
+                firstFailure = firstFailure ?? error
+                continue
+            }
+            hub.emit(.attachmentTransferred(transfer))
+        }
+        if let firstFailure { throw firstFailure }
+    }
+
+    /// Forgets the pending upload of an item that no longer exists locally.
+    private func dropUpload(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
+        try await holding([Self.filesGate]) {
+            let unused = try await write("drop an attachment of a deleted item") { tx -> Bool in
+                guard
+                    let row = try AttachmentQueue.find(
+                        table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx),
+                    row.attachment.state == .pendingUpload, try tx.item(attachment.table, id: attachment.itemID) == nil
+                else { return false }
+                try tx.delete(AttachmentQueue.table, ids: [row.id])
+                return try !AttachmentQueue.contentInUse(attachment.sha256, except: nil, in: tx)
+            }
+            if unused { try await configuration.files.remove(sha256: attachment.sha256) }
+        }
+    }
+
+    /// A transfer's failure as a ``SyncError``: the engine's and the remote's own errors as they map,
+    /// anything else the remote threw as ``SyncError/Code/remote``.
+    static func transferError(_ error: any Error, _ transfer: AttachmentTransfer) -> SyncError {
+        if error is SyncError || error is RemoteError || error is CancellationError || error is StoreError {
+            return SyncError.wrapping(error, "\(transfer)")
+        }
+        return SyncError(.remote, "\(transfer): \(error)", underlying: error)
+    }
+
+    private func upload(
+        _ attachment: ItemAttachment, _ transfer: AttachmentTransfer, _ configuration: AttachmentConfiguration
+    ) async throws {
+        guard let file = await configuration.files.url(sha256: attachment.sha256) else {
+            throw SyncError(
+                .attachmentFile, "the file of attachment '\(attachment.name)' is missing from the attachments directory"
+            )
+        }
+        let hub = hub
+        try await configuration.remote.uploadAttachment(
+            table: attachment.table, itemID: attachment.itemID, name: attachment.name, file: file,
+            contentType: attachment.contentType, sha256: attachment.sha256,
+            progress: { hub.emit(.attachmentProgress(transfer, bytes: $0, total: $1)) })
+        try await write("record an upload") { tx in
+            // Only if nothing changed it meanwhile (attached again, removed).
+            guard
+                var row = try AttachmentQueue.find(
+                    table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx)?.attachment,
+                row.state == .pendingUpload, row.sha256 == attachment.sha256
+            else { return }
+            row.state = .uploaded
+            try AttachmentQueue.save(row, in: tx)
+        }
+        try await trimAttachmentCache()
+    }
+
+    private func settleDelete(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
+        try await holding([Self.filesGate]) {
+            let unused = try await write("record an attachment delete") { tx -> Bool in
+                guard
+                    let row = try AttachmentQueue.find(
+                        table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx),
+                    row.attachment.state == .pendingDelete
+                else { return false }
+                try tx.delete(AttachmentQueue.table, ids: [row.id])
+                return try !AttachmentQueue.contentInUse(attachment.sha256, except: nil, in: tx)
+            }
+            if unused { try await configuration.files.remove(sha256: attachment.sha256) }
+        }
+    }
+
+    // MARK: - Pull
+
+    /// The delta token slot of a table's attachment rows.
+    static let attachmentRowsQueryID = "$attachments"
+    /// Attachment rows per request.
+    static let attachmentPageSize = 100
+
+    /// Brings the table's attachment rows since the last time (as `remote` rows), then downloads
+    /// their files when the table downloads eagerly.
+    func pullAttachments(_ table: String) async throws {
+        guard let configuration = attachmentConfiguration else { return }
+        let queryID = Self.attachmentRowsQueryID
+        var token = try await read("pull attachments") { try $0.deltaToken(table: table, queryID: queryID) }
+            .flatMap(DeltaToken.init(stored:))
+        while true {
+            try checkCancellation("pull of attachments of '\(table)'")
+            let request = TableQuery(
+                filter: PullPlan.filter(nil, after: token), orderBy: [.field("updatedAt"), .field("id")],
+                top: Self.attachmentPageSize, includeDeleted: true)
+            let page = try await configuration.remote.attachmentRows(table: table, query: request)
+            if page.items.isEmpty { break }
+            let next = try PullPlan.deltaToken(after: page.items, previous: token, filter: "", table: table)
+            let stored = next.stored
+            let items = page.items
+            try await holding([Self.filesGate]) {
+                let unused = try await write("pull attachments") { tx in
+                    let unused = try AttachmentPull.apply(items, table: table, in: tx)
+                    try tx.setDeltaToken(table: table, queryID: queryID, value: stored)
+                    return unused
+                }
+                for sha256 in unused { try await configuration.files.remove(sha256: sha256) }
+            }
+            token = next
+            if items.count < Self.attachmentPageSize && page.nextPage == nil { break }
+        }
+        guard configuration.downloads(for: table) == .eager else { return }
+        let waiting = try await read("pull attachments") {
+            try AttachmentQueue.attachments(in: .remote, table: table, in: $0)
+        }
+        for attachment in waiting {
+            try checkCancellation("download of attachments of '\(table)'")
+            try await download(attachment, configuration)
+        }
+    }
+
+    // MARK: - Downloads and the cache
+
+    /// Downloads an attachment's file and records it as downloaded. The file is hashed as it is
+    /// imported; content that does not match the row's SHA-256 is refused.
+    func download(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
+        let transfer = AttachmentTransfer(
+            .download, table: attachment.table, itemID: attachment.itemID, name: attachment.name)
+        let hub = hub
+        do {
+            let temporary = try await configuration.files.temporaryURL()
+            do {
+                try await configuration.remote.downloadAttachment(
+                    table: attachment.table, itemID: attachment.itemID, name: attachment.name, to: temporary,
+                    progress: { hub.emit(.attachmentProgress(transfer, bytes: $0, total: $1)) })
+            } catch {
+                await configuration.files.discardTemporary(temporary)
+                throw error
+            }
+            try await holding([Self.filesGate]) {
+                let imported: ImportedFile
+                do {
+                    imported = try await configuration.files.importFile(at: temporary, moving: true)
+                } catch {
+                    await configuration.files.discardTemporary(temporary)
+                    throw error
+                }
+                let kept = try await write("record a download") { tx -> Bool in
+                    guard
+                        var row = try AttachmentQueue.find(
+                            table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx
+                        )?.attachment, row.sha256 == imported.sha256
+                    else { return try AttachmentQueue.contentInUse(imported.sha256, except: nil, in: tx) }
+                    if row.state == .remote { row.state = .downloaded }
+                    row.lastUsed = ItemFields.now()
+                    try AttachmentQueue.save(row, in: tx)
+                    return true
+                }
+                if !kept { try await configuration.files.remove(sha256: imported.sha256) }
+                guard imported.sha256 == attachment.sha256 else {
+                    throw SyncError(
+                        .invalidResponse,
+                        "the server sent content with SHA-256 \(imported.sha256) for attachment '\(attachment.name)', "
+                            + "which should be \(attachment.sha256)")
+                }
+            }
+        } catch {
+            let error = Self.transferError(error, transfer)
+            hub.emit(.attachmentFailed(transfer, message: error.message))
+            throw error
+        }
+        hub.emit(.attachmentTransferred(transfer))
+        try await trimAttachmentCache()
+    }
+
+    /// Evicts synced, unpinned files, least recently used first, until they fit
+    /// ``AttachmentConfiguration/cacheLimit``. Pending uploads and pinned files are never evicted
+    /// and do not count. Returns how many contents it removed; an evicted attachment becomes
+    /// ``AttachmentState/remote`` and downloads again when opened.
+    ///
+    /// Uploads, downloads and unpinning trim the cache by themselves; call it after lowering the
+    /// limit, or when the system asks the app to free space.
+    @discardableResult
+    public func trimAttachmentCache() async throws(SyncError) -> Int {
+        guard let configuration = attachmentConfiguration else { return 0 }
+        do {
+            return try await trimAttachmentCache(configuration)
+        } catch {
+            throw SyncError.wrapping(error, "trim the attachment cache")
+        }
+    }
+
+    private func trimAttachmentCache(_ configuration: AttachmentConfiguration) async throws -> Int {
+        return try await holding([Self.filesGate]) {
+            let victims = try await write("evict attachment files") { tx in
+                try AttachmentCache.evict(limit: configuration.cacheLimit, in: tx)
+            }
+            for sha256 in victims { try await configuration.files.remove(sha256: sha256) }
+            return victims.count
+        }
+    }
+}
+
+/// The store side of applying pulled attachment rows.
+enum AttachmentPull {
+    /// Applies server rows to `__attachments`; returns the contents no row keeps a file of any more.
+    static func apply(_ rows: [JSONObject], table: String, in tx: any StoreTransaction) throws -> Set<String> {
+        var released: Set<String> = []
+        var sequence = try AttachmentQueue.nextSequence(in: tx)
+        for row in rows {
+            guard let itemID = row["item"]?.stringValue, let name = row["name"]?.stringValue,
+                (try? AttachmentName.validate(name)) != nil
+            else { continue }
+            let deleted = row["deleted"]?.boolValue ?? false
+            let existing = try AttachmentQueue.find(table: table, itemID: itemID, name: name, in: tx)
+            if let existing, existing.attachment.state.isQueued { continue }  // the local change goes first
+            if deleted {
+                guard let existing else { continue }
+                try tx.delete(AttachmentQueue.table, ids: [existing.id])
+                if existing.attachment.state.hasLocalFile { released.insert(existing.attachment.sha256) }
+                continue
+            }
+            guard let sha256 = row["sha256"]?.stringValue, let size = row["size"]?.intValue else { continue }
+            var attachment =
+                existing?.attachment
+                ?? ItemAttachment(
+                    table: table, itemID: itemID, name: name, sha256: sha256, size: size, state: .remote,
+                    lastUsed: ItemFields.now(), sequence: sequence)
+            if existing == nil { sequence += 1 }
+            if attachment.sha256 != sha256 {
+                if attachment.state.hasLocalFile { released.insert(attachment.sha256) }
+                attachment.sha256 = sha256
+                attachment.state = .remote
+            }
+            attachment.size = size
+            attachment.contentType = row["contentType"]?.stringValue
+            try AttachmentQueue.save(attachment, in: tx)
+        }
+        return released.filter { (try? AttachmentQueue.contentInUse($0, except: nil, in: tx)) == false }
+    }
+}
+
+/// The cache's eviction in the store.
+enum AttachmentCache {
+    /// Marks the least recently used synced, unpinned contents `remote` until the rest fit `limit`;
+    /// returns the contents whose files can go.
+    static func evict(limit: Int64, in tx: any StoreTransaction) throws -> [String] {
+        let all = try AttachmentQueue.rows(tx, nil).map(\.attachment)
+        // A content that a pending upload or a pinned row keeps is never evicted, nor counted.
+        let kept = Set(all.filter { $0.state == .pendingUpload || ($0.pinned && $0.state.hasLocalFile) }.map(\.sha256))
+        var candidates: [String: (size: Int64, lastUsed: Timestamp)] = [:]
+        for attachment in all where attachment.state.isEvictable && !kept.contains(attachment.sha256) {
+            let previous = candidates[attachment.sha256]
+            candidates[attachment.sha256] = (
+                attachment.size, max(previous?.lastUsed ?? attachment.lastUsed, attachment.lastUsed)
+            )
+        }
+        var total = candidates.values.reduce(0) { $0 + $1.size }
+        guard total > limit else { return [] }
+        var victims: [String] = []
+        for (sha256, entry) in candidates.sorted(by: { ($0.value.lastUsed, $0.key) < ($1.value.lastUsed, $1.key) }) {
+            guard total > limit else { break }
+            victims.append(sha256)
+            total -= entry.size
+        }
+        let evicted = Set(victims)
+        for attachment in all where evicted.contains(attachment.sha256) && attachment.state.isEvictable {
+            var attachment = attachment
+            attachment.state = .remote
+            try AttachmentQueue.save(attachment, in: tx)
+        }
+        return victims
+    }
+}

@@ -1,0 +1,168 @@
+public import Foundation
+public import SyncCore
+import Synchronization
+
+#if canImport(CryptoKit)
+    import CryptoKit
+#else
+    import Crypto
+#endif
+
+/// SyncCore's `AttachmentFiles` on the file system: a directory the app chooses (inside an App
+/// Group container to share it with extensions), each content stored once under its SHA-256.
+///
+/// ```
+/// <directory>/ab/cdef…   a content: exactly its bytes, named by its SHA-256 (2 + 62 hex digits)
+/// <directory>/tmp/…      imports and downloads in progress (removed when they end)
+/// ```
+///
+/// Imports stream: the file is read and hashed `chunkSize` bytes at a time while the copy is
+/// written, then renamed into place (atomic: a reader sees a whole file or none), so memory stays
+/// bounded whatever the size. Blocking file calls run on a dispatch queue, not on Swift's
+/// cooperative pool.
+///
+/// ```swift
+/// let files = try DiskAttachmentFiles(directory: URL.applicationSupportDirectory.appending(path: "attachments"))
+/// await context.useAttachments(AttachmentConfiguration(files: files, remote: remote))
+/// ```
+public final class DiskAttachmentFiles: AttachmentFiles {
+    /// The directory.
+    public let directory: URL
+    /// The bytes read at a time when importing (256 KiB by default, at least 4 KiB).
+    public let chunkSize: Int
+    private let queue = DispatchQueue(label: "ferry.attachment-files", attributes: .concurrent)
+    /// The largest single read an import made (for the tests of bounded memory).
+    let largestRead = Mutex(0)
+
+    /// Opens (creating it when absent) the directory.
+    public init(directory: URL, chunkSize: Int = 256 << 10) throws {
+        self.directory = directory
+        self.chunkSize = max(chunkSize, 4096)
+        try FileManager.default.createDirectory(
+            at: directory.appending(path: "tmp"), withIntermediateDirectories: true)
+    }
+
+    public func importFile(at source: URL, moving: Bool) async throws -> ImportedFile {
+        try await run { try self.importNow(source, moving: moving) }
+    }
+
+    public func url(sha256: String) async -> URL? {
+        guard let file = path(sha256) else { return nil }
+        return FileManager.default.fileExists(atPath: file.path) ? file : nil
+    }
+
+    public func remove(sha256: String) async throws {
+        guard let file = path(sha256) else { return }
+        try await run {
+            // An absent file is not an error (a racing remove may take it between the two calls).
+            guard FileManager.default.fileExists(atPath: file.path) else { return }
+            do {
+                try FileManager.default.removeItem(at: file)
+            } catch  where !FileManager.default.fileExists(atPath: file.path) {
+                // Removed meanwhile.
+            }
+        }
+    }
+
+    public func size(sha256: String) async throws -> Int64? {
+        guard let file = path(sha256), FileManager.default.fileExists(atPath: file.path) else { return nil }
+        let attributes = try FileManager.default.attributesOfItem(atPath: file.path)
+        return (attributes[.size] as? NSNumber)?.int64Value
+    }
+
+    public func temporaryURL() async throws -> URL {
+        directory.appending(path: "tmp").appending(path: UUID().uuidString)
+    }
+
+    public func discardTemporary(_ url: URL) async {
+        // Only scratch files of this directory.
+        func trimmed(_ url: URL) -> Substring {
+            let path = url.standardizedFileURL.path
+            return path.hasSuffix("/") ? path.dropLast() : Substring(path)
+        }
+        guard trimmed(url.deletingLastPathComponent()) == trimmed(directory.appending(path: "tmp")) else { return }
+        _ = try? await run { try FileManager.default.removeItem(at: url) }
+    }
+
+    public func storedContents() async throws -> [StoredContent] {
+        let directory = directory
+        return try await run {
+            let manager = FileManager.default
+            var contents: [StoredContent] = []
+            for prefix in try manager.contentsOfDirectory(atPath: directory.path) where prefix.utf8.count == 2 {
+                let folder = directory.appending(path: prefix)
+                for rest in try manager.contentsOfDirectory(atPath: folder.path) {
+                    let sha256 = prefix + rest
+                    guard self.path(sha256) != nil else { continue }
+                    let attributes = try manager.attributesOfItem(atPath: folder.appending(path: rest).path)
+                    let modified = (attributes[.modificationDate] as? Date) ?? .distantPast
+                    contents.append(
+                        StoredContent(
+                            sha256: sha256,
+                            modifiedAt: Timestamp(millisecondsSince1970: Int64(modified.timeIntervalSince1970 * 1000))))
+                }
+            }
+            return contents
+        }
+    }
+
+    /// The path of a content, or `nil` for text that is not a SHA-256 (so nothing else reaches a path).
+    func path(_ sha256: String) -> URL? {
+        guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else { return nil }
+        return directory.appending(path: String(sha256.prefix(2))).appending(path: String(sha256.dropFirst(2)))
+    }
+
+    private func importNow(_ source: URL, moving: Bool) throws -> ImportedFile {
+        let manager = FileManager.default
+        let input = try FileHandle(forReadingFrom: source)
+        defer { try? input.close() }
+        // A copy goes to a scratch file first; a move hashes the file where it is, then renames it.
+        var scratch: URL?
+        var output: FileHandle?
+        if !moving {
+            let url = directory.appending(path: "tmp").appending(path: UUID().uuidString)
+            guard manager.createFile(atPath: url.path, contents: nil) else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+            }
+            scratch = url
+            output = try FileHandle(forWritingTo: url)
+        }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        do {
+            defer { try? output?.close() }
+            while let chunk = try input.read(upToCount: chunkSize), !chunk.isEmpty {
+                largestRead.withLock { $0 = max($0, chunk.count) }
+                hasher.update(data: chunk)
+                try output?.write(contentsOf: chunk)
+                size += Int64(chunk.count)
+            }
+            try output?.synchronize()
+        } catch {
+            if let scratch { try? manager.removeItem(at: scratch) }
+            throw error
+        }
+        let sha256 = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        guard let target = path(sha256) else { preconditionFailure("a SHA-256 in hex is a valid content name") }
+        let placed = scratch ?? source
+        if manager.fileExists(atPath: target.path) {
+            // Stored once: the content is already here.
+            if scratch != nil || moving { try? manager.removeItem(at: placed) }
+        } else {
+            try manager.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            do {
+                try manager.moveItem(at: placed, to: target)
+            } catch  where manager.fileExists(atPath: target.path) {
+                try? manager.removeItem(at: placed)  // another import of the same content won
+            }
+        }
+        return ImportedFile(sha256: sha256, size: size)
+    }
+
+    private func run<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Swift.Result { try body() }) }
+        }
+    }
+}

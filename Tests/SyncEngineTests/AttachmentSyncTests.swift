@@ -1,0 +1,135 @@
+import Foundation
+import SyncCore
+import SyncTesting
+import Testing
+import Transport
+
+@Suite("Attachments: conflicts and automatic sync")
+struct AttachmentSyncTests {
+    /// The item's insert fails with a conflict: its attachment is neither sent nor lost, and goes
+    /// once the conflict is resolved and the item is on the server.
+    @Test(arguments: StoreKind.allCases)
+    func aConflictOnTheItemHoldsItsAttachmentBackWithoutLosingIt(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        server.seed("todo", [["id": "a", "title": "theirs"]])
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a", "title": "mine"])
+        let attached = try await phone.table().attach(file: try phone.file(pattern(4000)), to: "a", name: "p.png")
+        let result = try await phone.context.push()
+        #expect(result.failed.count == 1, "the insert conflicts (409)")
+        #expect(remote.log.isEmpty, "nothing sent for an item whose insert did not go")
+        #expect(try await phone.attachment("a", "p.png")?.state == .pendingUpload)
+        #expect(await phone.files.url(sha256: attached.sha256) != nil)
+        // Keep mine: the insert becomes an update of the server's item, then the upload follows.
+        let error = try #require(try await phone.context.operationErrors().first)
+        try await phone.context.resolveError(error.id, .useClient)
+        try await phone.context.push()
+        #expect(remote.log == ["upload todo/a/p.png"])
+        #expect(remote.stored("todo", "a", "p.png")?.bytes == pattern(4000))
+        #expect(try await phone.attachment("a", "p.png")?.state == .uploaded)
+    }
+
+    @Test func automaticSyncUploadsAndDownloadsByItself() async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .sqliteFile, server: server, attachments: remote)
+        let tablet = try await AttachmentDevice(
+            "tablet", kind: .memory, server: server, attachments: remote, downloads: .eager)
+        let subscription = SyncSubscription(table: "todo")
+        await phone.context.startAutomaticSync([subscription], configuration: AutomaticSyncTests.fast)
+        await tablet.context.startAutomaticSync([subscription], configuration: AutomaticSyncTests.fast)
+        try await phone.table().insert(["id": "a"])
+        try await eventually("the item reaches the server") { server.row("todo", id: "a") != nil }
+        // An attachment of an item already on the server: no operation is queued, only the row.
+        try await phone.table().attach(file: try phone.file(pattern(70_000, seed: 5)), to: "a", name: "v.mp4")
+        try await eventually("the upload") { remote.stored("todo", "a", "v.mp4") != nil }
+        try await eventually("the tablet downloads it") {
+            try await tablet.attachment("a", "v.mp4")?.state == .downloaded
+        }
+        let url = try await tablet.table().openAttachment(of: "a", name: "v.mp4")
+        #expect(try Data(contentsOf: url) == pattern(70_000, seed: 5))
+        #expect(try await phone.attachment("a", "v.mp4")?.state == .uploaded)
+        await phone.context.stopAutomaticSync()
+        await tablet.context.stopAutomaticSync()
+    }
+}
+
+@Suite("Attachments: failures and deleted items")
+struct AttachmentFailureTests {
+    /// A file the server refuses does not hold the others back; it stays queued.
+    @Test(arguments: StoreKind.allCases)
+    func oneRefusedUploadLetsTheOthersGo(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        for id in ["a", "b"] {
+            try await phone.table().insert(["id": .string(id)])
+            try await phone.table().attach(
+                file: try phone.file(pattern(100, seed: id == "a" ? 1 : 2)), to: id, name: "f")
+        }
+        remote.failNext(.upload)  // a's
+        await expectSyncError(.remote) { try await phone.context.push() }
+        #expect(try await phone.attachment("a", "f")?.state == .pendingUpload)
+        #expect(try await phone.attachment("b", "f")?.state == .uploaded)
+        try await phone.context.push()
+        #expect(try await phone.attachment("a", "f")?.state == .uploaded)
+        #expect(remote.log == ["upload todo/a/f", "upload todo/b/f", "upload todo/a/f"])
+    }
+
+    /// A file imported for a write that never came is swept once it is old enough; attached ones stay.
+    @Test func theSweepRemovesOnlyFilesNoAttachmentRefersTo() async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .sqliteFile, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        let kept = try await phone.table().attach(file: try phone.file(pattern(100, seed: 1)), to: "a", name: "f")
+        let orphan = try await phone.context.importAttachment(from: try phone.file(pattern(100, seed: 2)))
+        #expect(try await phone.context.sweepAttachmentFiles() == 0, "within the hour: an import may await its write")
+        try await Task.sleep(for: .milliseconds(5))
+        #expect(try await phone.context.sweepAttachmentFiles(olderThan: .zero) == 1)
+        #expect(await phone.files.url(sha256: orphan.sha256) == nil)
+        #expect(await phone.files.url(sha256: kept.sha256) != nil)
+    }
+
+    /// An item deleted before its attachment went: the upload is dropped, and the file with it.
+    @Test(arguments: StoreKind.allCases)
+    func theUploadOfADeletedItemIsDropped(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        try await phone.context.push()
+        let attached = try await phone.table().attach(file: try phone.file(pattern(100)), to: "a", name: "f")
+        try await phone.table().delete(id: "a")
+        try await phone.context.push()
+        #expect(remote.log.isEmpty)
+        #expect(try await phone.table().attachments(of: "a").isEmpty)
+        #expect(await phone.files.url(sha256: attached.sha256) == nil)
+    }
+}
+
+@Suite("Attachments: the sync status")
+struct AttachmentStatusTests {
+    @Test func queuedFilesKeepTheStatusFromSayingEverythingIsSynced() async throws {
+        var snapshot = SyncStatus.Snapshot()
+        snapshot.isCaughtUp = true
+        snapshot.pendingAttachments = 2
+        #expect(snapshot.summary == "2 files waiting to be sent")
+
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .memory, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        remote.failNext(.upload, count: 1_000)  // the server refuses the file, again and again
+        await phone.context.startAutomaticSync(
+            [SyncSubscription(table: "todo")], configuration: AutomaticSyncTests.fast)
+        try await phone.table().attach(file: try phone.file(pattern(10)), to: "a", name: "f")
+        try await eventually("the item is pushed and the upload tried") { remote.log.count >= 2 }
+        try await eventually("the status counts the queued file") {
+            let status = phone.context.status.snapshot
+            return status.pendingAttachments == 1 && status.pendingOperations == 0 && !status.isCaughtUp
+        }
+        await phone.context.stopAutomaticSync()
+    }
+}
