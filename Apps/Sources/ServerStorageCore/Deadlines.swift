@@ -65,12 +65,12 @@ package final class Deadlines: Sendable {
     private func run() async {
         while true {
             let now = ContinuousClock.now
-            let (due, earliest): ([@Sendable () -> Void], ContinuousClock.Instant?) = state.withLock { state in
-                var due: [@Sendable () -> Void] = []
+            let (due, earliest): ([Entry], ContinuousClock.Instant?) = state.withLock { state in
+                var due: [Entry] = []
                 var earliest: ContinuousClock.Instant?
                 for (id, entry) in state.entries {
                     if entry.deadline <= now {
-                        due.append(entry.fire)
+                        due.append(entry)
                         state.entries.removeValue(forKey: id)
                     } else if earliest.map({ entry.deadline < $0 }) ?? true {
                         earliest = entry.deadline
@@ -79,7 +79,8 @@ package final class Deadlines: Sendable {
                 if earliest == nil { state.running = false }
                 return (due, earliest)
             }
-            for fire in due { fire() }
+            // In the order of their deadlines, however late the clock woke.
+            for entry in due.sorted(by: { $0.deadline < $1.deadline }) { entry.fire() }
             guard let earliest else { return }
             // Not past the earliest deadline, and never longer than the granularity: a deadline
             // registered meanwhile may be earlier.

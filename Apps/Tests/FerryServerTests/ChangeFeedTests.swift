@@ -41,6 +41,11 @@ final class FeedReader: Sendable {
     /// The events received so far.
     var received: [RemoteChangeEvent] { state.events.withLock { $0 } }
     var hasEnded: Bool { state.ended.withLock { $0.done } }
+    /// Whether it ended and how, with the events it had: for a failure's message.
+    var summary: String {
+        let (done, error) = state.ended.withLock { $0 }
+        return "\(received.count) events, " + (done ? "ended: \(error.map { "\($0)" } ?? "by the server")" : "open")
+    }
 
     /// Waits (up to 10 s) until `count` events arrived, and answers them.
     func first(_ count: Int) async throws -> [RemoteChangeEvent] {
@@ -195,7 +200,8 @@ struct ChangeFeedTests {
         do {
             _ = try await Self.remote(live.server.port, token: LiveServer.token("carol")).changeFeed(
                 tables: nil, after: nil)
-            Issue.record("a fourth feed opened")
+            // Which feed gave its place back, if one did.
+            Issue.record("a fourth feed opened; alice's: \(feeds.map(\.summary)), bob's: \(bob.summary)")
         } catch {
             #expect(error.status == 429, "the total is bounded too")
         }
