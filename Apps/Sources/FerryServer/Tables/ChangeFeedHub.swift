@@ -131,13 +131,24 @@ final class FeedHub: Sendable {
         let tick = heartbeat / Self.heartbeatBuckets
         let clock = Task { [weak self] in
             var bucket = 0
+            var next = ContinuousClock.now + tick
             while !Task.isCancelled {
-                guard (try? await Task.sleep(for: tick)) != nil, let self else { return }
-                let now = Date()
-                for feed in self.state.withLock({ $0.feeds }) where feed.heartbeatBucket == bucket {
-                    feed.beat(now: now)
+                guard (try? await Task.sleep(until: next, clock: .continuous)) != nil, let self else { return }
+                // Ticks keep to the clock: a late wake-up beats every bucket whose tick has passed
+                // instead of stretching the period (16 late sleeps made a 100 ms heartbeat last a
+                // second on a busy machine, and clients gave up on a silent feed).
+                let now = ContinuousClock.now
+                var due: Set<Int> = []
+                while next <= now && due.count < Self.heartbeatBuckets {
+                    due.insert(bucket)
+                    bucket = (bucket + 1) % Self.heartbeatBuckets
+                    next += tick
                 }
-                bucket = (bucket + 1) % Self.heartbeatBuckets
+                if next <= now { next = now + tick }
+                let date = Date()
+                for feed in self.state.withLock({ $0.feeds }) where due.contains(feed.heartbeatBucket) {
+                    feed.beat(now: date)
+                }
             }
         }
         state.tasks = [fanOut, clock]
