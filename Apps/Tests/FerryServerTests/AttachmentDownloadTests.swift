@@ -64,6 +64,31 @@ struct AttachmentDownloadTests {
         try await live.stop()
     }
 
+    @Test func twoServersOnOnePostgreSQLDatabaseShareUploads() async throws {
+        let first = try await Uploads.start(backend: .postgreSQL)
+        let second = try await Uploads.start(backend: .postgreSQL, sharing: first)
+        let bytes = Uploads.file(400_000)
+        let created = try await first.send(
+            "PUT", Uploads.path, headers: Uploads.auth("alice") + Uploads.creation(bytes, complete: false))
+        let location = try #require(created.header("Location"))
+        let patch = [("Content-Type", "application/partial-upload"), ("Upload-Complete", "?0")]
+        let half = try await first.send(
+            "PATCH", location, headers: Uploads.auth("alice") + patch + [("Upload-Offset", "0")],
+            body: Array(bytes[0..<200_000]))
+        #expect(half.status == 204, "\(half.text)")
+        // The other instance knows the ticket and the offset, and finishes the upload.
+        let head = try await second.send("HEAD", location, headers: Uploads.auth("alice"))
+        #expect(head.header("Upload-Offset") == "200000")
+        let rest = try await second.send(
+            "PATCH", location, headers: Uploads.auth("alice") + patch + [("Upload-Offset", "200000")],
+            body: Array(bytes[200_000...]))
+        #expect(rest.status == 200, "\(rest.text)")
+        let download = try await first.send("GET", Uploads.path, headers: Uploads.auth("alice"))
+        #expect(download.status == 200 && download.body == bytes)
+        try await second.stop()
+        try await first.stop()
+    }
+
     @Test func aCutUploadResumesFromTheOffsetTheServerReports() async throws {
         let live = try await Uploads.start()
         let bytes = Uploads.file(600_000)

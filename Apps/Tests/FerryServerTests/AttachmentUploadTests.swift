@@ -1,7 +1,6 @@
 import Crypto
 import Foundation
 import ServerStorageCore
-import ServerStorageSQLite
 import ServerTestSupport
 import SyncCore
 import Testing
@@ -15,8 +14,11 @@ struct AttachmentUploadTests {
     static let notes = AttachmentRouteTests.notes
 
     /// A server with `notes` (per user) and alice's item `a1`, bob's `b1`.
-    static func start(limits: AttachmentLimits = AttachmentLimits()) async throws -> LiveServer {
-        let live = try await LiveServer.start(tables: [notes], attachments: limits)
+    static func start(
+        limits: AttachmentLimits = AttachmentLimits(), backend: ServerBackend = .sqlite, sharing: LiveServer? = nil
+    ) async throws -> LiveServer {
+        let live = try await LiveServer.start(tables: [notes], backend: backend, sharing: sharing, attachments: limits)
+        if sharing != nil { return live }
         for (user, id) in [("alice", "a1"), ("bob", "b1")] {
             let reply = try await live.send(
                 "POST", "/tables/notes", headers: auth(user), json: ["id": .string(id), "text": "x"])
@@ -27,7 +29,7 @@ struct AttachmentUploadTests {
 
     /// The blob storage of the server's SQLite database.
     static func blobs(_ live: LiveServer) throws -> any BlobStorage {
-        SQLiteBlobStorage(storage: try #require(live.server.storage as? SQLiteServerStorage))
+        try #require(blobStorage(following: live.server.storage))
     }
 
     static func auth(_ user: String) -> [(String, String)] { AttachmentRouteTests.auth(user) }
@@ -53,8 +55,9 @@ struct AttachmentUploadTests {
 
     static let path = "/tables/notes/a1/$attachments/photo.png"
 
-    @Test func oneRequestStoresTheFile() async throws {
-        let live = try await Self.start()
+    @Test(arguments: ServerBackend.allCases)
+    func oneRequestStoresTheFile(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(backend: backend)
         let bytes = Self.file(100_000)
         let reply = try await live.send(
             "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: true), body: bytes)
@@ -78,8 +81,9 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
-    @Test func patchesContinueFromTheServersOffset() async throws {
-        let live = try await Self.start()
+    @Test(arguments: ServerBackend.allCases)
+    func patchesContinueFromTheServersOffset(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(backend: backend)
         let bytes = Self.file(300_000)
         let created = try await live.send(
             "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
