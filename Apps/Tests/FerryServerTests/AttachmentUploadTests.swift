@@ -128,6 +128,20 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    @Test func capabilitiesListAttachmentsWhenOffered() async throws {
+        let live = try await Self.start(
+            limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 1_500, maximumUserSize: 2_000))
+        let reply = try await live.send("GET", "/tables/$capabilities")
+        let attachments = reply.json?["attachments"]?.objectValue
+        #expect(attachments?["maxFileSize"] == 1_000 && attachments?["maxItemSize"] == 1_500)
+        #expect(attachments?["maxUserSize"] == 2_000)
+        try await live.stop()
+        let plain = try await LiveServer.start(tables: [Self.notes])
+        let without = try await plain.send("GET", "/tables/$capabilities")
+        #expect(without.status == 200 && without.json?["attachments"] == nil && without.json?["batch"] != nil)
+        try await plain.stop()
+    }
+
     @Test func aWrongDigestNeverBecomesAnAttachment() async throws {
         let live = try await Self.start()
         let bytes = Self.file(5_000)
