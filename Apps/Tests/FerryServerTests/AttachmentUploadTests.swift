@@ -142,6 +142,20 @@ struct AttachmentUploadTests {
         try await plain.stop()
     }
 
+    @Test func theSweeperRemovesExpiredUploads() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(1_000)
+        let created = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+        let location = try #require(created.header("Location"))
+        let sweeper = AttachmentSweeper(blobs: try Self.blobs(live), limits: AttachmentLimits(), logger: .quietTest)
+        await sweeper.sweep()
+        #expect(try await live.send("HEAD", location, headers: Self.auth("alice")).status == 204)
+        await sweeper.sweep(now: Date().addingTimeInterval(25 * 3600))
+        #expect(try await live.send("HEAD", location, headers: Self.auth("alice")).status == 404)
+        try await live.stop()
+    }
+
     @Test func aWrongDigestNeverBecomesAnAttachment() async throws {
         let live = try await Self.start()
         let bytes = Self.file(5_000)
