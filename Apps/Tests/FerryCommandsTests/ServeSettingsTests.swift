@@ -84,7 +84,9 @@ struct ServeSettingsTests {
             "metricsPort": ("9464", "9464"),
             "metricsHost": ("127.0.0.2", #""127.0.0.2""#),
             "otlpEndpoint": ("http://127.0.0.1:4318", #""http://127.0.0.1:4318""#), "logLevel": ("debug", #""debug""#),
-            "logFormat": ("json", #""json""#),
+            "logFormat": ("json", #""json""#), "attachments": ("true", "true"),
+            "attachmentMaxFileSize": ("1000", "1000"), "attachmentMaxItemSize": ("2000", "2000"),
+            "attachmentMaxUserSize": ("3000", "3000"),
         ]
         #expect(Set(samples.keys) == Set(ServeSettings.all.map(\.key)), "a setting without a sample")
         let environment = Dictionary(

@@ -73,6 +73,30 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             "The largest request body, in bytes (default: \(RequestLimits().maximumBodySize)).", valueName: "bytes"))
     var maxBodySize: Int?
 
+    @Flag(
+        inversion: .prefixedNo,
+        help:
+            "Serve attachments (files of items), their content kept in the database (default: off)."
+    )
+    var attachments: Bool?
+
+    @Option(
+        help: ArgumentHelp(
+            "The largest attachment, in bytes (default: \(AttachmentLimits().maximumFileSize)).", valueName: "bytes"))
+    var attachmentMaxFileSize: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "The most bytes one item's attachments take (default: \(AttachmentLimits().maximumItemSize)).",
+            valueName: "bytes"))
+    var attachmentMaxItemSize: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "The most bytes one user's attachments take (default: \(AttachmentLimits().maximumUserSize)).",
+            valueName: "bytes"))
+    var attachmentMaxUserSize: Int?
+
     @Option(
         help: ArgumentHelp(
             "Seconds a connection may wait for a complete request head, also the keep-alive idle time (default: 30).",
@@ -192,6 +216,10 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["trustProxy"] = trustProxy.map { .bool($0) }
         values["maxBodySize"] = maxBodySize.map { .int($0) }
         values["idleTimeout"] = idleTimeout.map { .double($0) }
+        values["attachments"] = attachments.map { .bool($0) }
+        values["attachmentMaxFileSize"] = attachmentMaxFileSize.map { .int($0) }
+        values["attachmentMaxItemSize"] = attachmentMaxItemSize.map { .int($0) }
+        values["attachmentMaxUserSize"] = attachmentMaxUserSize.map { .int($0) }
         values["requestTimeout"] = requestTimeout.map { .double($0) }
         values["maxConnections"] = maxConnections.map { .int($0) }
         values["maxBatchRequests"] = maxBatchRequests.map { .int($0) }
@@ -253,6 +281,9 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         let server: ReferenceServer
         do {
             let storage = try await database.open(logger: logger, tracer: tracing?.tracer)
+            if configuration.attachments != nil {
+                configuration.blobStorage = ServerDatabase.blobStorage(following: storage)
+            }
             server = try await ReferenceServer.start(
                 configuration, storage: storage, ownsStorage: true, handlesSignals: true)
         } catch let error as StorageError {
@@ -324,6 +355,13 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                 try settings.int("maxAnonymousFeeds") ?? RequestLimits().maximumAnonymousChangeFeeds
             configuration.offersPushExtensions = !(try settings.bool("protocolOnly") ?? false)
             configuration.metrics = try metricsSettings(from: settings)
+            if try settings.bool("attachments") ?? false {
+                let defaults = AttachmentLimits()
+                configuration.attachments = AttachmentLimits(
+                    maximumFileSize: Int64(try settings.int("attachmentMaxFileSize") ?? Int(defaults.maximumFileSize)),
+                    maximumItemSize: Int64(try settings.int("attachmentMaxItemSize") ?? Int(defaults.maximumItemSize)),
+                    maximumUserSize: Int64(try settings.int("attachmentMaxUserSize") ?? Int(defaults.maximumUserSize)))
+            }
             var timeouts: [Duration] = []
             for (key, fallback) in [("idleTimeout", 30.0), ("requestTimeout", 60.0), ("shutdownTimeout", 10.0)] {
                 let seconds = try settings.double(key) ?? fallback

@@ -66,7 +66,8 @@ struct ServeSettings: Sendable {
         .init("idleTimeout", .double), .init("requestTimeout", .double), .init("maxConnections", .int),
         .init("maxBatchRequests", .int), .init("maxFeeds", .int),
         .init("maxFeedsPerUser", .int), .init("maxAnonymousFeeds", .int), .init("protocolOnly", .bool),
-        .init("shutdownTimeout", .double),
+        .init("shutdownTimeout", .double), .init("attachments", .bool), .init("attachmentMaxFileSize", .int),
+        .init("attachmentMaxItemSize", .int), .init("attachmentMaxUserSize", .int),
         .init("logLevel", .string), .init("logFormat", .string), .init("metrics", .string),
         .init("metricsPort", .int), .init("metricsHost", .string), .init("otlpEndpoint", .string),
     ]

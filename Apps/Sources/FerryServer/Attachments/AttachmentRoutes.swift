@@ -37,11 +37,13 @@ extension TableService {
             return TableResponse(status: 204)
         case (.attachmentRows(let table), "GET"):
             return try await attachmentRows(request, table: table)
-        case (.attachments, _), (.attachmentRows, _):
+        case (.upload(let token), "HEAD"), (.upload(let token), "DELETE"):
+            return try await uploadResource(request, token: token)
+        case (.attachments, _), (.attachmentRows, _), (.upload, _):
             throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
         default:
             throw ProtocolError(
-                501, "notImplemented", "uploading and downloading attachments is not offered by this server yet")
+                501, "notImplemented", "downloading attachments is not offered by this server yet")
         }
     }
 

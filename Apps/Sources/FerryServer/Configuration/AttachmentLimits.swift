@@ -17,16 +17,20 @@ public struct AttachmentLimits: Sendable, Hashable {
     /// How long content no attachment names any more is kept before it is deleted (default 7
     /// days), so that a device that pulled the row a moment before can still download it.
     public var retention: Duration
+    /// How often the server's sweeper removes expired uploads (default 1 hour).
+    public var sweepInterval: Duration
 
     public init(
         maximumFileSize: Int64 = 256 << 20, maximumItemSize: Int64 = 1 << 30, maximumUserSize: Int64 = 10 << 30,
-        uploadExpiry: Duration = .seconds(24 * 3600), retention: Duration = .seconds(7 * 24 * 3600)
+        uploadExpiry: Duration = .seconds(24 * 3600), retention: Duration = .seconds(7 * 24 * 3600),
+        sweepInterval: Duration = .seconds(3600)
     ) {
         self.maximumFileSize = maximumFileSize
         self.maximumItemSize = maximumItemSize
         self.maximumUserSize = maximumUserSize
         self.uploadExpiry = uploadExpiry
         self.retention = retention
+        self.sweepInterval = sweepInterval
     }
 
     func validate() throws(ConfigurationError) {
@@ -40,5 +44,6 @@ public struct AttachmentLimits: Sendable, Hashable {
         guard uploadExpiry >= .seconds(60), retention >= .zero else {
             throw ConfigurationError("uploadExpiry must be at least 60 seconds and retention not negative")
         }
+        guard sweepInterval >= .seconds(1) else { throw ConfigurationError("sweepInterval must be at least 1 second") }
     }
 }

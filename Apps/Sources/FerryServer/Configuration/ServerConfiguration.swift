@@ -1,4 +1,5 @@
 public import Logging
+public import ServerStorageCore
 public import Tracing
 
 /// Everything the reference server needs to start, except its storage.
@@ -54,6 +55,9 @@ public struct ServerConfiguration: Sendable {
     /// Attachments (files of items, docs/attachments.md) and their limits; `nil`, the default, does
     /// not offer them. They are offered only with the push extensions.
     public var attachments: AttachmentLimits?
+    /// Where the content of attachments is kept (docs/attachments.md); `nil`, the default, answers
+    /// uploads and downloads with 501 even when ``attachments`` is set.
+    public var blobStorage: (any BlobStorage)?
     /// How long a graceful shutdown (``ReferenceServer/shutdown()``, SIGTERM) lets requests and
     /// change feeds finish before it cancels them (default 10 s); the server then stops within a few
     /// seconds more, whatever still runs.

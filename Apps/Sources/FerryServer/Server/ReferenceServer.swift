@@ -147,6 +147,12 @@ public final class ReferenceServer: Sendable {
             .init(service: application),
             .init(service: StopWatch(deadline: stopping), successTerminationBehavior: .ignore),
         ]
+        if let attachments = configuration.attachments, let blobs = configuration.blobStorage {
+            services.append(
+                .init(
+                    service: AttachmentSweeper(blobs: blobs, limits: attachments, logger: configuration.logger),
+                    successTerminationBehavior: .ignore))
+        }
         if let metricsListener {
             // First in the list, so stopped last (a group stops its services in reverse order):
             // scrapes still answer while requests drain.

@@ -4,6 +4,7 @@ import Hummingbird
 import Logging
 import NIOCore
 import NIOHTTPTypes
+import ServerStorageCore
 import SyncCore
 import ServiceLifecycle
 import Tracing
@@ -55,23 +56,29 @@ struct TableResponder: HTTPResponder {
                 duration: ContinuousClock.now - started)
             return response
         }
+        if service.streamsDownload(route: route, method: method) {
+            return await download(request, headers: headers, method: method, started: started, context: context)
+        }
         var answer: TableResponse
-        var body: [UInt8]?
         do {
             let limit = route == .batch ? limits.maximumBatchBodySize : limits.maximumBodySize
-            if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            if !service.streamsBody(route: route, method: method),
+                let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit
+            {
                 throw ProtocolError(413, "bodyTooLarge", "the body is \(length) bytes; the limit is \(limit)")
             }
-            let buffer = try await request.body.collect(upTo: limit)
-            if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
-            // After the body is read: answering before it and closing would reset the connection
-            // with the body unread, and the client could lose the answer.
-            let origin = try Self.origin(
-                of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
-            answer = await service.handle(
-                TableRequest(
-                    method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
-                    body: body, origin: origin))
+            if service.streamsBody(route: route, method: method) {
+                // An upload: its body goes to the blob storage as it arrives, never collected.
+                let origin = try Self.origin(
+                    of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
+                answer = await service.handleUpload(
+                    TableRequest(
+                        method: method, path: path, rawQuery: request.uri.query ?? "",
+                        headers: RequestHeaders(headers), body: nil, origin: origin),
+                    body: request.body)
+            } else {
+                answer = try await collectedAnswer(request, headers: headers, method: method, limit: limit)
+            }
         } catch let error as ProtocolError {
             answer = TableService.errorResponse(error)
         } catch is NIOTooManyBytesError {
@@ -92,6 +99,56 @@ struct TableResponder: HTTPResponder {
         let status = HTTPResponse.Status(code: answer.status)
         guard let bytes = answer.body else { return Response(status: status, headers: fields) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// The answer to a request whose body is collected whole (up to `limit` bytes) first.
+    func collectedAnswer(
+        _ request: Request, headers: [(name: String, value: String)], method: String, limit: Int
+    ) async throws -> TableResponse {
+        var body: [UInt8]?
+        let buffer = try await request.body.collect(upTo: limit)
+        if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
+        // After the body is read: answering before it and closing would reset the connection
+        // with the body unread, and the client could lose the answer.
+        let origin = try Self.origin(of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
+        return await service.handle(
+            TableRequest(
+                method: method, path: request.uri.path, rawQuery: request.uri.query ?? "",
+                headers: RequestHeaders(headers), body: body, origin: origin))
+    }
+
+    /// `GET /tables/{table}/{id}/$attachments/{name}`: the bytes streamed from the blob storage.
+    func download(
+        _ request: Request, headers: [(name: String, value: String)], method: String, started: ContinuousClock.Instant,
+        context: Context
+    ) async -> Response {
+        let path = request.uri.path
+        let (answer, bytes) = await service.download(
+            TableRequest(
+                method: method, path: path, rawQuery: request.uri.query ?? "", headers: RequestHeaders(headers),
+                body: nil, origin: ""))
+        var fields = HTTPFields()
+        for header in answer.headers {
+            if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
+        }
+        let elapsed = ContinuousClock.now - started
+        metrics?.request(
+            route: TableRoute(path: path), path: path, method: method, status: answer.status, duration: elapsed)
+        let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
+        Self.log(answer, method: method, path: path, milliseconds: milliseconds, to: logger, context: context.logger)
+        let status = HTTPResponse.Status(code: answer.status)
+        if let stream = bytes {
+            let length = Int(stream.range.count)
+            return Response(
+                status: status, headers: fields,
+                body: ResponseBody(contentLength: length) { writer in
+                    for try await chunk in stream { try await writer.write(ByteBuffer(bytes: chunk)) }
+                    try await writer.finish(nil)
+                })
+        }
+        if method == "HEAD" || answer.body == nil { return Response(status: status, headers: fields) }
+        return Response(
+            status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body ?? [])))
     }
 
     /// `GET /tables/$changes`: a stream of Server-Sent Events for as long as the client stays, the

@@ -298,24 +298,32 @@ extension TableService {
     /// protocol family answer 404). Open to anyone: it says nothing about data.
     func capabilities() -> TableResponse {
         let limits = configuration.limits
-        return .json(
-            200,
-            [
-                "server": .string(Self.serverVersion),
-                "protocols": ["2.0.0", "3.0.0"],
-                "batch": [
-                    "url": .string(Self.batchSegment), "format": "odata-json-batch",
-                    "maxRequests": .int(Int64(limits.maximumBatchRequests)),
-                    "maxBytes": .int(Int64(limits.maximumBatchBodySize)),
-                ],
-                "idempotency": [
-                    "header": "Idempotency-Key",
-                    "retentionSeconds": .int(limits.idempotencyRetention.components.seconds),
-                ],
-                "changes": [
-                    "url": .string(Self.changesSegment), "format": "text/event-stream",
-                    "heartbeatSeconds": .int(max(1, limits.changeFeedHeartbeat.components.seconds)),
-                ],
-            ])
+        var answer: JSONObject = [
+            "server": .string(Self.serverVersion),
+            "protocols": ["2.0.0", "3.0.0"],
+            "batch": [
+                "url": .string(Self.batchSegment), "format": "odata-json-batch",
+                "maxRequests": .int(Int64(limits.maximumBatchRequests)),
+                "maxBytes": .int(Int64(limits.maximumBatchBodySize)),
+            ],
+            "idempotency": [
+                "header": "Idempotency-Key",
+                "retentionSeconds": .int(limits.idempotencyRetention.components.seconds),
+            ],
+            "changes": [
+                "url": .string(Self.changesSegment), "format": "text/event-stream",
+                "heartbeatSeconds": .int(max(1, limits.changeFeedHeartbeat.components.seconds)),
+            ],
+        ]
+        // Attachments only when the server stores their content: a key more, which clients that
+        // do not know it ignore.
+        if let attachments = configuration.attachments, configuration.blobStorage != nil {
+            answer["attachments"] = [
+                "uploads": .string(Self.uploadsSegment), "protocol": "draft-ietf-httpbis-resumable-upload",
+                "maxFileSize": .int(attachments.maximumFileSize), "maxItemSize": .int(attachments.maximumItemSize),
+                "maxUserSize": .int(attachments.maximumUserSize),
+            ]
+        }
+        return .json(200, .object(answer))
     }
 }

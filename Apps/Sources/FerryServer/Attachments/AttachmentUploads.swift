@@ -1,0 +1,273 @@
+import Crypto
+import Foundation
+import NIOCore
+import ServerStorageCore
+import SyncCore
+
+// The upload routes of docs/attachments.md: `PUT /tables/{table}/{id}/$attachments/{name}` creates
+// (or finishes in one request) an upload, and `HEAD`, `PATCH`, `DELETE /tables/$uploads/{ticket}`
+// inspect, continue and cancel it. Request bodies are streamed into the blob storage chunk by
+// chunk, never collected: a cut connection keeps what arrived, and the next `HEAD` reports it.
+extension TableService {
+    /// Whether `request` is an upload whose body must be streamed rather than collected.
+    func streamsBody(route: TableRoute, method: String) -> Bool {
+        guard configuration.offersPushExtensions, configuration.attachments != nil else { return false }
+        switch (route, method) {
+        case (.attachment, "PUT"), (.upload, "PATCH"): return true
+        default: return false
+        }
+    }
+
+    /// Answers an upload request whose body is `body`, read as it arrives.
+    func handleUpload<Body: AsyncSequence>(_ request: TableRequest, body: Body) async -> TableResponse
+    where Body.Element == ByteBuffer {
+        Self.finished(
+            await answeringUpload {
+                switch request.route {
+                case .attachment(let table, let id, let name):
+                    return try await createUpload(request, table: table, id: id, name: name, body: body)
+                case .upload(let token):
+                    return try await continueUpload(request, token: token, body: body)
+                default:
+                    throw ProtocolError.notFound("no such resource")
+                }
+            })
+    }
+
+    /// `HEAD` and `DELETE` of an upload resource (no body).
+    func uploadResource(_ request: TableRequest, token: String) async throws -> TableResponse {
+        let (ticket, _, blobs) = try await resolvedTicket(request, token: token)
+        let id = ticket.uploadID(key: ticketKey)
+        switch request.method {
+        case "HEAD":
+            guard let state = try await blobs.uploadState(id: id) else {
+                throw ProtocolError.notFound("no such upload")
+            }
+            return TableResponse(
+                status: 204,
+                headers: [
+                    ("Upload-Offset", String(state.offset)), ("Upload-Length", String(state.length)),
+                    ("Upload-Complete", state.isCompleted ? "?1" : "?0"), ("Cache-Control", "no-store"),
+                ])
+        case "DELETE":
+            guard try await blobs.abortUpload(id: id) else { throw ProtocolError.notFound("no such upload") }
+            return TableResponse(status: 204)
+        default:
+            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on an upload")
+        }
+    }
+
+    var ticketKey: SymmetricKey { UploadTicket.key(authSecret: configuration.authSecret) }
+
+    /// The blob storage, or 501 when the server has none.
+    func blobStorage() throws -> any BlobStorage {
+        guard let blobs = configuration.blobStorage else {
+            throw ProtocolError(501, "notImplemented", "this server stores no attachment content")
+        }
+        return blobs
+    }
+
+    // MARK: - Creation
+
+    private func createUpload<Body: AsyncSequence>(
+        _ request: TableRequest, table: String, id: String, name: String, body: Body
+    ) async throws -> TableResponse where Body.Element == ByteBuffer {
+        let blobs = try blobStorage()
+        let limits = configuration.attachments ?? AttachmentLimits()
+        let name = try Self.validatedAttachmentName(name)
+        let (context, item) = try await attachedItem(request, table: table, id: id, operation: .update)
+        guard let lengthText = request.headers["upload-length"], let length = Int64(lengthText), length >= 0 else {
+            throw ProtocolError.badRequest("Upload-Length must give the file's size in bytes", code: "invalidLength")
+        }
+        let sha256 = try Self.declaredSHA256(request.headers["repr-digest"])
+        let contentType = request.headers["content-type"] ?? "application/octet-stream"
+        let complete = try Self.uploadComplete(request.headers["upload-complete"], default: true)
+        guard length <= limits.maximumFileSize else {
+            throw Self.limitExceeded("maxFileSize", limits.maximumFileSize, "the file is \(length) bytes")
+        }
+        let index = attachmentIndex
+        let current = try await index.attachment(table: table, item: item.id, name: name, owner: .all)
+        let replaced = current?.size ?? 0
+        if try await index.bytesUsed(table: table, item: item.id) - replaced + length > limits.maximumItemSize {
+            throw Self.limitExceeded("maxItemSize", limits.maximumItemSize, "the item's attachments would pass it")
+        }
+        let scope = context.scope ?? .owner(context.identity?.subject ?? "")
+        if try await index.bytesUsed(by: scope) - replaced + length > limits.maximumUserSize {
+            throw Self.limitExceeded("maxUserSize", limits.maximumUserSize, "the user's attachments would pass it")
+        }
+        let attachment = StoredAttachment(
+            table: table, item: item.id, name: name, sha256: sha256, size: length, contentType: contentType)
+        // Stored already within the caller's scope: no bytes need to come.
+        if let current, current.sha256 == sha256, current.contentType == contentType {
+            return .json(200, .object(Self.rendered(current, context.version)))
+        }
+        if try await index.holds(sha256: sha256, table: table, owner: scope),
+            let blob = try await blobs.blob(sha256: sha256), blob.size == length
+        {
+            let stored = try await index.put(attachment, owner: item.owner)
+            return .json(200, .object(Self.rendered(stored, context.version)))
+        }
+        let ticket = UploadTicket(
+            owner: context.identity?.subject, table: table, item: item.id, name: name, sha256: sha256,
+            length: length, contentType: contentType)
+        let uploadID = ticket.uploadID(key: ticketKey)
+        var state = try await blobs.createUpload(id: uploadID, length: length)
+        let location = "/tables/\(Self.uploadsSegment)/\(ticket.token(key: ticketKey))"
+        if !state.isCompleted, request.headers["content-length"].flatMap(Int64.init) ?? (complete ? 1 : 0) > 0 {
+            guard state.offset == 0 else {
+                // The client sends the file from its start, but the server has a part already.
+                return Self.offsetConflict(state.offset, location: location)
+            }
+            state.offset = try await appendMapping(blobs, id: uploadID, at: 0, body, location: location)
+        }
+        if state.isCompleted || state.offset == length {
+            return try await finish(blobs, uploadID: uploadID, attachment: attachment, owner: item.owner, context)
+        }
+        return TableResponse(
+            status: 201,
+            headers: [
+                ("Location", location), ("Upload-Offset", String(state.offset)),
+                ("Upload-Limit", "max-size=\(limits.maximumFileSize)"),
+            ])
+    }
+
+    // MARK: - Continuation
+
+    private func continueUpload<Body: AsyncSequence>(_ request: TableRequest, token: String, body: Body)
+        async throws -> TableResponse where Body.Element == ByteBuffer
+    {
+        let (ticket, context, blobs) = try await resolvedTicket(request, token: token)
+        let contentType = request.headers["content-type"]?.split(separator: ";").first
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard contentType == "application/partial-upload" else {
+            throw ProtocolError(415, "unsupportedMediaType", "a PATCH of an upload is application/partial-upload")
+        }
+        guard let offsetText = request.headers["upload-offset"], let offset = Int64(offsetText), offset >= 0 else {
+            throw ProtocolError.badRequest("Upload-Offset must give where the bytes begin", code: "invalidOffset")
+        }
+        _ = try Self.uploadComplete(request.headers["upload-complete"], default: false)
+        let id = ticket.uploadID(key: ticketKey)
+        let location = "/tables/\(Self.uploadsSegment)/\(token)"
+        guard let state = try await blobs.uploadState(id: id) else { throw ProtocolError.notFound("no such upload") }
+        var reached = state.offset
+        if !state.isCompleted {
+            guard offset == state.offset else { return Self.offsetConflict(state.offset, location: location) }
+            reached = try await appendMapping(blobs, id: id, at: offset, body, location: location)
+        }
+        guard state.isCompleted || reached == ticket.length else {
+            return TableResponse(status: 204, headers: [("Upload-Offset", String(reached))])
+        }
+        let (_, item) = try await attachedItem(request, table: ticket.table, id: ticket.item, operation: .update)
+        let attachment = StoredAttachment(
+            table: ticket.table, item: ticket.item, name: ticket.name, sha256: ticket.sha256, size: ticket.length,
+            contentType: ticket.contentType)
+        return try await finish(blobs, uploadID: id, attachment: attachment, owner: item.owner, context)
+    }
+
+    /// The ticket a token stands for, when the caller is its user and may still update its item
+    /// (404 otherwise: another user learns nothing of the upload).
+    private func resolvedTicket(_ request: TableRequest, token: String) async throws
+        -> (UploadTicket, RequestContext, any BlobStorage)
+    {
+        let blobs = try blobStorage()
+        guard let ticket = UploadTicket(token: token, key: ticketKey) else {
+            throw ProtocolError.notFound("no such upload")
+        }
+        let (context, _) = try await attachedItem(request, table: ticket.table, id: ticket.item, operation: .update)
+        guard ticket.owner == context.identity?.subject else { throw ProtocolError.notFound("no such upload") }
+        return (ticket, context, blobs)
+    }
+
+    /// Appends, turning the storage's refusals into the protocol's answers.
+    private func appendMapping<Body: AsyncSequence>(
+        _ blobs: any BlobStorage, id: String, at offset: Int64, _ body: Body, location: String
+    ) async throws -> Int64 where Body.Element == ByteBuffer {
+        do {
+            return try await blobs.append(id: id, at: offset, body.map { $0.readableBytesView })
+        } catch let error as BlobStorageError where error.code == .offsetMismatch {
+            throw UploadAnswer(response: Self.offsetConflict(error.currentOffset ?? 0, location: location))
+        } catch let error as BlobStorageError where error.code == .exceedsLength {
+            throw ProtocolError.badRequest("the body holds more bytes than Upload-Length", code: "exceedsLength")
+        } catch let error as BlobStorageError where error.code == .uploadNotFound {
+            throw ProtocolError.notFound("no such upload")
+        }
+    }
+
+    /// Completes the upload and records the attachment: 200 and the attachment.
+    private func finish(
+        _ blobs: any BlobStorage, uploadID: String, attachment: StoredAttachment, owner: String?,
+        _ context: RequestContext
+    ) async throws -> TableResponse {
+        do {
+            _ = try await blobs.completeUpload(id: uploadID, sha256: attachment.sha256)
+        } catch let error as BlobStorageError where error.code == .digestMismatch {
+            throw ProtocolError.badRequest(
+                "the bytes do not hash to the declared Repr-Digest; the upload is discarded", code: "digestMismatch")
+        }
+        let stored = try await attachmentIndex.put(attachment, owner: owner)
+        return .json(200, .object(Self.rendered(stored, context.version)))
+    }
+
+    // MARK: - Headers and answers
+
+    /// `sha-256=:BASE64:` of `Repr-Digest`, as lower-case hex.
+    static func declaredSHA256(_ header: String?) throws -> String {
+        for member in (header ?? "").split(separator: ",") {
+            let parts = member.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, parts[0].lowercased() == "sha-256", parts[1].hasPrefix(":"),
+                parts[1].hasSuffix(":"), parts[1].count >= 2
+            else { continue }
+            guard let bytes = Data(base64Encoded: String(parts[1].dropFirst().dropLast())), bytes.count == 32 else {
+                break
+            }
+            return bytes.map { String(format: "%02x", $0) }.joined()
+        }
+        throw ProtocolError.badRequest("Repr-Digest must give the file's sha-256 (RFC 9530)", code: "invalidDigest")
+    }
+
+    /// `Upload-Complete: ?0` or `?1` (a structured boolean).
+    static func uploadComplete(_ header: String?, default value: Bool) throws -> Bool {
+        switch header?.trimmingCharacters(in: .whitespaces) {
+        case nil: return value
+        case "?1": return true
+        case "?0": return false
+        default: throw ProtocolError.badRequest("Upload-Complete is ?0 or ?1", code: "invalidUploadComplete")
+        }
+    }
+
+    static func limitExceeded(_ limit: String, _ value: Int64, _ reason: String) -> ProtocolError {
+        ProtocolError(413, limit, "\(reason); \(limit) is \(value) bytes")
+    }
+
+    /// 409 with the server's offset.
+    static func offsetConflict(_ offset: Int64, location: String) -> TableResponse {
+        var response = errorResponse(
+            ProtocolError(409, "offsetMismatch", "the upload is at offset \(offset); continue from there"))
+        response.headers += [("Upload-Offset", String(offset)), ("Location", location)]
+        return response
+    }
+
+    /// Like ``answering(_:)``, with the answers carried by ``UploadAnswer`` and blob-storage errors.
+    func answeringUpload(_ body: () async throws -> TableResponse) async -> TableResponse {
+        await answering {
+            do {
+                return try await body()
+            } catch let answer as UploadAnswer {
+                return answer.response
+            } catch let error as BlobStorageError where error.code == .invalidName || error.code == .invalidLength {
+                throw ProtocolError.badRequest(error.message, code: error.code.description)
+            } catch let error as BlobStorageError where error.code == .uploadNotFound {
+                throw ProtocolError.notFound("no such upload")
+            } catch let error as BlobStorageError where error.code == .full {
+                throw ProtocolError(507, "insufficientStorage", "the server has no room for the file")
+            } catch let error as BlobStorageError where error.code == .busy || error.code == .unavailable {
+                throw ProtocolError(503, "unavailable", "the attachment storage is busy; try again")
+            }
+        }
+    }
+}
+
+/// A complete answer thrown from deep inside an upload (a 409 with headers).
+struct UploadAnswer: Error {
+    var response: TableResponse
+}

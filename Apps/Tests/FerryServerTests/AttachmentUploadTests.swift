@@ -1,0 +1,256 @@
+import Crypto
+import Foundation
+import ServerStorageCore
+import ServerTestSupport
+import SyncCore
+import Testing
+
+@testable import FerryServer
+
+/// The upload routes (issue 30): creation, continuation with `PATCH`, `HEAD` and `DELETE` of an
+/// upload, digests, limits and the table's rules, over real HTTP.
+@Suite("Attachment uploads", .timeLimit(.minutes(2)))
+struct AttachmentUploadTests {
+    static let notes = AttachmentRouteTests.notes
+
+    /// A server with `notes` (per user) and alice's item `a1`, bob's `b1`.
+    static func start(
+        limits: AttachmentLimits = AttachmentLimits(), backend: ServerBackend = .sqlite, sharing: LiveServer? = nil
+    ) async throws -> LiveServer {
+        let live = try await LiveServer.start(tables: [notes], backend: backend, sharing: sharing, attachments: limits)
+        if sharing != nil { return live }
+        for (user, id) in [("alice", "a1"), ("bob", "b1")] {
+            let reply = try await live.send(
+                "POST", "/tables/notes", headers: auth(user), json: ["id": .string(id), "text": "x"])
+            #expect(reply.status == 201, "\(reply.text)")
+        }
+        return live
+    }
+
+    /// The blob storage of the server's SQLite database.
+    static func blobs(_ live: LiveServer) throws -> any BlobStorage {
+        try #require(blobStorage(following: live.server.storage))
+    }
+
+    static func auth(_ user: String) -> [(String, String)] { AttachmentRouteTests.auth(user) }
+
+    static func file(_ count: Int, seed: UInt8 = 7) -> [UInt8] {
+        (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }
+    }
+
+    static func digest(_ bytes: [UInt8]) -> String {
+        "sha-256=:" + Data(SHA256.hash(data: bytes)).base64EncodedString() + ":"
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+    }
+
+    static func creation(_ bytes: [UInt8], complete: Bool, digest: String? = nil) -> [(String, String)] {
+        [
+            ("Upload-Length", String(bytes.count)), ("Repr-Digest", digest ?? Self.digest(bytes)),
+            ("Content-Type", "image/png"), ("Upload-Complete", complete ? "?1" : "?0"),
+        ]
+    }
+
+    static let path = "/tables/notes/a1/$attachments/photo.png"
+
+    @Test(arguments: ServerBackend.allCases)
+    func oneRequestStoresTheFile(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(backend: backend)
+        let bytes = Self.file(100_000)
+        let reply = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: true), body: bytes)
+        #expect(reply.status == 200, "\(reply.text)")
+        #expect(reply.json?["sha256"]?.stringValue == Self.hex(bytes) && reply.json?["size"] == 100_000)
+        let list = try await live.send("GET", "/tables/notes/a1/$attachments", headers: Self.auth("alice"))
+        #expect(AttachmentRouteTests.names(list) == ["photo.png"])
+        let blobs = try Self.blobs(live)
+        #expect(try await blobs.blob(sha256: Self.hex(bytes))?.size == 100_000)
+
+        // The same content again within alice's scope: no bytes need to come.
+        let again = try await live.send(
+            "PUT", "/tables/notes/a1/$attachments/copy.png",
+            headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+        #expect(again.status == 200, "\(again.text)")
+        // Bob may not skip the upload of content only alice holds.
+        let bob = try await live.send(
+            "PUT", "/tables/notes/b1/$attachments/photo.png",
+            headers: Self.auth("bob") + Self.creation(bytes, complete: false))
+        #expect(bob.status == 201, "\(bob.text)")
+        try await live.stop()
+    }
+
+    @Test(arguments: ServerBackend.allCases)
+    func patchesContinueFromTheServersOffset(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(backend: backend)
+        let bytes = Self.file(300_000)
+        let created = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+        #expect(created.status == 201, "\(created.text)")
+        #expect(created.header("Upload-Offset") == "0")
+        #expect(created.header("Upload-Limit") == "max-size=\(AttachmentLimits().maximumFileSize)")
+        let location = try #require(created.header("Location"))
+        #expect(location.hasPrefix("/tables/$uploads/"))
+
+        func patch(_ range: Range<Int>, offset: Int? = nil, user: String = "alice") async throws -> LiveServer.Reply {
+            try await live.send(
+                "PATCH", location,
+                headers: Self.auth(user) + [
+                    ("Content-Type", "application/partial-upload"),
+                    ("Upload-Offset", String(offset ?? range.lowerBound)),
+                    ("Upload-Complete", range.upperBound == bytes.count ? "?1" : "?0"),
+                ], body: Array(bytes[range]))
+        }
+        let first = try await patch(0..<100_000)
+        #expect(first.status == 204 && first.header("Upload-Offset") == "100000", "\(first.text)")
+        let head = try await live.send("HEAD", location, headers: Self.auth("alice"))
+        #expect(head.status == 204 && head.header("Upload-Offset") == "100000")
+        #expect(head.header("Upload-Length") == "300000" && head.header("Upload-Complete") == "?0")
+
+        // A wrong offset is refused with the server's.
+        let wrong = try await patch(50_000..<150_000)
+        #expect(wrong.status == 409 && wrong.header("Upload-Offset") == "100000", "\(wrong.text)")
+        // Another user learns nothing of the upload.
+        #expect(try await patch(100_000..<150_000, user: "bob").status == 404)
+        #expect(try await live.send("HEAD", location, headers: Self.auth("bob")).status == 404)
+        #expect(try await live.send("DELETE", location, headers: Self.auth("bob")).status == 404)
+        #expect(try await live.send("HEAD", location).status == 401)
+
+        // The client lost the Location: the same PUT gives it back with the offset.
+        let lost = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+        #expect(lost.status == 201 && lost.header("Upload-Offset") == "100000" && lost.header("Location") == location)
+
+        let last = try await patch(100_000..<300_000)
+        #expect(last.status == 200, "\(last.text)")
+        #expect(last.json?["sha256"]?.stringValue == Self.hex(bytes))
+        try await live.stop()
+    }
+
+    @Test func capabilitiesListAttachmentsWhenOffered() async throws {
+        let live = try await Self.start(
+            limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 1_500, maximumUserSize: 2_000))
+        let reply = try await live.send("GET", "/tables/$capabilities")
+        let attachments = reply.json?["attachments"]?.objectValue
+        #expect(attachments?["maxFileSize"] == 1_000 && attachments?["maxItemSize"] == 1_500)
+        #expect(attachments?["maxUserSize"] == 2_000)
+        try await live.stop()
+        let plain = try await LiveServer.start(tables: [Self.notes])
+        let without = try await plain.send("GET", "/tables/$capabilities")
+        #expect(without.status == 200 && without.json?["attachments"] == nil && without.json?["batch"] != nil)
+        try await plain.stop()
+    }
+
+    @Test func theSweeperRemovesExpiredUploads() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(1_000)
+        let created = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+        let location = try #require(created.header("Location"))
+        let sweeper = AttachmentSweeper(blobs: try Self.blobs(live), limits: AttachmentLimits(), logger: .quietTest)
+        await sweeper.sweep()
+        #expect(try await live.send("HEAD", location, headers: Self.auth("alice")).status == 204)
+        await sweeper.sweep(now: Date().addingTimeInterval(25 * 3600))
+        #expect(try await live.send("HEAD", location, headers: Self.auth("alice")).status == 404)
+        try await live.stop()
+    }
+
+    @Test func aWrongDigestNeverBecomesAnAttachment() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(5_000)
+        let other = Self.digest(Self.file(5_000, seed: 9))
+        let reply = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: true, digest: other),
+            body: bytes)
+        #expect(reply.status == 400 && reply.json?["code"] == "digestMismatch", "\(reply.text)")
+        let list = try await live.send("GET", "/tables/notes/a1/$attachments", headers: Self.auth("alice"))
+        #expect(AttachmentRouteTests.names(list).isEmpty)
+        #expect(try await Self.blobs(live).blob(sha256: Self.hex(bytes)) == nil)
+        try await live.stop()
+    }
+
+    @Test func uploadsCancelAndFollowTheItemsRules() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(1_000)
+        let headers = Self.creation(bytes, complete: false)
+        #expect(try await live.send("PUT", Self.path, headers: headers).status == 401)
+        #expect(try await live.send("PUT", Self.path, headers: Self.auth("bob") + headers).status == 404)
+        let missing = "/tables/notes/zz/$attachments/photo.png"
+        #expect(try await live.send("PUT", missing, headers: Self.auth("alice") + headers).status == 404)
+        let created = try await live.send("PUT", Self.path, headers: Self.auth("alice") + headers)
+        let location = try #require(created.header("Location"))
+        #expect(try await live.send("DELETE", location, headers: Self.auth("alice")).status == 204)
+        #expect(try await live.send("HEAD", location, headers: Self.auth("alice")).status == 404)
+        // A soft-deleted item takes no uploads.
+        _ = try await live.send("DELETE", "/tables/notes/a1", headers: Self.auth("alice"))
+        let deleted = try await live.send("PUT", Self.path, headers: Self.auth("alice") + headers)
+        #expect(deleted.status == 404 || deleted.status == 410, "\(deleted.status)")
+        try await live.stop()
+    }
+
+    @Test func limitsAnswer413NamingTheLimit() async throws {
+        let live = try await Self.start(
+            limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 1_500, maximumUserSize: 2_000))
+        let big = Self.file(1_001)
+        let tooBig = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(big, complete: false))
+        #expect(tooBig.status == 413 && tooBig.json?["code"] == "maxFileSize", "\(tooBig.text)")
+        let file = Self.file(1_000)
+        let stored = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(file, complete: true), body: file)
+        #expect(stored.status == 200, "\(stored.text)")
+        let second = Self.file(600, seed: 3)
+        let item = try await live.send(
+            "PUT", "/tables/notes/a1/$attachments/b.bin",
+            headers: Self.auth("alice") + Self.creation(second, complete: false))
+        #expect(item.status == 413 && item.json?["code"] == "maxItemSize", "\(item.text)")
+        try await live.stop()
+    }
+
+    @Test func hostileHeadersAreClientErrors() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(10)
+        let good = Self.creation(bytes, complete: false)
+        let cases: [[(String, String)]] = [
+            [("Upload-Length", "-1"), ("Repr-Digest", Self.digest(bytes))],
+            [("Upload-Length", "99999999999999999999999"), ("Repr-Digest", Self.digest(bytes))],
+            [("Upload-Length", "abc"), ("Repr-Digest", Self.digest(bytes))],
+            [("Upload-Length", "10")],
+            [("Upload-Length", "10"), ("Repr-Digest", "sha-256=:AAAA:")],
+            [("Upload-Length", "10"), ("Repr-Digest", "md5=:AAAA:")],
+            good.filter { $0.0 != "Upload-Complete" } + [("Upload-Complete", "yes")],
+        ]
+        for headers in cases {
+            let reply = try await live.send("PUT", Self.path, headers: Self.auth("alice") + headers)
+            #expect((400..<500).contains(reply.status), "\(headers): \(reply.status) \(reply.text)")
+        }
+        for name in ["..", "a%2Fb", "%00x", String(repeating: "n", count: 300)] {
+            let reply = try await live.send(
+                "PUT", "/tables/notes/a1/$attachments/\(name)", headers: Self.auth("alice") + good)
+            #expect((400..<500).contains(reply.status), "\(name): \(reply.status)")
+        }
+        let created = try await live.send("PUT", Self.path, headers: Self.auth("alice") + good)
+        let location = try #require(created.header("Location"))
+        for offset in ["-5", "x", "99999999999999999999"] {
+            let reply = try await live.send(
+                "PATCH", location,
+                headers: Self.auth("alice") + [
+                    ("Content-Type", "application/partial-upload"), ("Upload-Offset", offset),
+                ],
+                body: bytes)
+            #expect((400..<500).contains(reply.status), "\(offset): \(reply.status)")
+        }
+        // Bytes past the declared length are refused; a forged ticket is 404.
+        let over = try await live.send(
+            "PATCH", location,
+            headers: Self.auth("alice") + [("Content-Type", "application/partial-upload"), ("Upload-Offset", "0")],
+            body: Self.file(20))
+        #expect((400..<500).contains(over.status), "\(over.status)")
+        for forged in ["x", "x.y", String(location.dropLast(2)) + "AA"] {
+            let path = forged.hasPrefix("/") ? forged : "/tables/$uploads/" + forged
+            #expect(try await live.send("HEAD", path, headers: Self.auth("alice")).status == 404)
+        }
+        try await live.stop()
+    }
+}
