@@ -150,12 +150,8 @@ public final class FileBlobStorage: BlobStorage {
 
     public func append<Bytes: AsyncSequence>(id: String, at offset: Int64, _ bytes: Bytes) async throws -> Int64
     where Bytes.Element: Collection<UInt8> {
-        guard let state = try await uploadState(id: id) else { throw BlobStorageError.uploadNotFound(id) }
-        guard state.offset == offset else {
-            throw BlobStorageError.mismatch(id, expected: offset, current: state.offset)
-        }
-        return try await BlobAppending.run(
-            id: id, from: offset, length: state.length, chunkSize: chunkSize, bytes: bytes
+        try await BlobAppending.append(
+            id: id, at: offset, state: try await uploadState(id: id), chunkSize: chunkSize, bytes: bytes
         ) { start, chunk in
             try await commit(id: id, start: start, chunk: chunk)
         }

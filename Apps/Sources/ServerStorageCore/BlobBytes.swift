@@ -87,6 +87,21 @@ package enum BlobAppending {
     /// when the offset is no longer `start`). When `bytes` throws, the bytes received before are
     /// committed if that still works (unless the task is cancelled), and the sequence's error is
     /// thrown.
+    /// A backend's whole `append`: the upload must exist (`state`, as the backend read it) and stand
+    /// at `offset`, else ``BlobStorageError/Code/uploadNotFound`` or
+    /// ``BlobStorageError/Code/offsetMismatch``; then ``run(id:from:length:chunkSize:bytes:commit:)``.
+    package static func append<Bytes: AsyncSequence>(
+        id: String, at offset: Int64, state: UploadState?, chunkSize: Int, bytes: Bytes,
+        commit: (_ start: Int64, _ chunk: [UInt8]) async throws -> Void
+    ) async throws -> Int64 where Bytes.Element: Collection<UInt8> {
+        guard let state else { throw BlobStorageError.uploadNotFound(id) }
+        guard state.offset == offset else {
+            throw BlobStorageError.mismatch(id, expected: offset, current: state.offset)
+        }
+        return try await run(
+            id: id, from: offset, length: state.length, chunkSize: chunkSize, bytes: bytes, commit: commit)
+    }
+
     package static func run<Bytes: AsyncSequence>(
         id: String, from offset: Int64, length: Int64, chunkSize: Int, bytes: Bytes,
         commit: (_ start: Int64, _ chunk: [UInt8]) async throws -> Void
