@@ -234,14 +234,16 @@ struct HTTPClient: Sendable {
     /// Sends a request and returns the answer, whatever its status. Retries `GET`s as the policy
     /// says; asks the token provider again once after a 401.
     func send(
-        _ method: String, _ url: URL, body: JSONValue? = nil, headers: [String: String] = [:], retries: Bool = true
+        _ method: String, _ url: URL, body: JSONValue? = nil, data: Data? = nil, headers: [String: String] = [:],
+        retries: Bool = true
     ) async throws(RemoteError) -> HTTPResponse {
         let isSafe = method == "GET" && retries
         var attempt = 1
         var refreshedToken = false
         var token = try await currentToken(forceRefresh: false)
         while true {
-            let request = makeRequest(method, url, body: body, headers: headers, token: token)
+            var request = makeRequest(method, url, body: body, headers: headers, token: token)
+            if let data { request.httpBody = data }
             let response: HTTPResponse
             do {
                 response = try await exchange(request)

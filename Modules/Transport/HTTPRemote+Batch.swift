@@ -26,7 +26,8 @@ extension HTTPRemote {
         switch response.status {
         case 200:
             offered = ServerExtensions(
-                writes: Self.capabilities(from: response), changes: Self.changeFeed(from: response))
+                writes: Self.capabilities(from: response), changes: Self.changeFeed(from: response),
+                attachments: (try? response.json())?.objectValue?["attachments"]?.objectValue != nil)
         case 400..<500 where response.status != 401 && response.status != 408 && response.status != 429:
             offered = .none
         default:
@@ -130,6 +131,8 @@ final class CapabilityCache: Sendable {
 struct ServerExtensions: Sendable, Hashable {
     var writes: RemoteWriteCapabilities
     var changes: ChangeFeedOffer?
+    /// Whether the server takes attachments (`attachments` in the document).
+    var attachments = false
 
     static let none = ServerExtensions(writes: .none, changes: nil)
 }

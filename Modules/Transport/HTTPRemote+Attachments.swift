@@ -1,0 +1,189 @@
+public import Foundation
+public import SyncCore
+
+/// The client half of Ferry's attachment routes (docs/attachments.md): resumable uploads on the IETF
+/// draft's semantics, downloads that resume with `Range`, deletes, and the table's attachment rows.
+///
+/// An upload is created with `PUT` (the same attachment, content and user give the same upload, so
+/// a process that lost its URL asks again), then sent from the file in `PATCH`es of
+/// ``uploadChunkSize`` bytes: a cut one asks `HEAD` where the server is and goes on from there, never
+/// resending what it holds. A download streams to the file and, when cut, asks for the rest with
+/// `Range` and `If-Range`. Memory holds one piece of a file at a time, whatever its size.
+///
+/// ```swift
+/// try await remote.uploadAttachment(
+///     table: "notes", itemID: "a1", name: "scan.pdf", file: scan, contentType: "application/pdf",
+///     sha256: digest, progress: { sent, total in print(sent, total) })
+/// ```
+extension HTTPRemote: RemoteAttachments {
+    /// The bytes one `PATCH` carries: the most of a file in memory at once.
+    static let uploadChunkSize = 4 << 20
+
+    /// `<server>/tables/{table}/{id}/$attachments/{name}`.
+    func attachmentURL(table: String, itemID: String, name: String) throws(RemoteError) -> URL {
+        let base = try client.url(table: table, id: itemID)
+        guard let url = URL(string: base.absoluteString + "/$attachments/" + PercentEncoding.pathSegment(name)) else {
+            throw RemoteError(.badRequest, "cannot form the URL of attachment '\(name)' of '\(table)/\(itemID)'")
+        }
+        return url
+    }
+
+    public func uploadAttachment(
+        table: String, itemID: String, name: String, file: URL, contentType: String?, sha256: String,
+        progress: @escaping @Sendable (Int64, Int64) -> Void
+    ) async throws {
+        let handle = try FileHandle(forReadingFrom: file)
+        defer { try? handle.close() }
+        let size = Int64(try handle.seekToEnd())
+        let target = try attachmentURL(table: table, itemID: itemID, name: name)
+        var headers = [
+            "Upload-Length": String(size), "Repr-Digest": "sha-256=:\(Self.base64(hex: sha256)):",
+            "Upload-Complete": "?0", "Content-Type": contentType ?? "application/octet-stream",
+        ]
+        // Creation is idempotent: the same attachment, content and user give the same upload and
+        // the server's offset, so a process that lost the upload's URL just asks again.
+        var created = try await client.send("PUT", target, data: Data(), headers: headers, retries: true)
+        if created.status == 200 {
+            progress(size, size)
+            return
+        }
+        guard created.status == 201,
+            let location = created.headers.first(where: { $0.key.lowercased() == "location" })?.value,
+            let upload = URL(string: location, relativeTo: client.configuration.serverURL)?.absoluteURL
+        else { throw created.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'") }
+        var offset = Self.offset(created) ?? 0
+        headers = ["Content-Type": "application/partial-upload"]
+        var attempts = 0
+        while true {
+            try handle.seek(toOffset: UInt64(offset))
+            let chunk = try handle.read(upToCount: Self.uploadChunkSize) ?? Data()
+            let last = offset + Int64(chunk.count) >= size
+            headers["Upload-Offset"] = String(offset)
+            headers["Upload-Complete"] = last ? "?1" : "?0"
+            let answer: HTTPResponse
+            do {
+                answer = try await client.send("PATCH", upload, data: chunk, headers: headers, retries: false)
+            } catch {
+                guard error.code == .network, attempts < client.configuration.retry.maximumAttempts else { throw error }
+                // Cut: ask the server where it is, and go on from there (never resend what it has).
+                attempts += 1
+                created = try await client.send("HEAD", upload, retries: true)
+                guard let known = Self.offset(created) else { throw error }
+                offset = known
+                continue
+            }
+            switch answer.status {
+            case 200:
+                progress(size, size)
+                return
+            case 204:
+                offset += Int64(chunk.count)
+                progress(offset, size)
+            case 409:
+                guard let known = Self.offset(answer) else {
+                    throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
+                }
+                offset = known
+            default:
+                throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
+            }
+        }
+    }
+
+    public func downloadAttachment(
+        table: String, itemID: String, name: String, to file: URL,
+        progress: @escaping @Sendable (Int64, Int64) -> Void
+    ) async throws {
+        let source = try attachmentURL(table: table, itemID: itemID, name: name)
+        _ = FileManager.default.createFile(atPath: file.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: file)
+        defer { try? handle.close() }
+        var written: Int64 = 0
+        var etag: String?
+        var attempts = 0
+        while true {
+            var headers: [String: String] = [:]
+            if written > 0, let etag {
+                headers["Range"] = "bytes=\(written)-"
+                headers["If-Range"] = etag
+            }
+            do {
+                let opened = try await client.openStream(
+                    source, headers: headers, timeout: client.configuration.timeout.seconds)
+                let fields = Dictionary(opened.headers.map { ($0.key.lowercased(), $0.value) }) { $1 }
+                switch opened.status {
+                case 200:
+                    // The whole file (first try, or the content changed since the last one).
+                    try handle.truncate(atOffset: 0)
+                    written = 0
+                case 206:
+                    break
+                default:
+                    var text: [UInt8] = []
+                    for try await piece in opened.body {
+                        text += piece
+                        if text.count > 64 * 1024 { break }
+                    }
+                    let response = HTTPResponse(status: opened.status, headers: opened.headers, body: Data(text))
+                    throw response.failure("downloading attachment '\(name)' of '\(table)/\(itemID)'")
+                }
+                etag = fields["etag"]
+                let total =
+                    fields["content-range"].flatMap { $0.split(separator: "/").last.flatMap { Int64($0) } }
+                    ?? fields["content-length"].flatMap { Int64($0) } ?? -1
+                for try await piece in opened.body {
+                    try handle.write(contentsOf: piece)
+                    written += Int64(piece.count)
+                    progress(written, total)
+                }
+                return
+            } catch {
+                // A cut: ask again for the rest (If-Range: the whole file if it changed meanwhile).
+                let isCut = (error as? RemoteError)?.code == .network || error is URLError
+                guard isCut, attempts < client.configuration.retry.maximumAttempts else { throw error }
+                attempts += 1
+            }
+        }
+    }
+
+    public func deleteAttachment(table: String, itemID: String, name: String, sha256: String?) async throws {
+        let target = try attachmentURL(table: table, itemID: itemID, name: name)
+        let headers = sha256.map { ["If-Match": "\"\($0)\""] } ?? [:]
+        let answer = try await client.send("DELETE", target, headers: headers, retries: true)
+        // Gone already, or replaced by other content since (not this client's to delete): done.
+        guard [200, 204, 404, 412].contains(answer.status) else {
+            throw answer.failure("deleting attachment '\(name)' of '\(table)/\(itemID)'")
+        }
+    }
+
+    public func attachmentRows(table: String, query: TableQuery) async throws -> RemotePage {
+        // A server without the extension has no such endpoint: an empty page, not an error.
+        guard await extensions().attachments else { return RemotePage(items: []) }
+        let text = query.odataQueryString(protocolVersion: client.configuration.protocolVersion)
+        guard
+            let url = URL(
+                string: try client.tablesURL().absoluteString + "/$attachments/" + PercentEncoding.pathSegment(table)
+                    + (text.isEmpty ? "" : "?" + text))
+        else { throw RemoteError(.invalidTableName, "cannot form the URL of the attachments of '\(table)'") }
+        let response = try await client.send("GET", url)
+        guard response.status == 200 else { throw response.failure("reading the attachments of '\(table)'") }
+        return try PageDecoding.decode(
+            response, protocolVersion: client.configuration.protocolVersion, table: table, endpoint: url.path)
+    }
+
+    /// `Upload-Offset` of an answer.
+    static func offset(_ response: HTTPResponse) -> Int64? {
+        response.headers.first { $0.key.lowercased() == "upload-offset" }.flatMap { Int64($0.value) }
+    }
+
+    /// The bytes of a hex SHA-256, in base64 (RFC 9530's form).
+    static func base64(hex: String) -> String {
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex, let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) {
+            bytes.append(UInt8(hex[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return Data(bytes).base64EncodedString()
+    }
+}
