@@ -6,6 +6,7 @@ import ServerTestSupport
 import SyncCore
 import Synchronization
 import Testing
+import Transport
 
 #if canImport(Glibc)
     import Glibc
@@ -24,6 +25,33 @@ import Testing
 /// Performance is measured by `bash Tools/bench-sync.sh --fan-out 1000,10000`, not here.
 @Suite("Change feed fan-out", .timeLimit(.minutes(5)))
 struct ChangeFeedFanOutTests {
+    /// A change the hub writes straight to a feed's connection never overtakes an earlier one
+    /// that waits for its visibility query (a per-user table's): a client that remembers the last
+    /// event's position would otherwise resume past a change it never heard of.
+    @Test func aChangeWrittenDirectlyWaitsForAnEarlierOneOfTheSameFeed() async throws {
+        let storage = StuckStorage(try sqliteStorage(.memory, logger: .quietTest))
+        var configuration = ServerConfiguration(
+            host: "127.0.0.1", port: 0,
+            tables: [TableSettings(name: "notes", requiresAuth: true, perUser: true), TableSettings(name: "todo")],
+            logger: .quietTest)
+        configuration.authSecret = LiveServer.secret
+        let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
+        let alice = ChangeFeedTests.remote(server.port, token: LiveServer.token("alice"))
+        let feed = FeedReader(try await alice.changeFeed(tables: nil, after: nil))
+        _ = try await feed.first(1)  // ready
+        storage.holdQueries(of: "notes")
+        _ = try await alice.onlineTable("notes").insert(["id": "n1"])
+        _ = try await alice.onlineTable("todo").insert(["id": "t1"])
+        try await eventually("the feed's visibility query waits") { storage.slowCount == 1 }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(feed.received.count == 1, "nothing overtakes the held change: \(feed.received)")
+        storage.proceed()
+        let events = try await feed.first(3)
+        #expect(events.dropFirst().map(ChangeFeedTests.table) == ["notes", "todo"])
+        feed.stop()
+        try await server.shutdown()
+    }
+
     @Test func aServerAcceptsExactlyItsFeedLimitAndRefusesTheNextWith429() async throws {
         var limits = RequestLimits()
         limits.maximumChangeFeeds = 300

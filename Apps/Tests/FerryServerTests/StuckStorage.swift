@@ -6,12 +6,14 @@ import SyncCore
 /// A storage whose inserts into the table `stuck` never return, and ignore cancellation: the
 /// worst a database driver can do (postgres-nio once lost the wake-up of a statement written to a
 /// closing connection). Inserts into `slow` wait until ``proceed()``, then go through. Everything
-/// else goes to an in-memory SQLite storage.
+/// else goes to an in-memory SQLite storage. Queries of the tables given to ``holdQueries(of:)``
+/// wait until ``proceed()`` too.
 final class StuckStorage: ServerStorage {
     let inner: any ServerStorage
     /// The continuations of stuck inserts, kept so that they are never released unresumed.
     private let stuck = Mutex<[CheckedContinuation<Void, Never>]>([])
     private let slow = Mutex<[CheckedContinuation<Void, Never>]>([])
+    private let heldTables = Mutex<Set<String>>([])
 
     init(_ inner: any ServerStorage) { self.inner = inner }
 
@@ -21,8 +23,14 @@ final class StuckStorage: ServerStorage {
     /// How many inserts into `slow` wait now.
     var slowCount: Int { slow.withLock { $0.count } }
 
-    /// Lets the waiting inserts into `slow` go through.
+    /// From now on, queries of `table` wait until ``proceed()`` (counted in ``slowCount``).
+    func holdQueries(of table: String) {
+        heldTables.withLock { _ = $0.insert(table) }
+    }
+
+    /// Lets the waiting inserts into `slow` and held queries go through (queries are held no more).
     func proceed() {
+        heldTables.withLock { $0 = [] }
         for continuation in slow.withLock({ state in
             defer { state = [] }
             return state
@@ -48,7 +56,10 @@ final class StuckStorage: ServerStorage {
         try await inner.item(in: table, id: id, owner: owner)
     }
     func query(_ table: StorageTable, _ query: StorageQuery) async throws -> StoragePage {
-        try await inner.query(table, query)
+        if heldTables.withLock({ $0.contains(table.name) }) {
+            await withCheckedContinuation { continuation in slow.withLock { $0.append(continuation) } }
+        }
+        return try await inner.query(table, query)
     }
     func insert(into table: StorageTable, id: String, content: JSONObject, owner: String?) async throws -> StoredItem {
         if table.name == "stuck" {

@@ -91,7 +91,9 @@ final class ChangeFeed: Sendable {
             return (seen, routing.connection)
         }
         guard let seen else { return nil }
-        if seen == .all, let connection { return connection }
+        // Straight to the connection only when nothing of this feed is on its way through the
+        // mailbox: a change that waits there (a per-user table's, say) goes out first.
+        if seen == .all, let connection, mailbox.isIdle { return connection }
         mailbox.post(
             name, version: announcement.version, access: seen, frame: seen == .all ? announcement.frame : nil,
             postedAt: announcement.postedAt)
@@ -235,11 +237,14 @@ final class FeedMailbox: Sendable {
         var order: [String] = []
         var heartbeat = false
         var finished = false
+        /// The writer took changes and has not come back for more: they may not be written yet.
+        var writing = false
         var waiter: UnsafeContinuation<Item?, Never>?
 
         /// What a waiter gets now, if anything.
         mutating func take() -> Item?? {
             if !order.isEmpty {
+                writing = true
                 defer { (pending, order) = ([:], []) }
                 return .some(.changes(order.compactMap { pending[$0] }))
             }
@@ -273,6 +278,10 @@ final class FeedMailbox: Sendable {
 
     func beat() { update { $0.heartbeat = true } }
 
+    /// Whether no change waits here or is being written by the feed's writer: a change written
+    /// past the mailbox now cannot overtake an earlier one.
+    var isIdle: Bool { state.withLock { $0.order.isEmpty && !$0.writing } }
+
     func finish() { update { $0.finished = true } }
 
     private func update(_ change: (inout State) -> Void) {
@@ -290,6 +299,7 @@ final class FeedMailbox: Sendable {
     func next() async -> Item? {
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Item?, Never>) in
             let ready: Item?? = state.withLock { state in
+                state.writing = false  // what the writer took before has been written
                 if let item = state.take() { return item }
                 state.waiter = continuation
                 return .none
