@@ -231,13 +231,16 @@ struct HTTPClient: Sendable {
         return components.url?.absoluteString ?? url.absoluteString
     }
 
-    /// Sends a request and returns the answer, whatever its status. Retries `GET`s as the policy
-    /// says; asks the token provider again once after a 401.
+    /// Sends a request and returns the answer, whatever its status. Retries `GET`s, and writes
+    /// whose every effect is keyed (`idempotent`: a server that honours `Idempotency-Key` replays
+    /// instead of applying twice), as the policy says: after a connection lost on the way (a
+    /// keep-alive connection a proxy closed as it was reused), and after 429, 502, 503 and 504.
+    /// Asks the token provider again once after a 401.
     func send(
         _ method: String, _ url: URL, body: JSONValue? = nil, data: Data? = nil, headers: [String: String] = [:],
-        retries: Bool = true
+        retries: Bool = true, idempotent: Bool = false
     ) async throws(RemoteError) -> HTTPResponse {
-        let isSafe = method == "GET" && retries
+        let isSafe = (method == "GET" || idempotent) && retries
         var attempt = 1
         var refreshedToken = false
         var token = try await currentToken(forceRefresh: false)

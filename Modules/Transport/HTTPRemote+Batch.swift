@@ -87,8 +87,10 @@ extension HTTPRemote {
             if write.kind != .delete { entry["body"] = .object(write.body) }
             requests.append(.object(entry))
         }
+        // A batch whose every write is keyed may be sent again: the server replays what it applied.
         let response = try await client.send(
-            "POST", tables.appendingPathComponent("$batch"), body: ["requests": .array(requests)])
+            "POST", tables.appendingPathComponent("$batch"), body: ["requests": .array(requests)],
+            idempotent: writes.allSatisfy { $0.idempotencyKey != nil })
         guard response.status == 200 else {
             throw response.failure("sending a batch of \(writes.count)")
         }

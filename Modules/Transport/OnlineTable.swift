@@ -91,7 +91,8 @@ public struct OnlineTable: RemoteTable {
     func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {
         let (method, url, headers) = try request(for: write)
         let body: JSONValue? = write.kind == .delete ? nil : .object(write.body)
-        let response = try await client.send(method, url, body: body, headers: headers)
+        let response = try await client.send(
+            method, url, body: body, headers: headers, idempotent: write.idempotencyKey != nil)
         return try outcome(of: write, response)
     }
 

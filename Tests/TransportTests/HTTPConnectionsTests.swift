@@ -73,7 +73,7 @@
             #expect(server.accepted.withLock { $0 } == 2)
         }
 
-        @Test func aConnectionClosedUnderARequestRetriesAReadButNeverAWrite() async throws {
+        @Test func aConnectionClosedUnderARequestRetriesAReadAndAKeyedWriteButNoOtherWrite() async throws {
             // Every connection answers one request, then reads the next and closes without a word.
             let server = try ScriptedServer { _, connection, server in
                 var answered = 0
@@ -106,6 +106,16 @@
                 #expect(!error.wasNotSent, "the server may have read it")
             }
             #expect(server.requests.withLock { $0.count } == before + 1, "the write was sent once")
+
+            // A keyed write goes again: a server that honours keys replays what it applied.
+            _ = try await table.item(id: "a")
+            let keyed = RemoteWrite(
+                table: "todo", kind: .insert, itemID: "d", body: ["id": "d"], idempotencyKey: "ferry-test-1")
+            let beforeKeyed = server.requests.withLock { $0.count }
+            #expect(try await remote.send(keyed)?.id == "a", "the second attempt's answer")
+            let keyedHeads = server.requests.withLock { Array($0.dropFirst(beforeKeyed)) }
+            #expect(keyedHeads.count == 2, "sent twice: \(keyedHeads)")
+            #expect(keyedHeads.allSatisfy { $0.lowercased().contains("idempotency-key: ferry-test-1") })
         }
 
         @Test func failuresAreTheErrorsOfURLSession() async throws {
