@@ -386,6 +386,26 @@ public final class FileBlobStorage: BlobStorage {
         return try await FileIO.run { try FileIO.remove(path) }
     }
 
+    public func blobs(after sha256: String?, limit: Int) async throws -> [BlobInfo] {
+        if let sha256 { try BlobNames.validateSHA256(sha256) }
+        let after = sha256 ?? ""
+        return try await FileIO.run { [self] in
+            // The directories in order, from the one `after` is in: a page reads at most the
+            // directories its blobs are in (256 of them, each a 62nd of the names).
+            var page: [BlobInfo] = []
+            for prefix in try FileIO.names(in: blobs).sorted() where prefix >= String(after.prefix(2)) {
+                guard page.count < limit else { break }
+                let names = try FileIO.names(in: "\(blobs)/\(prefix)").map { prefix + $0 }.sorted()
+                for name in names where name > after {
+                    guard page.count < limit else { break }
+                    guard (try? BlobNames.validateSHA256(name)) != nil, let info = try blobInfo(name) else { continue }
+                    page.append(info)
+                }
+            }
+            return page
+        }
+    }
+
     public func usage() async throws -> BlobUsage {
         try await FileIO.run { [self] in
             var usage = BlobUsage(blobCount: 0, blobBytes: 0, uploadCount: 0, uploadBytes: 0, storedBytes: 0)

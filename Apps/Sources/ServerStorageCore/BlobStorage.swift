@@ -119,6 +119,20 @@ public protocol BlobStorage: Sendable {
     ///   `0...size` (an empty range at the end, such as `size..<size`, is allowed and reads nothing).
     func read(sha256: String, range: Range<Int64>?) async throws -> BlobBytes
 
+    /// Up to `limit` blobs in the order of their names, those after `sha256` (all for `nil`): the
+    /// pages of a walk over every blob (the server's collection of content no attachment names).
+    ///
+    /// ```swift
+    /// var after: String?
+    /// while case let page = try await blobs.blobs(after: after, limit: 500), !page.isEmpty {
+    ///     for blob in page { inspect(blob) }
+    ///     after = page.last?.sha256
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``BlobStorageError/Code/invalidName`` for an `after` that is not a SHA-256.
+    func blobs(after sha256: String?, limit: Int) async throws -> [BlobInfo]
+
     /// Deletes the blob `sha256`; returns whether there was one. Uploads completed as that blob stay
     /// completed, but completing them again fails with ``BlobStorageError/Code/blobNotFound``.
     @discardableResult

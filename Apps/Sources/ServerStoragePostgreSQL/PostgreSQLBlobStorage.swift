@@ -239,6 +239,21 @@ public final class PostgreSQLBlobStorage: BlobStorage {
             blob: found.info, range: range, source: ChunkSource(blobs: self, content: found.content, missing: missing))
     }
 
+    public func blobs(after sha256: String?, limit: Int) async throws -> [BlobInfo] {
+        if let sha256 { try BlobNames.validateSHA256(sha256) }
+        let after = sha256 ?? ""
+        let count = Int64(max(0, limit))
+        return try await connection("listing the blobs") { session in
+            let query: PostgresQuery = """
+                SELECT sha256, size, created_at FROM ferry_blobs WHERE sha256 > \(after) ORDER BY sha256 LIMIT \(count)
+                """
+            return try await session.rows(query).map { row in
+                let (name, size, created) = try row.decode((String, Int64, Int64).self)
+                return BlobInfo(sha256: name, size: size, createdAt: Self.date(created))
+            }
+        }
+    }
+
     @discardableResult
     public func deleteBlob(sha256: String) async throws -> Bool {
         try BlobNames.validateSHA256(sha256)

@@ -253,6 +253,17 @@ public final class SQLiteBlobStorage: BlobStorage {
             blob: found.info, range: range, source: ChunkSource(blobs: self, content: found.content, missing: missing))
     }
 
+    public func blobs(after sha256: String?, limit: Int) async throws -> [BlobInfo] {
+        if let sha256 { try BlobNames.validateSHA256(sha256) }
+        return try await read("listing the blobs") { db in
+            try Row.fetchAll(
+                db.cachedStatement(
+                    sql: "SELECT sha256, size, created_at FROM ferry_blobs WHERE sha256 > ? ORDER BY sha256 LIMIT ?"),
+                arguments: [sha256 ?? "", max(0, limit)]
+            ).map { row in BlobInfo(sha256: row["sha256"], size: row["size"], createdAt: Self.date(row["created_at"])) }
+        }
+    }
+
     @discardableResult
     public func deleteBlob(sha256: String) async throws -> Bool {
         try BlobNames.validateSHA256(sha256)

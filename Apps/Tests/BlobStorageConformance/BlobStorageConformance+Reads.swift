@@ -55,6 +55,34 @@ extension BlobStorageConformanceSuite {
                 let first = try await iterator.next()
                 #expect(first.map { Array(bytes.prefix($0.count)) } == first)
             },
+            .init("blobs are listed page by page in the order of their names, deleted ones gone") { fixture in
+                let storage = fixture.storage
+                var stored: [BlobInfo] = []
+                for seed in 0..<7 {
+                    let bytes = BlobTestData.bytes(100 + seed, seed: UInt64(40 + seed))
+                    stored.append(try await BlobTestData.store(bytes, id: "listed-\(seed)", in: storage))
+                }
+                #expect(try await storage.deleteBlob(sha256: stored[3].sha256))
+                let expected = stored.enumerated().filter { $0.offset != 3 }.map(\.element).sorted {
+                    $0.sha256 < $1.sha256
+                }
+                var listed: [BlobInfo] = []
+                var after: String?
+                while case let page = try await storage.blobs(after: after, limit: 2), !page.isEmpty {
+                    #expect(page.count <= 2)
+                    listed += page
+                    after = page.last?.sha256
+                    if listed.count > 20 { break }
+                }
+                #expect(listed.map(\.sha256) == expected.map(\.sha256))
+                #expect(listed.map(\.size) == expected.map(\.size))
+                #expect(
+                    try await storage.blobs(after: expected[2].sha256, limit: 1).map(\.sha256) == [expected[3].sha256])
+                #expect(try await storage.blobs(after: nil, limit: 0).isEmpty)
+                await expectError(BlobStorageError.self, .invalidName, "listing after a name that is no SHA-256") {
+                    try await storage.blobs(after: "../x", limit: 1)
+                }
+            },
             .init("deleting a blob removes it and its bytes; uploads completed as it stay completed") { fixture in
                 let storage = fixture.storage
                 let bytes = BlobTestData.bytes(fixture.chunkSize + 1, seed: 22)

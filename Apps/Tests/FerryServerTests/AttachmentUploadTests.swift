@@ -156,6 +156,37 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// Content no attachment names is deleted once the last one naming it was removed longer ago
+    /// than the retention; attached content stays, and the same file can be attached again after.
+    @Test(arguments: ServerBackend.allCases)
+    func contentNothingNamesIsCollectedAfterTheRetention(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(backend: backend)
+        let removed = Self.file(3_000, seed: 1)
+        let kept = Self.file(2_000, seed: 2)
+        let keptPath = "/tables/notes/a1/$attachments/kept.png"
+        for (path, bytes) in [(Self.path, removed), (keptPath, kept)] {
+            let reply = try await live.send(
+                "PUT", path, headers: Self.auth("alice") + Self.creation(bytes, complete: true), body: bytes)
+            #expect(reply.status == 200, "\(reply.text)")
+        }
+        #expect(try await live.send("DELETE", Self.path, headers: Self.auth("alice")).status == 204)
+        let blobs = try Self.blobs(live)
+        let sweeper = AttachmentSweeper(
+            blobs: blobs, limits: AttachmentLimits(), logger: .quietTest,
+            index: AttachmentIndex(storage: live.server.storage))
+        await sweeper.sweep()
+        #expect(try await blobs.blob(sha256: Self.hex(removed)) != nil, "removed a moment ago: kept for the retention")
+        await sweeper.sweep(now: Date().addingTimeInterval(8 * 24 * 3600))
+        #expect(try await blobs.blob(sha256: Self.hex(removed)) == nil, "removed longer ago than the retention")
+        #expect(try await blobs.blob(sha256: Self.hex(kept)) != nil, "still attached")
+        let again = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(removed, complete: true), body: removed)
+        #expect(again.status == 200, "\(again.text)")
+        let download = try await live.send("GET", Self.path, headers: Self.auth("alice"))
+        #expect(download.status == 200 && Array(download.body) == removed)
+        try await live.stop()
+    }
+
     @Test func aWrongDigestNeverBecomesAnAttachment() async throws {
         let live = try await Self.start()
         let bytes = Self.file(5_000)

@@ -162,9 +162,25 @@ struct AttachmentIndex: Sendable {
         return try await !rows(where: Self.equal(fields), owner: owner, limit: 1).isEmpty
     }
 
-    /// Whether any row, removed or not, still names content `sha256` (a blob is kept while one does).
+    /// Whether any row, removed or not, still names content `sha256`.
     func isReferenced(sha256: String) async throws -> Bool {
         try await !rows(where: Self.equal(["sha256": sha256]), owner: .all, includeDeleted: true, limit: 1).isEmpty
+    }
+
+    /// How the rows name content `sha256`: an attachment still has it, or only removed ones do (and
+    /// the last was removed at that time), or none does.
+    enum Reference: Equatable {
+        case attached
+        case removed(at: Int64)
+        case none
+    }
+
+    /// How the rows name content `sha256` now (see ``Reference``).
+    func reference(to sha256: String) async throws -> Reference {
+        let rows = try await rows(where: Self.equal(["sha256": sha256]), owner: .all, includeDeleted: true)
+        if rows.contains(where: { !$0.deleted }) { return .attached }
+        guard let last = rows.map(\.updatedAt.millisecondsSince1970).max() else { return .none }
+        return .removed(at: last)
     }
 
     // MARK: - Rows

@@ -5,11 +5,26 @@ import ServiceLifecycle
 
 /// The server's housekeeping of attachment content: every ``AttachmentLimits/sweepInterval`` it
 /// removes the uploads nobody continued for ``AttachmentLimits/uploadExpiry`` (their bytes with
-/// them). One task per server; it stops at the graceful shutdown.
+/// them), then the content no attachment has named for ``AttachmentLimits/retention``. One task
+/// per server; it stops at the graceful shutdown.
+///
+/// Content is collected when it is older than the retention and every attachment that named it
+/// was removed longer ago than that (or purged with its item). The check and the deletion hold the
+/// server's content gate, which an upload's completion holds while it records its attachment: on
+/// one instance, content cannot be collected under an attachment being recorded. Across several
+/// instances the completion checks the content after recording it and asks the client to upload
+/// again if another instance collected it in between.
 struct AttachmentSweeper: Service {
     let blobs: any BlobStorage
     let limits: AttachmentLimits
     let logger: Logger
+    /// Where attachments are recorded; `nil` leaves content alone (only uploads expire).
+    var index: AttachmentIndex?
+    /// Held while content is checked and deleted (the completion of uploads holds it too).
+    var gate = TurnGate()
+
+    /// How many blobs one listing reads.
+    static let page = 500
 
     func run() async throws {
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
@@ -23,7 +38,8 @@ struct AttachmentSweeper: Service {
         }
     }
 
-    /// One pass: the expired uploads. Failures are logged; the next pass tries again.
+    /// One pass: the expired uploads, then the content nothing names. Failures are logged; the
+    /// next pass tries again.
     func sweep(now: Date = Date()) async {
         let expiry = Double(limits.uploadExpiry.components.seconds)
         do {
@@ -32,5 +48,38 @@ struct AttachmentSweeper: Service {
         } catch {
             logger.warning("the attachment sweep failed: \(error)")
         }
+        guard let index else { return }
+        do {
+            let (count, bytes) = try await collect(index, now: now)
+            if count > 0 { logger.info("removed \(count) attachment contents no attachment names (\(bytes) bytes)") }
+        } catch {
+            logger.warning("the collection of attachment content failed: \(error)")
+        }
+    }
+
+    /// Deletes the content no attachment has named for the retention; answers how many blobs and
+    /// bytes.
+    func collect(_ index: AttachmentIndex, now: Date) async throws -> (count: Int, bytes: Int64) {
+        let cutoff = now.addingTimeInterval(-Double(limits.retention.components.seconds))
+        let cutoffMilliseconds = Int64((cutoff.timeIntervalSince1970 * 1000).rounded())
+        var (count, bytes): (Int, Int64) = (0, 0)
+        var after: String?
+        while case let page = try await blobs.blobs(after: after, limit: Self.page), !page.isEmpty {
+            after = page.last?.sha256
+            for blob in page where blob.createdAt < cutoff {
+                try await gate.enter(within: nil) { CancellationError() }
+                defer { gate.leave() }
+                switch try await index.reference(to: blob.sha256) {
+                case .attached: continue
+                case .removed(let at) where at >= cutoffMilliseconds: continue
+                case .removed, .none:
+                    if try await blobs.deleteBlob(sha256: blob.sha256) {
+                        count += 1
+                        bytes += blob.size
+                    }
+                }
+            }
+        }
+        return (count, bytes)
     }
 }

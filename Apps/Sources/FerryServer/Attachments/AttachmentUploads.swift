@@ -203,9 +203,33 @@ extension TableService {
         } catch let error as BlobStorageError where error.code == .digestMismatch {
             throw ProtocolError.badRequest(
                 "the bytes do not hash to the declared Repr-Digest; the upload is discarded", code: "digestMismatch")
+        } catch let error as BlobStorageError where error.code == .blobNotFound {
+            // Completed before, and its content collected since (a retention shorter than the
+            // uploads' expiry): the client uploads it again.
+            _ = try? await blobs.abortUpload(id: uploadID)
+            throw Self.contentCollected
         }
+        // Recorded under the content gate, so that this instance's sweeper does not collect the
+        // content (an old blob nothing named, which this upload found stored) meanwhile.
+        try await contentGate.enter(within: nil) { CancellationError() }
+        defer { contentGate.leave() }
         let stored = try await attachmentIndex.put(attachment, owner: owner)
+        guard try await blobs.blob(sha256: attachment.sha256) != nil else {
+            // Another instance's sweeper collected it in between: the client uploads it again.
+            _ = try? await attachmentIndex.remove(
+                table: attachment.table, item: attachment.item, name: attachment.name, owner: .all)
+            _ = try? await blobs.abortUpload(id: uploadID)
+            throw Self.contentCollected
+        }
         return .json(200, .object(Self.rendered(stored, context.version)))
+    }
+
+    /// The content of a completed upload was collected before its attachment was recorded: 503,
+    /// and the next attempt uploads it again.
+    static var contentCollected: ProtocolError {
+        var error = ProtocolError(503, "contentCollected", "the content was removed as it was stored; upload it again")
+        error.retryAfter = 1
+        return error
     }
 
     // MARK: - Headers and answers

@@ -150,7 +150,9 @@ public final class ReferenceServer: Sendable {
         if let attachments = configuration.attachments, let blobs = configuration.blobStorage {
             services.append(
                 .init(
-                    service: AttachmentSweeper(blobs: blobs, limits: attachments, logger: configuration.logger),
+                    service: AttachmentSweeper(
+                        blobs: blobs, limits: attachments, logger: configuration.logger,
+                        index: service.attachmentIndex, gate: service.contentGate),
                     successTerminationBehavior: .ignore))
         }
         if let metricsListener {

@@ -19,6 +19,9 @@ final class TableService: Sendable {
     let metrics: ServerMetrics?
     /// The one subscription to the storage's changes that every open feed shares.
     let feedHub: FeedHub
+    /// Held while an upload's attachment is recorded and while the sweeper checks and deletes
+    /// content (``AttachmentSweeper``): content is never collected under an attachment being recorded.
+    let contentGate = TurnGate()
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
