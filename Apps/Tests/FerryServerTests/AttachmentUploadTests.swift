@@ -156,6 +156,35 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// A `PATCH` whose body ends whole yet short of the length it claims to complete is a 400 that
+    /// keeps the bytes and says where to continue; `HEAD` of a download tells the size, no body.
+    @Test func aShortCompletionIs400AndTheBytesStay() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(50_000)
+        let created = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+        let location = try #require(created.header("Location"))
+        func patch(_ range: Range<Int>, complete: Bool) async throws -> LiveServer.Reply {
+            try await live.send(
+                "PATCH", location,
+                headers: Self.auth("alice") + [
+                    ("Content-Type", "application/partial-upload"), ("Upload-Offset", String(range.lowerBound)),
+                    ("Upload-Complete", complete ? "?1" : "?0"),
+                ], body: Array(bytes[range]))
+        }
+        let short = try await patch(0..<20_000, complete: true)
+        #expect(short.status == 400 && short.json?["code"] == "inconsistentLength", "\(short.text)")
+        #expect(short.header("Upload-Offset") == "20000" && short.header("Location") == location)
+        let rest = try await patch(20_000..<50_000, complete: true)
+        #expect(rest.status == 200, "\(rest.text)")
+        let head = try await live.send("HEAD", Self.path, headers: Self.auth("alice"))
+        #expect(head.status == 200 && head.body.isEmpty, "\(head.text)")
+        #expect(head.header("Content-Length") == "50000")
+        let download = try await live.send("GET", Self.path, headers: Self.auth("alice"))
+        #expect(Array(download.body) == bytes)
+        try await live.stop()
+    }
+
     /// Content no attachment names is deleted once the last one naming it was removed longer ago
     /// than the retention; attached content stays, and the same file can be attached again after.
     @Test(arguments: ServerBackend.allCases)

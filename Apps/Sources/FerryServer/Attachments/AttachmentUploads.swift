@@ -145,7 +145,7 @@ extension TableService {
         guard let offsetText = request.headers["upload-offset"], let offset = Int64(offsetText), offset >= 0 else {
             throw ProtocolError.badRequest("Upload-Offset must give where the bytes begin", code: "invalidOffset")
         }
-        _ = try Self.uploadComplete(request.headers["upload-complete"], default: false)
+        let claimsComplete = try Self.uploadComplete(request.headers["upload-complete"], default: false)
         let id = ticket.uploadID(key: ticketKey)
         let location = "/tables/\(Self.uploadsSegment)/\(token)"
         guard let state = try await blobs.uploadState(id: id) else { throw ProtocolError.notFound("no such upload") }
@@ -155,6 +155,16 @@ extension TableService {
             reached = try await appendMapping(blobs, id: id, at: offset, body, location: location)
         }
         guard state.isCompleted || reached == ticket.length else {
+            // A body that ended whole yet short of the length it claimed to complete: the bytes
+            // are kept, and the client learns where to continue.
+            if claimsComplete {
+                var response = Self.errorResponse(
+                    ProtocolError.badRequest(
+                        "Upload-Complete: ?1, but the upload holds \(reached) of its \(ticket.length) bytes",
+                        code: "inconsistentLength"))
+                response.headers += [("Upload-Offset", String(reached)), ("Location", location)]
+                return response
+            }
             return TableResponse(status: 204, headers: [("Upload-Offset", String(reached))])
         }
         let (_, item) = try await attachedItem(request, table: ticket.table, id: ticket.item, operation: .update)
