@@ -101,7 +101,7 @@ extension SyncContext {
             }
             if waits { continue }
             if gone && attachment.state == .pendingUpload {
-                try await dropUpload(attachment, configuration)
+                try await removeRow(attachment, in: .pendingUpload, onlyWithoutItem: true, configuration)
                 continue
             }
             let direction: AttachmentTransfer.Direction = attachment.state == .pendingUpload ? .upload : .delete
@@ -114,7 +114,7 @@ extension SyncContext {
                     try await configuration.remote.deleteAttachment(
                         table: attachment.table, itemID: attachment.itemID, name: attachment.name,
                         sha256: attachment.sha256)
-                    try await settleDelete(attachment, configuration)
+                    try await removeRow(attachment, in: .pendingDelete, onlyWithoutItem: false, configuration)
                 }
             } catch {
                 let error = Self.transferError(error, transfer)
@@ -128,14 +128,21 @@ extension SyncContext {
         if let firstFailure { throw firstFailure }
     }
 
-    /// Forgets the pending upload of an item that no longer exists locally.
-    private func dropUpload(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
+    /// Removes the queue row of `attachment` while it is still in `state` (and, with
+    /// `onlyWithoutItem`, while its item no longer exists locally), and its file when no other row
+    /// uses the content: a pending upload of a deleted item is forgotten, a delete the server took
+    /// is settled.
+    private func removeRow(
+        _ attachment: ItemAttachment, in state: AttachmentState, onlyWithoutItem: Bool,
+        _ configuration: AttachmentConfiguration
+    ) async throws {
         try await holding([Self.filesGate]) {
-            let unused = try await write("drop an attachment of a deleted item") { tx -> Bool in
+            let unused = try await write("remove the queue row of an attachment") { tx -> Bool in
                 guard
                     let row = try AttachmentQueue.find(
                         table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx),
-                    row.attachment.state == .pendingUpload, try tx.item(attachment.table, id: attachment.itemID) == nil
+                    row.attachment.state == state,
+                    try !onlyWithoutItem || tx.item(attachment.table, id: attachment.itemID) == nil
                 else { return false }
                 try tx.delete(AttachmentQueue.table, ids: [row.id])
                 return try !AttachmentQueue.contentInUse(attachment.sha256, except: nil, in: tx)
@@ -177,21 +184,6 @@ extension SyncContext {
             try AttachmentQueue.save(row, in: tx)
         }
         try await trimAttachmentCache()
-    }
-
-    private func settleDelete(_ attachment: ItemAttachment, _ configuration: AttachmentConfiguration) async throws {
-        try await holding([Self.filesGate]) {
-            let unused = try await write("record an attachment delete") { tx -> Bool in
-                guard
-                    let row = try AttachmentQueue.find(
-                        table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx),
-                    row.attachment.state == .pendingDelete
-                else { return false }
-                try tx.delete(AttachmentQueue.table, ids: [row.id])
-                return try !AttachmentQueue.contentInUse(attachment.sha256, except: nil, in: tx)
-            }
-            if unused { try await configuration.files.remove(sha256: attachment.sha256) }
-        }
     }
 
     // MARK: - Pull
