@@ -172,7 +172,7 @@ let package = Package(
             name: "FerryCommands",
             dependencies: [
                 "FerryServer", "FerryClient", "FerryConsole", "ServerStorageCore", "ServerStorageSQLite",
-                "ServerStoragePostgreSQL",
+                "ServerStoragePostgreSQL", "BlobStorageFiles",
                 .product(name: "SyncCore", package: "Ferry"),
                 .product(name: "Transport", package: "Ferry"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -87,6 +87,7 @@ struct ServeSettingsTests {
             "logFormat": ("json", #""json""#), "attachments": ("true", "true"),
             "attachmentMaxFileSize": ("1000", "1000"), "attachmentMaxItemSize": ("2000", "2000"),
             "attachmentMaxUserSize": ("3000", "3000"),
+            "attachmentsDirectory": ("/tmp/ferry-blobs", #""/tmp/ferry-blobs""#),
         ]
         #expect(Set(samples.keys) == Set(ServeSettings.all.map(\.key)), "a setting without a sample")
         let environment = Dictionary(

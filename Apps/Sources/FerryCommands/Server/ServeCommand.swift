@@ -1,5 +1,6 @@
 public import ArgumentParser
 import Configuration
+import BlobStorageFiles
 import FerryServer
 import FerryConsole
 import Foundation
@@ -79,6 +80,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             "Serve attachments (files of items), their content kept in the database (default: off)."
     )
     var attachments: Bool?
+
+    @Option(
+        help: ArgumentHelp(
+            "Keep attachment content as files in this directory instead of the database (implies --attachments; several instances share it only on one machine).",
+            valueName: "path"))
+    var attachmentsDirectory: String?
 
     @Option(
         help: ArgumentHelp(
@@ -218,6 +225,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["idleTimeout"] = idleTimeout.map { .double($0) }
         values["attachments"] = attachments.map { .bool($0) }
         values["attachmentMaxFileSize"] = attachmentMaxFileSize.map { .int($0) }
+        values["attachmentsDirectory"] = attachmentsDirectory.map { .string($0) }
         values["attachmentMaxItemSize"] = attachmentMaxItemSize.map { .int($0) }
         values["attachmentMaxUserSize"] = attachmentMaxUserSize.map { .int($0) }
         values["requestTimeout"] = requestTimeout.map { .double($0) }
@@ -282,7 +290,20 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         do {
             let storage = try await database.open(logger: logger, tracer: tracing?.tracer)
             if configuration.attachments != nil {
-                configuration.blobStorage = ServerDatabase.blobStorage(following: storage)
+                if let directory = try settings.string("attachmentsDirectory") {
+                    do {
+                        configuration.blobStorage = try FileBlobStorage(
+                            directory: directory, configuration: FileBlobStorage.Configuration(logger: logger))
+                    } catch let error as BlobStorageError {
+                        await tracing?.finish()
+                        try? await storage.close()
+                        StandardStreams.writeError(
+                            "error: \(settings.origin(of: "attachmentsDirectory")): \(error.message)\n")
+                        throw ExitCode(1)
+                    }
+                } else {
+                    configuration.blobStorage = ServerDatabase.blobStorage(following: storage)
+                }
             }
             server = try await ReferenceServer.start(
                 configuration, storage: storage, ownsStorage: true, handlesSignals: true)
@@ -355,7 +376,13 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                 try settings.int("maxAnonymousFeeds") ?? RequestLimits().maximumAnonymousChangeFeeds
             configuration.offersPushExtensions = !(try settings.bool("protocolOnly") ?? false)
             configuration.metrics = try metricsSettings(from: settings)
-            if try settings.bool("attachments") ?? false {
+            let directory = try settings.string("attachmentsDirectory")
+            if directory != nil, try settings.bool("attachments") == false {
+                throw ConfigurationError(
+                    "\(settings.origin(of: "attachmentsDirectory")) is set but \(settings.origin(of: "attachments")) is off"
+                )
+            }
+            if try settings.bool("attachments") ?? (directory != nil) {
                 let defaults = AttachmentLimits()
                 configuration.attachments = AttachmentLimits(
                     maximumFileSize: Int64(try settings.int("attachmentMaxFileSize") ?? Int(defaults.maximumFileSize)),

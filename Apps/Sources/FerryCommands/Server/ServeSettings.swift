@@ -68,6 +68,7 @@ struct ServeSettings: Sendable {
         .init("maxFeedsPerUser", .int), .init("maxAnonymousFeeds", .int), .init("protocolOnly", .bool),
         .init("shutdownTimeout", .double), .init("attachments", .bool), .init("attachmentMaxFileSize", .int),
         .init("attachmentMaxItemSize", .int), .init("attachmentMaxUserSize", .int),
+        .init("attachmentsDirectory", .string),
         .init("logLevel", .string), .init("logFormat", .string), .init("metrics", .string),
         .init("metricsPort", .int), .init("metricsHost", .string), .init("otlpEndpoint", .string),
     ]
