@@ -37,7 +37,7 @@ extension HTTPRemote: RemoteAttachments {
         let size = Int64(try handle.seekToEnd())
         let target = try attachmentURL(table: table, itemID: itemID, name: name)
         var headers = [
-            "Upload-Length": String(size), "Repr-Digest": "sha-256=:\(Self.base64(hex: sha256)):",
+            "Upload-Length": String(size), "Repr-Digest": ItemAttachment.reprDigest(sha256: sha256),
             "Upload-Complete": "?0", "Content-Type": contentType ?? "application/octet-stream",
         ]
         // Creation is idempotent: the same attachment, content and user give the same upload and
@@ -174,16 +174,5 @@ extension HTTPRemote: RemoteAttachments {
     /// `Upload-Offset` of an answer.
     static func offset(_ response: HTTPResponse) -> Int64? {
         response.headers.first { $0.key.lowercased() == "upload-offset" }.flatMap { Int64($0.value) }
-    }
-
-    /// The bytes of a hex SHA-256, in base64 (RFC 9530's form).
-    static func base64(hex: String) -> String {
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex, let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) {
-            bytes.append(UInt8(hex[index..<next], radix: 16) ?? 0)
-            index = next
-        }
-        return Data(bytes).base64EncodedString()
     }
 }

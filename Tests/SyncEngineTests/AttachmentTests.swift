@@ -46,6 +46,16 @@ func pattern(_ count: Int, seed: UInt8 = 0) -> Data {
 
 @Suite("Attachments: queue, push, pull, cache")
 struct AttachmentTests {
+    @Test func theReprDigestIsTheBase64OfTheHashsBytes() {
+        // RFC 9530's form; the SHA-256 of "hello" and of nothing.
+        #expect(
+            ItemAttachment.reprDigest(sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+                == "sha-256=:LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=:")
+        #expect(
+            ItemAttachment.reprDigest(sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+                == "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:")
+    }
+
     @Test(arguments: StoreKind.allCases)
     func anAttachmentOfAnItemCreatedOfflineUploadsAfterTheInsert(_ kind: StoreKind) async throws {
         let server = ModelServer()

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A file that belongs to an item, as the device knows it: one row of Ferry's local system table
 /// `__attachments`, written in the same store transactions as the item and its queued operation.
 ///
@@ -127,5 +129,27 @@ enum AttachmentRow {
             contentType: object["contentType"]?.stringValue, state: state, pinned: object["pinned"]?.boolValue ?? false,
             lastUsed: Timestamp(millisecondsSince1970: object["lastUsed"]?.intValue ?? 0), sequence: sequence)
         return (id, attachment)
+    }
+}
+
+extension ItemAttachment {
+    /// The `Repr-Digest` field value (RFC 9530) of content whose SHA-256 is `sha256` (lowercase
+    /// hex): `sha-256=:<base64 of the 32 bytes>:`. Client and server send it with attachment bytes.
+    ///
+    /// ```swift
+    /// // The SHA-256 of "hello":
+    /// let digest = ItemAttachment.reprDigest(
+    ///     sha256: "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824")
+    /// // "sha-256=:LPJNul+wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ=:"
+    /// ```
+    public static func reprDigest(sha256: String) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        var index = sha256.startIndex
+        while index < sha256.endIndex, let next = sha256.index(index, offsetBy: 2, limitedBy: sha256.endIndex) {
+            bytes.append(UInt8(sha256[index..<next], radix: 16) ?? 0)
+            index = next
+        }
+        return "sha-256=:" + Data(bytes).base64EncodedString() + ":"
     }
 }

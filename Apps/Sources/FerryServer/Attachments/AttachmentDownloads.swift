@@ -40,7 +40,7 @@ extension TableService {
         let etag = "\"\(attachment.sha256)\""
         var headers: [(name: String, value: String)] = [
             ("ETag", etag), ("Accept-Ranges", "bytes"), ("Content-Type", attachment.contentType),
-            ("Repr-Digest", "sha-256=:" + Self.base64(hex: attachment.sha256) + ":"),
+            ("Repr-Digest", ItemAttachment.reprDigest(sha256: attachment.sha256)),
         ]
         var status = 200
         var range: Range<Int64> = 0..<blob.size
@@ -98,15 +98,5 @@ extension TableService {
         }
         guard start < size else { return .unsatisfiable }
         return .part(start..<(end + 1))
-    }
-
-    static func base64(hex: String) -> String {
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex, let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex) {
-            bytes.append(UInt8(hex[index..<next], radix: 16) ?? 0)
-            index = next
-        }
-        return Data(bytes).base64EncodedString()
     }
 }
