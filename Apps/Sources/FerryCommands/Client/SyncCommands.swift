@@ -8,11 +8,17 @@ import SyncCore
 public struct PushCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "push", abstract: "Send the queued operations of every table to the server, in order.",
-        discussion: "Exits with 2 when some operations failed or conflicted (see `ferry conflicts`).")
+        discussion: """
+            Then the queued attachment uploads and deletes (`ferry attachments`); a cut upload resumes where \
+            the server stopped. Exits with 2 when some operations failed or conflicted (see `ferry conflicts`).
+            """)
     @OptionGroup public var client: ClientOptions
+    @Flag(help: "Show progress on stderr even when it is not a terminal (a line a second).") var progress = false
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        var output = output
+        if progress { output.showsProgress = true }
         let pending = output.showsProgress ? try await device.status().operations.count : nil
         let progress = await Progress.watch(device, output: output, operations: pending)
         let result: PushResult
@@ -46,9 +52,12 @@ public struct PullCommand: DeviceCommand, Sendable {
     @Option(help: "Only items matching this OData $filter.") var filter: String?
     @Option(help: "Remember where this pull ended, under this id, for incremental pulls.") var queryId: String?
     @Option(help: "Items per request.") var pageSize: Int = 100
+    @Flag(help: "Show progress on stderr even when it is not a terminal (a line a second).") var progress = false
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        var output = output
+        if progress { output.showsProgress = true }
         let query = try makeQuery(filter: filter)
         let progress = await Progress.watch(device, output: output)
         let result: PullResult
