@@ -256,6 +256,7 @@ public actor Device {
             device: name, store: location.description, online: isOnline, queued: queued,
             operations: operations, errors: errors, deltaTokens: tokens)
         status.lastSyncedAt = try await context.lastSyncedAt()
+        if attachmentFiles != nil { status.queuedAttachments = try await prepared().queuedAttachments().count }
         status.automaticTables = automaticTables
         status.server = server?.url.absoluteString
         if automaticTables != nil {
@@ -307,6 +308,8 @@ public struct DeviceStatus: Sendable {
     public var reachability: ServerReachability?
     /// Where automatic sync stands, while it runs.
     public var sync: SyncStatus.Snapshot?
+    /// Attachment uploads and deletes waiting for a push.
+    public var queuedAttachments = 0
 
     /// A status; see the properties.
     public init(
