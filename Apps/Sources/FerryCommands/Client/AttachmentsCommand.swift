@@ -151,8 +151,7 @@ public struct AttachmentGetCommand: DeviceCommand, Sendable {
     public init() {}
 
     public func execute(on device: Device, output commandOutput: CommandOutput) async throws {
-        var commandOutput = commandOutput
-        if progress { commandOutput.showsProgress = true }
+        let commandOutput = commandOutput.askingForProgress(progress)
         let watcher = await Progress.watch(device, output: commandOutput)
         let found: AttachmentFile
         do {

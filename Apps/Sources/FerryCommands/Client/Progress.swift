@@ -28,7 +28,7 @@ final class Progress: Sendable {
     /// finished transfer.
     static func watch(_ device: Device, output: CommandOutput, operations total: Int? = nil) async -> Progress {
         guard output.showsProgress else { return Progress(task: nil, output: nil) }
-        let terminal = isatty(2) == 1
+        let terminal = output.drawsProgressInPlace
         let events = await device.events()
         let task = Task {
             let start = ContinuousClock.now

@@ -17,8 +17,7 @@ public struct PushCommand: DeviceCommand, Sendable {
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        var output = output
-        if progress { output.showsProgress = true }
+        let output = output.askingForProgress(progress)
         let pending = output.showsProgress ? try await device.status().operations.count : nil
         let progress = await Progress.watch(device, output: output, operations: pending)
         let result: PushResult
@@ -56,8 +55,7 @@ public struct PullCommand: DeviceCommand, Sendable {
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        var output = output
-        if progress { output.showsProgress = true }
+        let output = output.askingForProgress(progress)
         let query = try makeQuery(filter: filter)
         let progress = await Progress.watch(device, output: output)
         let result: PullResult
