@@ -120,6 +120,12 @@ extension Device {
         return try await handle.attachments(of: id).contains { $0.name == name && $0.state == .pendingDelete }
     }
 
+    /// How many attachment uploads and deletes wait for a push.
+    public func queuedAttachmentCount() async throws -> Int {
+        guard attachmentFiles != nil else { return 0 }
+        return try await prepared().queuedAttachments().count
+    }
+
     /// A media type for common file name extensions, else `nil` (the server then stores
     /// `application/octet-stream`).
     static func contentType(of file: URL) -> String? {

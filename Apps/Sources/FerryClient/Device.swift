@@ -256,7 +256,7 @@ public actor Device {
             device: name, store: location.description, online: isOnline, queued: queued,
             operations: operations, errors: errors, deltaTokens: tokens)
         status.lastSyncedAt = try await context.lastSyncedAt()
-        if attachmentFiles != nil { status.queuedAttachments = try await prepared().queuedAttachments().count }
+        status.queuedAttachments = try await queuedAttachmentCount()
         status.automaticTables = automaticTables
         status.server = server?.url.absoluteString
         if automaticTables != nil {

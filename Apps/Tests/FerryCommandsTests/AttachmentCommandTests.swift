@@ -132,6 +132,7 @@ struct AttachmentCommandTests {
 
         let pushed = try await Self.ferry(["push", "--store", phone, "--server", url])
         #expect(pushed.status == 0, "\(pushed.errors)")
+        #expect(pushed.output == "pushed 1 operation\nsent 1 of 1 queued file (attachments)\n", "\(pushed.output)")
         #expect(try await Self.list(phone, item: "n1")["scan.bin"]?["state"] == .string("uploaded"))
         #expect(try await Self.serverNames(url, item: "n1") == ["scan.bin"])
         let synced = try await Self.ferry(["status", "--store", phone])

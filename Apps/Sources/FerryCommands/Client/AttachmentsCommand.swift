@@ -14,12 +14,13 @@ public struct AttachmentsCommand: ParsableCommand, Sendable {
             item's files, and `get` downloads a file the first time it is asked for. The files live in \
             <store>.attachments/ beside the store. The server must run with `ferry serve --attachments`.
 
-            ferry attachments add notes a1 scan.pdf                 attach scan.pdf to notes/a1
-            ferry attachments add notes a1 ~/IMG_0042.jpg --name cover.jpg
-            ferry push                                              upload it (progress on a terminal)
-            ferry attachments list notes a1                         the item's files and where they stand
-            ferry attachments get notes a1 scan.pdf --output scan.pdf
-            ferry attachments rm notes a1 cover.jpg                 removed here; the next push deletes it
+            Examples:
+              ferry attachments add notes a1 scan.pdf
+              ferry attachments add notes a1 IMG_0042.jpg --name cover.jpg
+              ferry push --server URL        (the uploads; progress on a terminal)
+              ferry attachments list notes a1
+              ferry attachments get notes a1 scan.pdf --output scan.pdf
+              ferry attachments rm notes a1 cover.jpg
             """,
         subcommands: [
             AttachmentAddCommand.self, AttachmentListCommand.self, AttachmentGetCommand.self,
@@ -42,7 +43,8 @@ public struct AttachmentAddCommand: DeviceCommand, Sendable {
 
             Examples:
               ferry attachments add notes a1 scan.pdf
-              ferry attachments add notes a1 ./photos/IMG_0042.jpg --name cover.jpg --content-type image/jpeg
+              ferry attachments add notes a1 photos/IMG_0042.jpg --name cover.jpg
+              ferry attachments add notes a1 notes.md --content-type text/markdown
             """)
     @OptionGroup public var client: LocalOptions
     @Argument(help: "The item's table.") var table: String
@@ -135,8 +137,8 @@ public struct AttachmentGetCommand: DeviceCommand, Sendable {
             `get` says it is not on the device. --output - writes it to standard output.
 
             Examples:
-              ferry attachments get notes a1 scan.pdf --output scan.pdf --server http://127.0.0.1:8080
-              ferry attachments get notes a1 scan.pdf --output - | sha256sum
+              ferry attachments get notes a1 scan.pdf --output scan.pdf --server URL
+              ferry attachments get notes a1 scan.pdf -o - | sha256sum
             """)
     public static let readsOnly = true
     @OptionGroup public var client: StatusOptions
@@ -217,7 +219,11 @@ public struct AttachmentGetCommand: DeviceCommand, Sendable {
 public struct AttachmentRemoveCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "rm", abstract: "Remove an attachment here and queue its delete (works offline).",
-        discussion: "Example: ferry attachments rm notes a1 cover.jpg  (then `ferry push` deletes it on the server)")
+        discussion: """
+            The file goes from this device at once; the next `push` deletes it on the server.
+
+            Example: ferry attachments rm notes a1 cover.jpg
+            """)
     @OptionGroup public var client: LocalOptions
     @Argument(help: "The item's table.") var table: String
     @Argument(help: "The item's id.") var id: String

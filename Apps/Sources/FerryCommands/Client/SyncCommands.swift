@@ -19,6 +19,7 @@ public struct PushCommand: DeviceCommand, Sendable {
     public func execute(on device: Device, output: CommandOutput) async throws {
         let output = output.askingForProgress(progress)
         let pending = output.showsProgress ? try await device.status().operations.count : nil
+        let files = try await device.queuedAttachmentCount()
         let progress = await Progress.watch(device, output: output, operations: pending)
         let result: PushResult
         do {
@@ -29,6 +30,11 @@ public struct PushCommand: DeviceCommand, Sendable {
         }
         await progress.finish()
         output.print(Rendering.push(result, format: output.format, width: output.terminalWidth))
+        // The attachment uploads and deletes that ran after the operations.
+        if files > 0, !output.format.isJSON {
+            let sent = files - (try await device.queuedAttachmentCount())
+            output.print("sent \(sent) of \(files) queued file\(files == 1 ? "" : "s") (attachments)")
+        }
         if !result.failed.isEmpty {
             let count = result.failed.count
             throw ClientError(
