@@ -76,7 +76,8 @@ struct KilledUploadTests {
         }
         try await offThePool { push.waitUntilExit() }
         try #require(killed && push.terminationReason == .uncaughtSignal, "the push ended before the kill")
-        // What the server kept of the cut request, once it stopped growing.
+        // What the server kept, once it stopped growing: what the killed process had already written
+        // to its socket still arrives (on loopback, the whole 4 MiB piece in flight, as measured).
         var kept = try await Self.offset(resource) ?? 0
         while true {
             try await Task.sleep(for: .milliseconds(300))
