@@ -28,6 +28,15 @@ extension HTTPRemote: RemoteAttachments {
         return url
     }
 
+    /// Whether the server offers attachments (`attachments` in its `$capabilities`), asked once and
+    /// remembered. `false` as well when the question could not be asked (a network failure, not
+    /// remembered): ask it after a transfer failed, to tell "no attachments here" from other refusals.
+    ///
+    /// ```swift
+    /// if await remote.offersAttachments() == false { print("start the server with --attachments") }
+    /// ```
+    public func offersAttachments() async -> Bool { await extensions().attachments }
+
     public func uploadAttachment(
         table: String, itemID: String, name: String, file: URL, contentType: String?, sha256: String,
         progress: @escaping @Sendable (Int64, Int64) -> Void

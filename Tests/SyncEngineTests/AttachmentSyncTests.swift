@@ -132,4 +132,20 @@ struct AttachmentStatusTests {
         }
         await phone.context.stopAutomaticSync()
     }
+
+    /// `queuedAttachments()`: the uploads and deletes a push would run, without automatic sync.
+    @Test func theQueuedFilesAreListedInQueueOrder() async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .memory, server: server, attachments: remote)
+        #expect(try await phone.context.queuedAttachments().isEmpty)
+        try await phone.table().insert(["id": "a"])
+        try await phone.table().attach(file: try phone.file(pattern(10)), to: "a", name: "f")
+        try await phone.table().attach(file: try phone.file(pattern(20)), to: "a", name: "g")
+        #expect(try await phone.context.queuedAttachments().map(\.name) == ["f", "g"])
+        try await phone.context.push()
+        #expect(try await phone.context.queuedAttachments().isEmpty)
+        try await phone.table().removeAttachment(of: "a", name: "f")
+        #expect(try await phone.context.queuedAttachments().map { "\($0.name) \($0.state)" } == ["f pendingDelete"])
+    }
 }

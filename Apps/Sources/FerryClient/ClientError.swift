@@ -68,14 +68,19 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case let error as ClientError:
             return error
         case let error as SyncError:
+            if case .noAttachments? = error.remoteError?.underlying as? Connectivity.Gate {
+                return ClientError(
+                    .failed, "the server does not offer attachments; the files stay queued",
+                    hint: "start it with `ferry serve --attachments`")
+            }
             switch error.code {
             case .network:
                 return ClientError(.unreachable, error.message, hint: networkHint(error.remoteError))
             case .unauthorized:
                 return ClientError(.unauthorized, error.message, hint: "give a valid token with --token")
-            case .itemNotFound, .notFound:
+            case .itemNotFound, .notFound, .attachmentNotFound:
                 return ClientError(.notFound, error.message)
-            case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution:
+            case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution, .invalidAttachmentName:
                 return ClientError(.usage, error.message)
             case .queuedOperations:
                 return ClientError(.failed, error.message, hint: "push first, or purge with --force")
@@ -123,6 +128,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         switch error?.underlying as? Connectivity.Gate {
         case .offline?: "say `online` to reconnect"
         case .noServer?: "give --server URL"
+        case .noAttachments?: "start the server with `ferry serve --attachments`"
         case nil: "is the server running? check --server"
         }
     }

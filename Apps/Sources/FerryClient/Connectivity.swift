@@ -49,10 +49,12 @@ final class Connectivity: RemoteService {
         return inner
     }
 
-    /// Why ``check()`` let nothing through; ``ClientError/from(_:)`` picks its hint from it.
+    /// Why ``check()`` let nothing through (or, `noAttachments`, why the server refused a file);
+    /// ``ClientError/from(_:)`` picks its hint from it.
     enum Gate: Error, Sendable {
         case offline
         case noServer
+        case noAttachments
     }
 }
 

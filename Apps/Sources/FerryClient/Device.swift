@@ -16,11 +16,16 @@ public actor Device {
     public let location: StoreLocation
     public let server: ServerSettings?
     public let policy: ConflictPolicy
-    private let connectivity: Connectivity
+    let connectivity: Connectivity
     /// What automatic sync is told of the simulated connection.
     private let network = ManualConnectivity()
     private var store: any LocalStore
-    private var context: SyncContext
+    var context: SyncContext
+    /// Where attachment files live: `<store>.attachments/` beside a file store, a temporary
+    /// directory (removed on close) for a memory store; `nil` for a device made for tests.
+    let attachmentFiles: StoreAttachmentFiles?
+    /// Whether ``context`` was given the attachment configuration yet (it is async; see ``prepared()``).
+    var attachmentsConfigured = false
     /// The tables automatic sync keeps pulled, while it runs.
     public private(set) var automaticTables: [String]?
 
@@ -37,6 +42,7 @@ public actor Device {
         context = SyncContext(
             store: store, remote: connectivity, conflictHandler: policy.handler,
             pushLeaseLifetime: Self.pushLeaseLifetime)
+        attachmentFiles = StoreAttachmentFiles(location.attachmentsDirectory ?? StoreAttachmentFiles.temporary())
     }
 
     /// For tests: a device on any store and remote.
@@ -47,6 +53,7 @@ public actor Device {
         self.policy = policy
         connectivity = Connectivity(remote)
         self.store = store
+        attachmentFiles = nil
         context = SyncContext(
             store: store, remote: connectivity, conflictHandler: policy.handler,
             pushLeaseLifetime: Self.pushLeaseLifetime)
@@ -79,7 +86,7 @@ public actor Device {
                 throw ClientError(.usage, error.message)
             }
         }
-        await context.startAutomaticSync(
+        await prepared().startAutomaticSync(
             tables.map { SyncSubscription(table: $0, queryID: "automatic") },
             configuration: AutomaticSyncConfiguration(pollInterval: pollInterval), connectivity: network)
         automaticTables = tables
@@ -129,12 +136,14 @@ public actor Device {
         context = SyncContext(
             store: store, remote: connectivity, conflictHandler: policy.handler,
             pushLeaseLifetime: Self.pushLeaseLifetime)
+        attachmentsConfigured = false
     }
 
-    /// Closes the store (after stopping automatic sync).
+    /// Closes the store (after stopping automatic sync); a memory store's attachment files go with it.
     public func close() async throws {
         await stopAutomaticSync()
         try await store.close()
+        if location == .memory { attachmentFiles?.removeDirectory() }
     }
 
     /// Progress events of this device's sync work.
@@ -216,14 +225,14 @@ public actor Device {
 
     // MARK: Sync
 
-    public func push() async throws -> PushResult { try await context.push() }
+    public func push() async throws -> PushResult { try await prepared().push() }
 
     /// Pulls `table`; with `countsTotal` the server counts what the pull will bring (for progress
     /// with a total: `SyncEvent.pullCounted`).
     public func pull(_ table: String, query: TableQuery, queryID: String?, pageSize: Int, countsTotal: Bool = false)
         async throws -> PullResult
     {
-        try await context.pull(
+        try await prepared().pull(
             table, query: query, queryID: queryID, options: PullOptions(pageSize: pageSize, countsTotal: countsTotal))
     }
 
@@ -247,6 +256,7 @@ public actor Device {
             device: name, store: location.description, online: isOnline, queued: queued,
             operations: operations, errors: errors, deltaTokens: tokens)
         status.lastSyncedAt = try await context.lastSyncedAt()
+        status.queuedAttachments = try await queuedAttachmentCount()
         status.automaticTables = automaticTables
         status.server = server?.url.absoluteString
         if automaticTables != nil {
@@ -298,6 +308,8 @@ public struct DeviceStatus: Sendable {
     public var reachability: ServerReachability?
     /// Where automatic sync stands, while it runs.
     public var sync: SyncStatus.Snapshot?
+    /// Attachment uploads and deletes waiting for a push.
+    public var queuedAttachments = 0
 
     /// A status; see the properties.
     public init(

@@ -58,10 +58,11 @@ public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
             hint: "check --store; stores are created by their first write, such as insert or pull")
     }
 
-    /// Deletes the store's files (SQLite's with its journal files, LMDB's directory); a command
-    /// that created a store and then failed calls it.
+    /// Deletes the store's files (SQLite's with its journal files, LMDB's directory, and the
+    /// attachments directory beside them); a command that created a store and then failed calls it.
     public func remove() {
         let files = FileManager.default
+        if let attachments = attachmentsDirectory { try? files.removeItem(at: attachments) }
         switch self {
         case .sqlite(let path):
             for suffix in ["", "-wal", "-shm", "-journal"] { try? files.removeItem(atPath: path + suffix) }

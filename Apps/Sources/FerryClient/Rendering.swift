@@ -290,6 +290,7 @@ public enum Rendering: Sendable {
                 "reachable": status.reachability.map { .bool($0.isReachable) } ?? .null,
                 "unreachableReason": status.reachability.flatMap(Self.unreachableReason).map(JSONValue.string) ?? .null,
                 "queued": .object(queued), "errors": .array(status.errors.map { .object($0.json) }),
+                "queuedAttachments": .int(Int64(status.queuedAttachments)),
                 "deltaTokens": .object(tokens),
                 "lastSyncedAt": status.lastSyncedAt.map { .string($0.iso8601) } ?? .null,
                 "automaticSync": status.automaticTables.map { .array($0.map(JSONValue.string)) } ?? .null,
@@ -313,7 +314,10 @@ public enum Rendering: Sendable {
             }
             // "everything synced" only when the server answers (or there is none to ask).
             let reachable = status.server == nil || status.reachability?.isReachable == true
-            if status.operations.isEmpty && status.errors.isEmpty {
+            let files = status.queuedAttachments
+            if files > 0 {
+                lines[0] += "; \(grouped(files)) file\(files == 1 ? "" : "s") waiting to be sent (attachments)"
+            } else if status.operations.isEmpty && status.errors.isEmpty {
                 lines[0] += ": " + (reachable ? Self.synced(status.lastSyncedAt, now: now) : "nothing queued")
             }
             if let tables = status.automaticTables {

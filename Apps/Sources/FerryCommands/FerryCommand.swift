@@ -17,7 +17,7 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
         abstract: "Ferry: offline-first data sync for Swift. Serve tables, or work with a local store.",
         version: "0.1.0",
         subcommands: [ServeCommand.self, DemoCommand.self, ReplCommand.self, TokenCommand.self, RemoteCommand.self]
-            + deviceCommands.map { $0 as any ParsableCommand.Type } + [WatchCommand.self]
+            + deviceCommands.map { $0 as any ParsableCommand.Type } + commandGroups + [WatchCommand.self]
     )
 
     public init() {}

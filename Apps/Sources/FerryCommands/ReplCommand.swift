@@ -13,10 +13,13 @@ let deviceCommands: [any DeviceCommand.Type] = [
     ImportCommand.self,
 ]
 
+/// The client commands that group device commands (`attachments add|list|get|rm`), shared too.
+let commandGroups: [any ParsableCommand.Type] = [AttachmentsCommand.self]
+
 /// The command tree the REPL parses each line with: the client commands, without `serve` or `repl`.
 struct ReplCommands: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "", subcommands: deviceCommands.map { $0 as any ParsableCommand.Type })
+        commandName: "", subcommands: deviceCommands.map { $0 as any ParsableCommand.Type } + commandGroups)
 }
 
 /// `ferry repl`: an exploratory sync session with several named devices.
@@ -57,6 +60,8 @@ public struct ReplCommand: AsyncParsableCommand, Sendable {
         connection.server = server
         connection.protocolVersion = protocolVersion
         connection.token = token
+        // Every option of a group made by hand must be set: reading one never parsed stops the process.
+        connection.caFile = nil
         do {
             let session = try ReplSession(
                 server: try connection.serverSettings(), policy: try ClientOptions.policy(conflicts), stores: stores,
@@ -199,7 +204,7 @@ public actor ReplSession {
         let rest = Array(words.dropFirst())
         switch first {
         case "help":
-            output.print(try help(rest.first))
+            output.print(try help(rest))
         case "use":
             guard let name = rest.first else { throw ClientError(.usage, "use which device?", hint: "use NAME") }
             var store: String?
@@ -268,6 +273,11 @@ public actor ReplSession {
                     hint: "`help \(first)` shows its options")
             }
             guard let command = parsed as? any DeviceCommand else {
+                if let group = commandGroups.first(where: { $0.configuration.commandName == first }) {
+                    let actions = group.configuration.subcommands.compactMap { $0.configuration.commandName }
+                    throw ClientError(
+                        .usage, "\(first) what?", hint: "\(first) \(actions.joined(separator: "|")); `help \(first)`")
+                }
                 throw ClientError(.usage, "unknown command '\(first)'", hint: "`help` lists the commands")
             }
             if command.client.namesADevice {
@@ -300,10 +310,27 @@ public actor ReplSession {
     /// The REPL's own commands, beside the device commands.
     static let replCommandNames = ["help", "exit", "quit", "use", "devices", "offline", "online", "restart", "auto"]
 
-    var commandNames: [String] { Self.replCommandNames + deviceCommands.compactMap { $0.configuration.commandName } }
+    var commandNames: [String] {
+        Self.replCommandNames
+            + (deviceCommands.map { $0 as any ParsableCommand.Type } + commandGroups)
+            .compactMap { $0.configuration.commandName }
+    }
 
-    func help(_ topic: String?) throws(ClientError) -> String {
-        if let topic, let command = deviceCommands.first(where: { $0.configuration.commandName == topic }) {
+    /// `help`, `help COMMAND` or `help attachments add`.
+    func help(_ words: [String]) throws(ClientError) -> String {
+        let topic = words.first
+        let commands = deviceCommands.map { $0 as any ParsableCommand.Type } + commandGroups
+        if let topic, var command = commands.first(where: { $0.configuration.commandName == topic }) {
+            if words.count > 1 {
+                guard
+                    let action = command.configuration.subcommands.first(where: {
+                        $0.configuration.commandName == words[1]
+                    })
+                else {
+                    throw ClientError(.usage, "no command '\(words.joined(separator: " "))'", hint: "`help \(topic)`")
+                }
+                command = action
+            }
             return ReplHelp.forREPL(
                 ReplCommands.helpMessage(for: command).trimmingCharacters(in: .whitespacesAndNewlines))
         }
@@ -311,6 +338,13 @@ public actor ReplSession {
             throw ClientError(.usage, "no command '\(topic)'", hint: Suggestion.hint(for: topic, among: commandNames))
         }
         var rows = deviceCommands.map { [$0.configuration.commandName ?? "", $0.configuration.abstract] }
+        rows += commandGroups.map { group in
+            let actions = group.configuration.subcommands.compactMap { $0.configuration.commandName }
+            return [
+                "\(group.configuration.commandName ?? "") \(actions.joined(separator: "|"))",
+                group.configuration.abstract,
+            ]
+        }
         rows += [
             ["use NAME [--store S]", "switch to device NAME (created with its own store the first time)"],
             ["devices", "list the devices"], ["offline / online", "cut or restore this device's connection"],

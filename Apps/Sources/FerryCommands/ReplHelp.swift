@@ -24,6 +24,12 @@ final class CompletionState: Sendable {
         if !startsNewWord, let word = words.last, word.hasPrefix("-"), let command = words.first {
             return options[String(command)] ?? []
         }
+        if position == 1, let first = words.first,
+            let group = commandGroups.first(where: { $0.configuration.commandName == String(first) })
+        {
+            // `attachments ` completes its actions.
+            return group.configuration.subcommands.compactMap { $0.configuration.commandName }
+        }
         if words.first == "use" || words.first == "help" {
             return words.first == "use" ? snapshot.devices : snapshot.commands
         }

@@ -43,6 +43,7 @@ struct AttachmentClientTests {
         try await alice.uploadAttachment(
             table: "notes", itemID: "a1", name: "scan.pdf", file: source, contentType: "application/pdf",
             sha256: Self.hex(bytes), progress: { done, _ in sent.withLock { $0.append(done) } })
+        #expect(await alice.offersAttachments())
         #expect(sent.withLock { $0.last } == Int64(bytes.count))
         #expect(sent.withLock { $0.count } >= 2, "a 5 MB file goes in more than one piece")
 
@@ -69,8 +70,10 @@ struct AttachmentClientTests {
     /// A server without attachments answers the rows with an empty page (every pull asks).
     @Test func aServerWithoutAttachmentsHasNoRows() async throws {
         let live = try await LiveServer.start(tables: [AttachmentUploadTests.notes])
-        let rows = try await Self.remote(live, user: "alice").attachmentRows(table: "notes", query: TableQuery())
+        let remote = Self.remote(live, user: "alice")
+        let rows = try await remote.attachmentRows(table: "notes", query: TableQuery())
         #expect(rows.items.isEmpty)
+        #expect(await remote.offersAttachments() == false)
         try await live.stop()
     }
 }

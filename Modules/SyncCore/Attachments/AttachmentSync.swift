@@ -78,6 +78,15 @@ extension SyncContext {
         }
     }
 
+    /// The attachment uploads and deletes waiting for a push, in queue order (every table's).
+    ///
+    /// ```swift
+    /// let waiting = try await context.queuedAttachments().count  // "3 files waiting to be sent"
+    /// ```
+    public func queuedAttachments() async throws(SyncError) -> [ItemAttachment] {
+        try await read("queued attachments") { try AttachmentQueue.queued(in: $0) }
+    }
+
     // MARK: - Push
 
     /// Runs the queued uploads and deletes in queue order, each after its item's insert was pushed

@@ -7,8 +7,11 @@ import SyncCore
 /// Where a client command prints, and how.
 public struct CommandOutput: Sendable {
     public var format: OutputFormat
-    /// Whether progress lines may be drawn (a terminal on stderr, table format).
+    /// Whether progress lines may be drawn (a terminal on stderr, table format; or `--progress`).
     public var showsProgress: Bool
+    /// Whether progress is drawn over itself and cleared at the end (a terminal); else it is
+    /// written a line a second (`--progress` into a pipe or a file).
+    public var drawsProgressInPlace = true
     /// Whether `-` may read an argument from standard input (the CLI; not the REPL, whose input it is).
     public var readsStandardInput: Bool
     /// The terminal's width when results go to one (tables fit it; long results are cut short).
@@ -33,6 +36,16 @@ public struct CommandOutput: Sendable {
     }
 
     public func print(_ text: String) { write(text + "\n") }
+
+    /// The output of a command given `--progress`: progress shown even when stderr is not a
+    /// terminal, then a line at a time.
+    func askingForProgress(_ asked: Bool) -> CommandOutput {
+        guard asked else { return self }
+        var output = self
+        output.showsProgress = true
+        if isatty(2) != 1 { output.drawsProgressInPlace = false }
+        return output
+    }
 
     /// The output for the next command of a session: the terminal's width as it is now.
     func remeasured() -> CommandOutput {

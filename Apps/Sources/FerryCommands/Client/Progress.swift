@@ -5,21 +5,30 @@ import Foundation
 import SyncCore
 
 /// Draws "rows, rows/s" (with the total and the time left when the server counted them) while a push
-/// or pull runs, when stderr is a terminal.
+/// or pull runs, and the bytes of attachment transfers, when stderr is a terminal or `--progress`
+/// asks for it.
 final class Progress: Sendable {
     private let task: Task<Void, Never>?
     private let output: CommandOutput?
+    /// Whether the line is drawn over itself (stderr is a terminal), and cleared at the end.
+    private let terminal: Bool
 
-    private init(task: Task<Void, Never>?, output: CommandOutput?) {
+    private init(task: Task<Void, Never>?, output: CommandOutput?, terminal: Bool = false) {
         self.task = task
         self.output = output
+        self.terminal = terminal
     }
 
     /// Draws progress on stderr while the device pulls or pushes. `operations` is how many
     /// operations a push will send, when known: then the line has a total and an estimate of the
-    /// time left.
+    /// time left. Attachment transfers draw their own line (`uploading 'scan.pdf': 12.0 of 40.0 MB`).
+    ///
+    /// On a terminal the line is drawn over itself and cleared at the end; asked for elsewhere
+    /// (`--progress` into a file or a pipe), a line is written at most every second, and one per
+    /// finished transfer.
     static func watch(_ device: Device, output: CommandOutput, operations total: Int? = nil) async -> Progress {
         guard output.showsProgress else { return Progress(task: nil, output: nil) }
+        let terminal = output.drawsProgressInPlace
         let events = await device.events()
         let task = Task {
             let start = ContinuousClock.now
@@ -27,24 +36,57 @@ final class Progress: Sendable {
             var rowTotal: Int?
             var operations = 0
             var drawn = start
+            var transfer: (moving: AttachmentTransfer, start: ContinuousClock.Instant, bytes: Int64, total: Int64)?
             for await event in events {
                 switch event {
                 case .pullCounted(_, _, let counted): rowTotal = counted
                 case .pagePulled(_, _, let page): rows += page.received
                 case .operationPushed: operations += 1
+                case .attachmentProgress(let moving, let bytes, let total):
+                    if transfer?.moving != moving { transfer = (moving, ContinuousClock.now, 0, 0) }
+                    transfer?.bytes = bytes
+                    transfer?.total = total
+                case .attachmentTransferred(let moved):
+                    transfer = nil
+                    if !terminal, moved.direction != .delete {
+                        output.writeProgress(
+                            "\(moved.direction == .upload ? "uploaded" : "downloaded") '\(moved.name)'\n")
+                    }
+                    continue
                 default: continue
                 }
-                // At most ten lines a second: a push sends thousands of operations a second.
+                // At most ten lines a second on a terminal (a push sends thousands of operations a
+                // second), one a second elsewhere.
                 let now = ContinuousClock.now
-                guard now - drawn >= .milliseconds(100) else { continue }
+                guard now - drawn >= (terminal ? .milliseconds(100) : .seconds(1)) else { continue }
                 drawn = now
-                let seconds = (now - start) / .seconds(1)
-                output.writeProgress(
-                    "\r\u{1B}[K"
-                        + line(rows: rows, rowTotal: rowTotal, operations: operations, total: total, seconds: seconds))
+                let text =
+                    if let transfer {
+                        attachmentLine(
+                            transfer.moving, bytes: transfer.bytes, total: transfer.total,
+                            seconds: (now - transfer.start) / .seconds(1))
+                    } else {
+                        line(
+                            rows: rows, rowTotal: rowTotal, operations: operations, total: total,
+                            seconds: (now - start) / .seconds(1))
+                    }
+                output.writeProgress(terminal ? "\r\u{1B}[K" + text : text + "\n")
             }
         }
-        return Progress(task: task, output: output)
+        return Progress(task: task, output: output, terminal: terminal)
+    }
+
+    /// `uploading 'scan.pdf': 12.0 of 40.0 MB (8.1 MB/s, about 4 s left)`.
+    static func attachmentLine(_ transfer: AttachmentTransfer, bytes: Int64, total: Int64, seconds: Double) -> String {
+        let verb = transfer.direction == .download ? "downloading" : "uploading"
+        let rate = Double(bytes) / max(0.001, seconds)
+        let rateText = seconds > 0 ? " (\(Device.bytes(Int64(rate)))/s" : ""
+        guard total > 0, total >= bytes else {
+            return "\(verb) '\(transfer.name)': \(Device.bytes(bytes))" + (rateText.isEmpty ? "" : rateText + ")")
+        }
+        let left = seconds > 0 ? timeLeft(Int(total - bytes), rate) : ""
+        return "\(verb) '\(transfer.name)': \(Device.bytes(bytes)) of \(Device.bytes(total))"
+            + (rateText.isEmpty ? "" : rateText + left + ")")
     }
 
     /// `1,200 rows (4,800 rows/s)`, `1,200 of 10,000 rows (4,800 rows/s, about 2 s left)`, or
@@ -83,6 +125,6 @@ final class Progress: Sendable {
         guard let task, let output else { return }
         task.cancel()
         await task.value
-        output.writeProgress("\r\u{1B}[K")
+        if terminal { output.writeProgress("\r\u{1B}[K") }
     }
 }

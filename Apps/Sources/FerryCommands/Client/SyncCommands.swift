@@ -8,12 +8,18 @@ import SyncCore
 public struct PushCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "push", abstract: "Send the queued operations of every table to the server, in order.",
-        discussion: "Exits with 2 when some operations failed or conflicted (see `ferry conflicts`).")
+        discussion: """
+            Then the queued attachment uploads and deletes (`ferry attachments`); a cut upload resumes where \
+            the server stopped. Exits with 2 when some operations failed or conflicted (see `ferry conflicts`).
+            """)
     @OptionGroup public var client: ClientOptions
+    @Flag(help: "Show progress on stderr even when it is not a terminal (a line a second).") var progress = false
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        let output = output.askingForProgress(progress)
         let pending = output.showsProgress ? try await device.status().operations.count : nil
+        let files = try await device.queuedAttachmentCount()
         let progress = await Progress.watch(device, output: output, operations: pending)
         let result: PushResult
         do {
@@ -24,6 +30,11 @@ public struct PushCommand: DeviceCommand, Sendable {
         }
         await progress.finish()
         output.print(Rendering.push(result, format: output.format, width: output.terminalWidth))
+        // The attachment uploads and deletes that ran after the operations.
+        if files > 0, !output.format.isJSON {
+            let sent = files - (try await device.queuedAttachmentCount())
+            output.print("sent \(sent) of \(files) queued file\(files == 1 ? "" : "s") (attachments)")
+        }
         if !result.failed.isEmpty {
             let count = result.failed.count
             throw ClientError(
@@ -46,9 +57,11 @@ public struct PullCommand: DeviceCommand, Sendable {
     @Option(help: "Only items matching this OData $filter.") var filter: String?
     @Option(help: "Remember where this pull ended, under this id, for incremental pulls.") var queryId: String?
     @Option(help: "Items per request.") var pageSize: Int = 100
+    @Flag(help: "Show progress on stderr even when it is not a terminal (a line a second).") var progress = false
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        let output = output.askingForProgress(progress)
         let query = try makeQuery(filter: filter)
         let progress = await Progress.watch(device, output: output)
         let result: PullResult
