@@ -1,4 +1,5 @@
 import Foundation
+import ServerTestSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -10,8 +11,8 @@ import Synchronization
 /// direction of each connection is pumped by a thread of its own with blocking calls (never on the
 /// tests' cooperative pool).
 final class ThrottlingProxy: Sendable {
-    let port: Int
-    private let listener: Int32
+    var port: Int { listener.port }
+    private let listener: LoopbackListener
     private let target: Int
     /// Bytes relayed from clients to the server, and the most per second (0: no limit).
     private let state = Mutex<(sent: Int64, bytesPerSecond: Int)>((0, 0))
@@ -19,35 +20,9 @@ final class ThrottlingProxy: Sendable {
     init(target: Int, bytesPerSecond: Int) throws {
         self.target = target
         state.withLock { $0.bytesPerSecond = bytesPerSecond }
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = Self.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 64) == 0 else {
-            close(fd)
-            throw ProxyError(message: "cannot listen")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
-        Thread.detachNewThread { [self] in
-            while true {
-                let client = accept(fd, nil, nil)
-                if client < 0 { return }
-                Thread.detachNewThread { self.relay(client) }
-            }
-        }
+        listener = try LoopbackListener()
+        listener.start { [self] client in self.relay(client) }
     }
-
-    struct ProxyError: Error { var message: String }
 
     /// The bytes clients sent through the proxy so far.
     var sent: Int64 { state.withLock { $0.sent } }
@@ -55,28 +30,11 @@ final class ThrottlingProxy: Sendable {
     /// Changes the rate (0: no limit).
     func setRate(_ bytesPerSecond: Int) { state.withLock { $0.bytesPerSecond = bytesPerSecond } }
 
-    func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
-    }
-
-    static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        return address
-    }
+    func stop() { listener.stop() }
 
     private func relay(_ client: Int32) {
-        let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = Self.loopback(port: target)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
+        let server = LoopbackSockets.connect(port: target) ?? -1
+        guard server >= 0 else {
             close(client)
             close(server)
             return
