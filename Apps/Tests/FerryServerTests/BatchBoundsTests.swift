@@ -81,7 +81,11 @@ struct BatchBoundsTests {
     }
 
     @Test func aLongBatchLetsOtherWritersInBetweenItsSlices() async throws {
-        let server = try await LiveServer.start(tables: Self.tables, seed: Self.seed(1_000, prefix: "b"))
+        // The batch's time limit is another test's: on a loaded machine 1,000 updates may pass the default.
+        var limits = RequestLimits()
+        limits.maximumBatchDuration = .seconds(600)
+        let server = try await LiveServer.start(
+            tables: Self.tables, limits: limits, seed: Self.seed(1_000, prefix: "b"))
         let batch = Task { try await server.send("POST", "/tables/$batch", json: Self.updates(1_000, prefix: "b")) }
         // Once the batch's first slice has committed, a single insert goes in.
         try await eventually("the batch's first slice commits") {
