@@ -32,6 +32,8 @@ struct ServeAttachmentsTests {
         let line = try await ServeCommandTests.firstLine(of: output.fileHandleForReading, from: process)
         let base = try #require(
             line.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init), "\(line)")
+        #expect(
+            line.contains("attachments in files:\(directory),"), "the start-up line says where content goes: \(line)")
 
         func send(_ method: String, _ path: String, headers: [String: String] = [:], body: Data? = nil) async throws
             -> (Int, Data)

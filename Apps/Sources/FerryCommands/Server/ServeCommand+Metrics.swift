@@ -1,4 +1,5 @@
 import FerryServer
+import ServerStorageCore
 
 /// The metrics settings: `metrics` (`--metrics on|off`), `metricsPort` and `metricsHost`.
 extension ServeCommand {
@@ -28,6 +29,12 @@ extension ServeCommand {
     }
 
     /// Where the metrics are, for the line that says where the server listens.
+    /// Where attachment content goes, for the start-up line: `attachments in <location>, ` or nothing.
+    static func attachmentsNote(_ configuration: ServerConfiguration) -> String {
+        guard configuration.attachments != nil, let blobs = configuration.blobStorage else { return "" }
+        return "attachments in \(blobs.location), "
+    }
+
     static func metricsNote(_ server: ReferenceServer, _ settings: MetricsSettings) -> String {
         guard server.metricsRegistry != nil else { return "metrics off" }
         guard let port = server.metricsPort, case .separate(let host, _) = settings.endpoint else {

@@ -321,7 +321,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         }
         if let tracing { logger.info("ferry serve: sending traces to \(tracing.destination)") }
         let line =
-            "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables, \(Self.metricsNote(server, configuration.metrics)))\n"
+            "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables, \(Self.attachmentsNote(configuration))\(Self.metricsNote(server, configuration.metrics)))\n"
         StandardStreams.write(line)
         do {
             try await server.waitUntilStopped()
