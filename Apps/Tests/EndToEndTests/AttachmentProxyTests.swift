@@ -162,15 +162,17 @@ struct AttachmentProxyTests {
             var seen: [(listed: JSONValue?, stored: Int64?)] = []
             while !Task.isCancelled {
                 let listing: Data
+                let stored: Int64?
                 do {
                     (listing, _) = try await URLSession.shared.data(
                         from: server.url.appendingPathComponent("tables/notes/a1/$attachments"))
+                    stored = try await blobs.blob(sha256: sha256)?.size
                 } catch {
-                    if Task.isCancelled { break }  // the request the end of the upload cancelled
+                    if Task.isCancelled { break }  // the look the end of the upload cancelled
                     throw error
                 }
                 let listed = try JSONValue(parsingUTF8: [UInt8](listing)).arrayValue?.first { $0["name"] == "big.bin" }
-                seen.append((listed, try await blobs.blob(sha256: sha256)?.size))
+                seen.append((listed, stored))
                 try? await Task.sleep(for: .milliseconds(20))
             }
             return seen
@@ -207,6 +209,35 @@ struct AttachmentProxyTests {
         let downstream = afterDownload.downstream - afterUpload.downstream
         #expect(downstream < size + (cuts + 1) * Self.chunk, "seed \(seed): \(downstream) bytes received for \(size)")
         #expect(try Data(contentsOf: target) == bytes, "seed \(seed): cuts at \(plannedDown)")
+    }
+}
+
+extension AttachmentProxyTests {
+    /// A cut, then another in the `HEAD` that asks the server where it is: the client asks again
+    /// (one more attempt) and the upload completes.
+    @Test func aCutQuestionIsAskedAgain() async throws {
+        let scratch = try await Scratch()
+        defer { scratch.remove() }
+        let server = try await Self.start(in: scratch)
+        defer { Task { try? await server.stop() } }
+        let proxy = try ResettingProxy(target: server.server.port)
+        defer { proxy.stop() }
+        let (source, bytes, sha256) = try Self.file(6 << 20, seed: 4)
+        let target = Self.scratchFile()
+        defer {
+            try? FileManager.default.removeItem(at: source)
+            try? FileManager.default.removeItem(at: target)
+        }
+        // The 50th byte after the first cut is in the next request, the HEAD.
+        proxy.arm(upstream: [2 << 20, (2 << 20) + 50])
+        try await Self.remote(URL(string: "http://127.0.0.1:\(proxy.port)")!, attempts: 3).uploadAttachment(
+            table: "notes", itemID: "a1", name: "big.bin", file: source, contentType: nil, sha256: sha256
+        ) { _, _ in }
+        #expect(proxy.armed == 0 && proxy.counts.cuts == 2)
+        try await Self.remote(server.url).downloadAttachment(
+            table: "notes", itemID: "a1", name: "big.bin", to: target
+        ) { _, _ in }
+        #expect(try Data(contentsOf: target) == bytes)
     }
 }
 
