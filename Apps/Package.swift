@@ -269,6 +269,7 @@ let package = Package(
                 .product(name: "StoreConformance", package: "Ferry"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/EndToEndTests"
         ),

@@ -8,6 +8,7 @@
 #        Tools/bench-sync.sh --outage N   (the server killed and restarted N times under a syncing device)
 #        Tools/bench-sync.sh --compare-clients [--rows N] [--push N]   (push and pull through each HTTP client)
 #        Tools/bench-sync.sh --fan-out 1000,10000 [--fan-out-writes N]   (one write reaching N change feeds; Linux)
+#        Tools/bench-sync.sh --attachments [--attachment-files N] [--attachment-large-mib N]   (beside curl; Linux)
 #        Tools/bench-sync.sh --help
 # The server is the Apps package's release `ferry` (--ferry PATH runs another).
 set -euo pipefail

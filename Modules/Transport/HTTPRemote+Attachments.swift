@@ -63,7 +63,28 @@ extension HTTPRemote: RemoteAttachments {
         var offset = Self.offset(created) ?? 0
         headers = ["Content-Type": "application/partial-upload"]
         var attempts = 0
+        // The network error of the last cut, until `HEAD` has told where the server is.
+        var cut: RemoteError?
         while true {
+            if let error = cut {
+                // Cut: ask the server where it is, and go on from there (never resend what it has).
+                // The question may be cut too: it counts as one more attempt.
+                guard attempts < client.configuration.retry.maximumAttempts else { throw error }
+                attempts += 1
+                do {
+                    created = try await client.send("HEAD", upload, retries: true)
+                } catch {
+                    guard error.code == .network else { throw error }
+                    cut = error
+                    continue
+                }
+                guard let known = Self.offset(created) else {
+                    throw created.status >= 400
+                        ? created.failure("resuming attachment '\(name)' of '\(table)/\(itemID)'") : error
+                }
+                offset = known
+                cut = nil
+            }
             try handle.seek(toOffset: UInt64(offset))
             let chunk = try handle.read(upToCount: Self.uploadChunkSize) ?? Data()
             let last = offset + Int64(chunk.count) >= size
@@ -73,12 +94,8 @@ extension HTTPRemote: RemoteAttachments {
             do {
                 answer = try await client.send("PATCH", upload, data: chunk, headers: headers, retries: false)
             } catch {
-                guard error.code == .network, attempts < client.configuration.retry.maximumAttempts else { throw error }
-                // Cut: ask the server where it is, and go on from there (never resend what it has).
-                attempts += 1
-                created = try await client.send("HEAD", upload, retries: true)
-                guard let known = Self.offset(created) else { throw error }
-                offset = known
+                guard error.code == .network else { throw error }
+                cut = error
                 continue
             }
             switch answer.status {
@@ -93,6 +110,13 @@ extension HTTPRemote: RemoteAttachments {
                     throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
                 }
                 offset = known
+            case 413 where answer.errorBodyCode == nil:
+                // Not Ferry's limits (they answer with a code, on creation): a proxy's body limit.
+                throw RemoteError(
+                    status: 413,
+                    "uploading attachment '\(name)' of '\(table)/\(itemID)': a proxy in front of the server "
+                        + "refused a request of \(chunk.count) bytes; it must accept bodies of "
+                        + "\(Self.uploadChunkSize >> 20) MiB (nginx: client_max_body_size 8m; docs/deploy.md)")
             default:
                 throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
             }

@@ -7,7 +7,8 @@
 // - a push of M queued inserts (operations/s): batched and keyed against Ferry's server, and one
 //   request per operation against the same server started with --protocol-only (what every server
 //   of the protocol family offers), beside the initial pull's rate of the same run;
-// - with `--postgres URL`, the same pull and push against `ferry serve` on PostgreSQL.
+// - with `--postgres URL`, the same pull and push against `ferry serve` on PostgreSQL;
+// - with `--attachments`, uploads and downloads beside curl (AttachmentBenchmark.swift).
 import ArgumentParser
 import Foundation
 import GRDB
@@ -35,6 +36,10 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             "ferry-syncbench-" + UUID().uuidString)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
+        if options.attachmentBench.run {
+            try await AttachmentBenchmark.run(options: options, directory: directory)
+            return
+        }
         print(
             "Ferry sync benchmark: rows of about 200 bytes, pages of \(options.page), server = ferry serve (SQLite file)"
         )
@@ -275,6 +280,8 @@ struct Options: ParsableArguments {
     /// The `ferry` executable the servers run; `nil` for the one beside this benchmark.
     @Option(help: "The ferry executable to run as the server (default: the one beside SyncBenchmark).")
     var ferry: String?
+    /// The attachment benchmark's settings (`--attachments`; AttachmentBenchmark.swift).
+    @OptionGroup var attachmentBench: AttachmentOptions
 
     mutating func validate() throws {
         for (name, value) in [
@@ -441,63 +448,5 @@ final class ServerProcess: @unchecked Sendable {
         guard process.isRunning else { return }
         Foundation.kill(process.processIdentifier, signal)
         process.waitUntilExit()
-    }
-}
-
-enum Clock {
-    static func measure(_ body: () async throws -> Void) async rethrows -> Double {
-        let start = DispatchTime.now().uptimeNanoseconds
-        try await body()
-        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
-    }
-}
-
-enum Memory {
-    /// VmRSS of this process, from /proc (0 where there is none).
-    static func residentBytes() -> Int {
-        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-            let digits = line.filter(\.isNumber)
-            return (Int(digits) ?? 0) * 1024
-        }
-        return 0
-    }
-
-    /// Samples VmRSS every 20 ms on a thread until stopped; answers the peak.
-    final class Sampler: @unchecked Sendable {
-        private let lock = NSLock()
-        private var peak = Memory.residentBytes()
-        private var running = true
-        private let thread: Thread
-
-        init() {
-            let box = Box()
-            thread = Thread { box.sampler?.loop() }
-            box.sampler = self
-            thread.start()
-        }
-
-        private final class Box: @unchecked Sendable { weak var sampler: Sampler? }
-
-        private func loop() {
-            while true {
-                let value = Memory.residentBytes()
-                lock.lock()
-                peak = max(peak, value)
-                let keepGoing = running
-                lock.unlock()
-                if !keepGoing { return }
-                usleep(20_000)
-            }
-        }
-
-        func stop() -> Int {
-            lock.lock()
-            running = false
-            peak = max(peak, Memory.residentBytes())
-            let result = peak
-            lock.unlock()
-            return result
-        }
     }
 }

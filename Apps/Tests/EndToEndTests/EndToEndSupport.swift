@@ -54,7 +54,8 @@ struct TestServer: Sendable {
 
     static func start(
         in scratch: Scratch, port: Int = 0, pageSize: Int = 100, pushExtensions: Bool = true,
-        limits: RequestLimits = RequestLimits(), trustsForwardedHeaders: Bool = false
+        limits: RequestLimits = RequestLimits(), trustsForwardedHeaders: Bool = false,
+        attachments: AttachmentLimits? = nil
     ) async throws -> TestServer {
         var logger = Logger(label: "ferry.e2e")
         logger.logLevel = .critical
@@ -62,13 +63,16 @@ struct TestServer: Sendable {
         configuration.offersPushExtensions = pushExtensions
         configuration.trustsForwardedHeaders = trustsForwardedHeaders
         configuration.dynamicTableDefaults = TableSettings(name: "*", softDelete: true, pageSize: pageSize)
+        configuration.attachments = attachments
         let path = scratch.url.appendingPathComponent("server.sqlite").path
         // A server started again on its old port may find it taken for a moment: the system hands the
         // same range of ports to other tests' client connections.
         for attempt in 1... {
             do {
-                let server = try await ReferenceServer.start(
-                    configuration, storage: try await scratch.database.open(logger: logger), ownsStorage: true)
+                let storage = try await scratch.database.open(logger: logger)
+                // Attachments' content in the items' database, as `ferry serve --attachments` keeps it.
+                if attachments != nil { configuration.blobStorage = blobStorage(following: storage) }
+                let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
                 return TestServer(server: server, databasePath: path)
             } catch let error as ServerStartError where port != 0 && attempt < 100 && error.message.contains("in use") {
                 try await Task.sleep(for: .milliseconds(100))

@@ -19,8 +19,9 @@ import Transport
 @Suite("Behind nginx with its default proxy settings", .timeLimit(.minutes(5)))
 struct ProxyTests {
     /// nginx on a free loopback port, passing everything to `upstream` with nothing but
-    /// `proxy_pass` and the two headers that name the public origin.
-    static func startProxy(in scratch: Scratch, upstream: Int) async throws -> (Process, URL) {
+    /// `proxy_pass` and the two headers that name the public origin (and `settings`, directives
+    /// of the location, when given).
+    static func startProxy(in scratch: Scratch, upstream: Int, settings: String = "") async throws -> (Process, URL) {
         let folder = scratch.url.appendingPathComponent("nginx")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let (process, port) = try await TLSProxy.launchNginx(in: folder) { port in
@@ -31,6 +32,7 @@ struct ProxyTests {
                     proxy_pass http://127.0.0.1:\(upstream);
                     proxy_set_header X-Forwarded-Host $http_host;
                     proxy_set_header X-Forwarded-Proto $scheme;
+                    \(settings)
                 }
             }
             """
