@@ -1,4 +1,5 @@
 import Foundation
+import ServerTestSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -23,8 +24,8 @@ final class ResettingProxy: Sendable {
         var connections = 0
     }
 
-    let port: Int
-    private let listener: Int32
+    var port: Int { listener.port }
+    private let listener: LoopbackListener
     private let target: Int
     private let state: Mutex<State>
 
@@ -39,33 +40,8 @@ final class ResettingProxy: Sendable {
     init(target: Int) throws {
         self.target = target
         state = Mutex(State())
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = AnswerDroppingProxy.loopback(port: 0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0, listen(fd, 64) == 0 else {
-            close(fd)
-            throw AnswerDroppingProxy.ProxyError(message: "cannot listen")
-        }
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
-        let listener = fd
-        Thread.detachNewThread { [self] in
-            while true {
-                let client = accept(listener, nil, nil)
-                if client < 0 { return }
-                Thread.detachNewThread { self.relay(client) }
-            }
-        }
+        listener = try LoopbackListener()
+        listener.start { [self] client in self.relay(client) }
     }
 
     var counts: Counts { state.withLock { $0.counts } }
@@ -83,22 +59,13 @@ final class ResettingProxy: Sendable {
 
     /// Stops accepting, and ends the open connections.
     func stop() {
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
+        listener.stop()
         for fd in state.withLock({ $0.open }) { shutdown(fd, Int32(SHUT_RDWR)) }
     }
 
     private func relay(_ client: Int32) {
-        let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = AnswerDroppingProxy.loopback(port: target)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else {
-            AnswerDroppingProxy.reset(client)
-            close(server)
+        guard let server = LoopbackSockets.connect(port: target) else {
+            LoopbackSockets.reset(client)
             return
         }
         state.withLock {
@@ -170,8 +137,8 @@ final class ResettingProxy: Sendable {
         guard last else { return }
         state.withLock { $0.open.subtract([pair.client, pair.server]) }
         if reset {
-            AnswerDroppingProxy.reset(pair.client)
-            AnswerDroppingProxy.reset(pair.server)
+            LoopbackSockets.reset(pair.client)
+            LoopbackSockets.reset(pair.server)
         } else {
             close(pair.client)
             close(pair.server)
