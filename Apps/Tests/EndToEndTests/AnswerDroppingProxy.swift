@@ -1,5 +1,6 @@
 import Foundation
 import ServerTestSupport
+import StoreConformance
 import Synchronization
 
 #if canImport(Glibc)
@@ -15,11 +16,11 @@ final class AnswerDroppingProxy: Sendable {
     var port: Int { listener.port }
     private let listener: LoopbackListener
     private let target: Int
-    private let state: Mutex<(random: UInt64, lossRate: Double, fates: [Fate], losses: Int)>
+    private let state: Mutex<(random: SeededRandom, lossRate: Double, fates: [Fate], losses: Int)>
 
     init(target: Int, lossRate: Double, seed: UInt64) throws {
         self.target = target
-        state = Mutex((seed, lossRate, [], 0))
+        state = Mutex((SeededRandom(seed: seed), lossRate, [], 0))
         listener = try LoopbackListener()
         listener.start { [self] client in self.serve(client) }
     }
@@ -34,12 +35,7 @@ final class AnswerDroppingProxy: Sendable {
 
     private func draw() -> Fate {
         state.withLock { state in
-            state.random &+= 0x9E37_79B9_7F4A_7C15
-            var z = state.random
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            z ^= z >> 31
-            let unit = Double(z >> 11) / Double(1 << 53)
+            let unit = Double(state.random.next() >> 11) / Double(1 << 53)
             let fate: Fate
             if unit >= state.lossRate {
                 fate = .pass

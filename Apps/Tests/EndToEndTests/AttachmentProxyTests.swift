@@ -4,6 +4,7 @@ import Foundation
 import ServerStorageCore
 import ServerTestSupport
 import SyncCore
+import StoreConformance
 import Synchronization
 import Testing
 import Transport
@@ -238,19 +239,5 @@ extension AttachmentProxyTests {
             table: "notes", itemID: "a1", name: "big.bin", to: target
         ) { _, _ in }
         #expect(try Data(contentsOf: target) == bytes)
-    }
-}
-
-/// SplitMix64: the same offsets for the same seed.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
