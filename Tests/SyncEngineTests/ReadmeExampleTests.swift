@@ -1,8 +1,10 @@
 import Foundation
+import StoreConformance
 import StoreSQLite
 import SyncCore
 import SyncTesting
 import Testing
+import Transport
 
 /// The "In an app" example of README.md, kept compiling and true. `ModelServer` stands in for
 /// `HTTPRemote` (the Apps package's end-to-end tests run the real thing over HTTP).
@@ -38,4 +40,28 @@ import Testing
     #expect(server.row("todo", id: "milk") != nil, "pushed without a push")
     #expect(context.status.snapshot.summary == "everything synced")
     await context.stopAutomaticSync()
+}
+
+/// The attachment lines of README.md, kept compiling and true (`ModelAttachmentServer` stands in
+/// for `HTTPRemote`'s attachment routes).
+@Test func theReadmeAttachmentExampleWorks() async throws {
+    let server = ModelServer()
+    let remote = ModelAttachmentServer(items: server)
+    let temporary = try TemporaryDirectory()
+    defer { temporary.remove() }
+    let filesDirectory = URL(fileURLWithPath: temporary.path).appending(path: "files")
+    let pictureURL = URL(fileURLWithPath: temporary.path).appending(path: "harbour.jpg")
+    try Data(repeating: 7, count: 20_000).write(to: pictureURL)
+    let context = SyncContext(store: try SQLiteStore.inMemory(), remote: server.remote())
+    let photos = context.table("photo")
+    let item = try await photos.insert(["caption": "Harbour"])
+
+    await context.useAttachments(
+        AttachmentConfiguration(files: try DiskAttachmentFiles(directory: filesDirectory), remote: remote))
+    try await photos.attach(file: pictureURL, to: item.id!, name: "full.jpg", contentType: "image/jpeg")
+    try await context.push()  // the insert, then the upload
+    let url = try await photos.openAttachment(of: item.id!, name: "full.jpg")  // downloads on demand
+
+    #expect(remote.stored("photo", item.id!, "full.jpg")?.bytes == Data(repeating: 7, count: 20_000))
+    #expect(try Data(contentsOf: url) == Data(repeating: 7, count: 20_000))
 }
