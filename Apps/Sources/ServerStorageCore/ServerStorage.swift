@@ -167,6 +167,10 @@ public protocol ServerStorage: Sendable {
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
 
+    /// A blob storage that keeps attachment content in this storage's own database (the same SQLite
+    /// file, the same PostgreSQL schema), or `nil` when this kind of storage has none (the default).
+    func blobStorage() -> (any BlobStorage)?
+
     /// Reports the storage's waits for shared resources (a pooled connection, the writer) to
     /// `observer` from now on, instead of to the one before; `nil` for nobody. The reference
     /// server attaches its metrics here when it starts. A storage without such waits may ignore it
@@ -181,4 +185,8 @@ package enum StorageClock {
     @Sendable package static func systemMilliseconds() -> Int64 {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
+}
+
+extension ServerStorage {
+    public func blobStorage() -> (any BlobStorage)? { nil }
 }

@@ -281,6 +281,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
     /// insert's turn in its table's group commit (`StorageWait.Resource.insertQueue`) to `observer`.
     public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
 
+    /// Attachment content in this schema's own tables (``PostgreSQLBlobStorage``).
+    public func blobStorage() -> (any BlobStorage)? { PostgreSQLBlobStorage(storage: self) }
+
     public func close() async throws {
         let wasClosed = closed.withLock { flag in
             defer { flag = true }

@@ -158,7 +158,7 @@ struct AttachmentProxyTests {
         let remote = Self.remote(URL(string: "http://127.0.0.1:\(proxy.port)")!, attempts: 2 * cuts + 2)
 
         // What the server shows while the upload goes on, straight from it (not through the proxy).
-        let blobs = try #require(blobStorage(following: server.server.storage))
+        let blobs = try #require(server.server.storage.blobStorage())
         let watcher = Task {
             var seen: [(listed: JSONValue?, stored: Int64?)] = []
             while !Task.isCancelled {

@@ -71,7 +71,7 @@ struct TestServer: Sendable {
             do {
                 let storage = try await scratch.database.open(logger: logger)
                 // Attachments' content in the items' database, as `ferry serve --attachments` keeps it.
-                if attachments != nil { configuration.blobStorage = blobStorage(following: storage) }
+                if attachments != nil { configuration.blobStorage = storage.blobStorage() }
                 let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
                 return TestServer(server: server, databasePath: path)
             } catch let error as ServerStartError where port != 0 && attempt < 100 && error.message.contains("in use") {

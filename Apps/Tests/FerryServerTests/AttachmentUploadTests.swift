@@ -29,7 +29,7 @@ struct AttachmentUploadTests {
 
     /// The blob storage of the server's SQLite database.
     static func blobs(_ live: LiveServer) throws -> any BlobStorage {
-        try #require(blobStorage(following: live.server.storage))
+        try #require(live.server.storage.blobStorage())
     }
 
     static func auth(_ user: String) -> [(String, String)] { AttachmentRouteTests.auth(user) }

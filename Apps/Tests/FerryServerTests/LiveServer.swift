@@ -48,7 +48,7 @@ struct LiveServer: Sendable {
         }
         try await storage.prepare(tables.map { StorageTable(name: $0.name, schema: $0.schema) })
         try await seed(storage)
-        if attachments != nil { configuration.blobStorage = blobStorage(following: storage) }
+        if attachments != nil { configuration.blobStorage = storage.blobStorage() }
         let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
         return LiveServer(server: server, database: database)
     }

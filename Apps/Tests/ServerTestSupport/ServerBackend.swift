@@ -84,11 +84,3 @@ public struct TestDatabase: Sendable {
         }
     }
 }
-
-/// The blob storage that follows a records storage (its SQLite database or PostgreSQL schema), or
-/// `nil` for another kind of storage.
-public func blobStorage(following storage: any ServerStorage) -> (any BlobStorage)? {
-    if let sqlite = storage as? SQLiteServerStorage { return SQLiteBlobStorage(storage: sqlite) }
-    if let postgres = storage as? PostgreSQLServerStorage { return PostgreSQLBlobStorage(storage: postgres) }
-    return nil
-}

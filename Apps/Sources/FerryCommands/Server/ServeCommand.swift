@@ -302,7 +302,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                         throw ExitCode(1)
                     }
                 } else {
-                    configuration.blobStorage = ServerDatabase.blobStorage(following: storage)
+                    configuration.blobStorage = storage.blobStorage()
                 }
             }
             server = try await ReferenceServer.start(

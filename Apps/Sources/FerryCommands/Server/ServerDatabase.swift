@@ -75,13 +75,3 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
-
-extension ServerDatabase {
-    /// The blob storage of attachment content that follows a storage opened by ``open(logger:tracer:)``:
-    /// the same SQLite database or PostgreSQL schema.
-    static func blobStorage(following storage: any ServerStorage) -> (any BlobStorage)? {
-        if let sqlite = storage as? SQLiteServerStorage { return SQLiteBlobStorage(storage: sqlite) }
-        if let postgres = storage as? PostgreSQLServerStorage { return PostgreSQLBlobStorage(storage: postgres) }
-        return nil
-    }
-}

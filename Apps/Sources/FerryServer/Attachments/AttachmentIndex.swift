@@ -162,11 +162,6 @@ struct AttachmentIndex: Sendable {
         return try await !rows(where: Self.equal(fields), owner: owner, limit: 1).isEmpty
     }
 
-    /// Whether any row, removed or not, still names content `sha256`.
-    func isReferenced(sha256: String) async throws -> Bool {
-        try await !rows(where: Self.equal(["sha256": sha256]), owner: .all, includeDeleted: true, limit: 1).isEmpty
-    }
-
     /// How the rows name content `sha256`: an attachment still has it, or only removed ones do (and
     /// the last was removed at that time), or none does.
     enum Reference: Equatable {
