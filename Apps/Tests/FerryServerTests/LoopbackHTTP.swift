@@ -83,7 +83,10 @@ enum LoopbackHTTP {
 
     /// Reads until the server closes the connection or `seconds` pass: what arrived, and whether the
     /// server closed it.
-    static func readUntilClosed(_ fd: Int32, seconds: Int) -> (bytes: [UInt8], closed: Bool) {
+    /// Reads until the peer closes, `seconds` pass without a byte, or what was read is `enough`.
+    static func readUntilClosed(_ fd: Int32, seconds: Int, enough: ([UInt8]) -> Bool = { _ in false }) -> (
+        bytes: [UInt8], closed: Bool
+    ) {
         var timeout = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var received: [UInt8] = []
@@ -93,6 +96,7 @@ enum LoopbackHTTP {
             if count == 0 { return (received, true) }
             if count < 0 { return (received, errno == ECONNRESET) }
             received.append(contentsOf: buffer[0..<count])
+            if enough(received) { return (received, false) }
         }
     }
 
