@@ -60,9 +60,19 @@ struct JSONValueTests {
         #expect((try? JSONValue(parsing: fine)) != nil)
     }
 
-    @Test func invalidUTF8IsRejected() {
+    @Test func invalidUTF8IsRejected() throws {
         let bytes: [UInt8] = [0x22, 0xFF, 0xFE, 0x22]
         #expect(throws: JSONParseError.self) { try JSONValue(parsingUTF8: bytes) }
+        // After ASCII, in a key, and after an escape: the ASCII fast path must not take them.
+        for invalid: [UInt8] in [
+            Array(#""abc"#.utf8) + [0x80, 0x22], Array(#"{"k"#.utf8) + [0xC3, 0x22, 0x3A, 0x31, 0x7D],
+            Array(#""a\n"#.utf8) + [0xED, 0xA0, 0x80, 0x22],
+        ] {
+            #expect(throws: JSONParseError.self) { try JSONValue(parsingUTF8: invalid) }
+        }
+        // ASCII up to DEL, and valid UTF-8 with and without escapes, come through unchanged.
+        #expect(try JSONValue(parsingUTF8: Array("\"a\u{7F}~\"".utf8)) == .string("a\u{7F}~"))
+        #expect(try JSONValue(parsing: #"{"é":"🎬 x","n\t":"\u00e9é"}"#) == ["é": "🎬 x", "n\t": "éé"])
     }
 
     @Test func literalsAndAccessors() {

@@ -114,7 +114,7 @@ enum ClientComparison {
         options.push = count
         let folder = directory.appendingPathComponent("round-\(round)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let (rate, cpu) = try await SyncBenchmarkMain.pushBenchmark(
+        let (rate, cpu, _) = try await SyncBenchmarkMain.pushBenchmark(
             options: options, directory: folder, protocolOnly: protocolOnly, client: client)
         return (Double(count) / rate, cpu)
     }
@@ -127,5 +127,16 @@ enum CPUTime {
         getrusage(RUSAGE_SELF.rawValue, &usage)
         func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
         return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
+
+    /// User and system CPU time of process `pid` (all its threads), from /proc; 0 where unreadable.
+    static func of(_ pid: Int32) -> Double {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let end = text.lastIndex(of: ")")
+        else { return 0 }
+        // After "pid (name) ": state is field 3; utime and stime are fields 14 and 15.
+        let fields = text[text.index(after: end)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
     }
 }

@@ -74,10 +74,11 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             }
             guard options.push > 0 else { continue }
             print("\npush of \(options.push) queued inserts to ferry serve (\(backend.label))")
-            let batched = try await pushBenchmark(
-                options: options, directory: directory, protocolOnly: false, backend: backend
-            ).rate
+            let (batched, clientCPU, serverCPU) = try await pushBenchmark(
+                options: options, directory: directory, protocolOnly: false, backend: backend)
             print("  batched, idempotency keys         \(pad(Int(batched))) operations/s")
+            let perOperation = { (seconds: Double) in pad(Int((seconds * 1e6 / Double(options.push)).rounded())) }
+            print("    CPU per operation: client \(perOperation(clientCPU)) µs, server \(perOperation(serverCPU)) µs")
             let single = try await pushBenchmark(
                 options: options, directory: directory, protocolOnly: true, backend: backend
             ).rate
@@ -187,7 +188,7 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
     static func pushBenchmark(
         options: Options, directory: URL, protocolOnly: Bool, client: HTTPClientChoice = .platform,
         backend: ServerBackend = .sqlite
-    ) async throws -> (rate: Double, cpu: Double) {
+    ) async throws -> (rate: Double, cpu: Double, serverCPU: Double) {
         let name = (protocolOnly ? "protocol-only-" : "batched-") + client.rawValue + "-" + backend.label
         let server: ServerProcess
         var schema: PostgresSchema?
@@ -214,6 +215,7 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
         let items = (0..<options.push).map(Workload.item)
         try await context.write { writes in try writes.insert(contentsOf: items, into: "bench") }
         let cpu = CPUTime.now()
+        let serverCPU = CPUTime.of(server.process.processIdentifier)
         let seconds = try await Clock.measure {
             let result = try await context.push()
             guard result.pushed == options.push else {
@@ -221,13 +223,14 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             }
         }
         let spent = CPUTime.now() - cpu
+        let serverSpent = CPUTime.of(server.process.processIdentifier) - serverCPU
         try await store.close()
         let onServer = try await remote.onlineTable("bench").query(
             TableQuery(top: 1, includeTotalCount: true))
         guard onServer.totalCount == options.push else {
             throw BenchmarkError("the server holds \(onServer.totalCount ?? -1) of \(options.push) items")
         }
-        return (Double(options.push) / seconds, spent)
+        return (Double(options.push) / seconds, spent, serverSpent)
     }
 
     static func pad(_ value: Int) -> String {
