@@ -87,11 +87,7 @@ public final class FileBlobStorage: BlobStorage {
         blobs = absolute + "/blobs"
         chunkSize = BlobStorageLimits.clampedChunkSize(configuration.chunkSize)
         self.configuration = configuration
-        do {
-            try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
-        } catch {
-            throw BlobStorageError(.io, "creating the directory \(absolute) failed: \(error.localizedDescription)")
-        }
+        try FileIO.makeDirectories(absolute)
         let createdUploads = try FileIO.makeDirectory(uploads)
         let createdBlobs = try FileIO.makeDirectory(blobs)
         if createdUploads || createdBlobs { try FileIO.syncDirectory(absolute) }

@@ -192,6 +192,21 @@ enum FileIO {
         throw failure("creating the directory", path)
     }
 
+    /// Creates `path` and the directories above it that are missing (`mkdir -p`). A failure names
+    /// the directory that could not be made and the system's reason (`Not a directory`,
+    /// `Permission denied`), where Foundation's `createDirectory` said only "error 512".
+    static func makeDirectories(_ path: String) throws {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            guard mkdir(prefix, 0o755) != 0, errno != EEXIST else { continue }
+            throw failure("creating the directory", prefix)
+        }
+        var status = stat()
+        guard stat(path, &status) == 0 else { throw failure("creating the directory", path) }
+        guard status.st_mode & S_IFMT == S_IFDIR else { throw failure("creating the directory", path, ENOTDIR) }
+    }
+
     /// Removes `path`; whether it existed.
     @discardableResult
     static func remove(_ path: String) throws -> Bool {
