@@ -52,7 +52,11 @@ extension SyncContext {
                 }
                 let result = try await holdingPushLease { try await self.pushHoldingGate() }
                 // Uploads and deletes after the operations: an upload never precedes its item's insert.
-                try await pushAttachments()
+                do {
+                    try await pushAttachments()
+                } catch {
+                    throw Self.afterOperations(result, error)
+                }
                 return result
             }
             if result.pushed > 0 && result.isComplete { try await recordSync() }
@@ -60,6 +64,16 @@ extension SyncContext {
         } catch {
             throw SyncError.wrapping(error, "push")
         }
+    }
+
+    /// An attachment transfer's failure after operations went through: its message says they did
+    /// (`3 operations pushed; then uploading 'scan.pdf' of notes/a1 failed: …`), so that nobody
+    /// takes the push for one that sent nothing.
+    static func afterOperations(_ result: PushResult, _ error: any Error) -> any Error {
+        guard result.pushed > 0 else { return error }
+        let error = SyncError.wrapping(error, "push of attachments")
+        let pushed = "\(result.pushed) operation\(result.pushed == 1 ? "" : "s") pushed"
+        return SyncError(error.code, "\(pushed); then \(error.message)", underlying: error.underlying)
     }
 
     /// The most operations read from the queue, prepared and completed together.
