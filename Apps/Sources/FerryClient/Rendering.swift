@@ -92,18 +92,32 @@ public enum Rendering: Sendable {
     }
 
     /// A push's outcome.
-    public static func push(_ result: PushResult, format: OutputFormat, width: Int? = nil) -> String {
+    ///
+    /// `files` are the attachment transfers (uploads and deletes) the push sent of those queued
+    /// before it; left out when none were queued.
+    public static func push(
+        _ result: PushResult, files: (sent: Int, queued: Int)? = nil, format: OutputFormat, width: Int? = nil
+    ) -> String {
+        let files = files.flatMap { $0.queued > 0 ? $0 : nil }
         switch format {
         case .json, .jsonLines:
-            return JSONValue.object([
+            var object: JSONObject = [
                 "pushed": .int(Int64(result.pushed)), "failed": .array(result.failed.map { .object($0.json) }),
-            ]).serialized()
+            ]
+            if let files {
+                object["files"] = ["sent": .int(Int64(files.sent)), "queued": .int(Int64(files.queued))]
+            }
+            return JSONValue.object(object).serialized()
         case .table, .csv:
             var text = "pushed \(grouped(result.pushed)) operation\(result.pushed == 1 ? "" : "s")"
             if !result.failed.isEmpty {
                 text +=
                     "; \(grouped(result.failed.count)) failed (see `conflicts`):\n"
                     + errors(result.failed, format: .table, width: width)
+            }
+            if let files {
+                text +=
+                    "\nsent \(grouped(files.sent)) of \(grouped(files.queued)) queued file\(files.queued == 1 ? "" : "s") (attachments)"
             }
             return text
         }

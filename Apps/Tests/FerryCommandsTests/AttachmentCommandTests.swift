@@ -133,6 +133,10 @@ struct AttachmentCommandTests {
         let pushed = try await Self.ferry(["push", "--store", phone, "--server", url])
         #expect(pushed.status == 0, "\(pushed.errors)")
         #expect(pushed.output == "pushed 1 operation\nsent 1 of 1 queued file (attachments)\n", "\(pushed.output)")
+        // `--json` counts the files too, and leaves them out when none were queued.
+        let files = try JSONValue(parsing: Rendering.push(PushResult(pushed: 1), files: (1, 2), format: .json))
+        #expect(files["files"] == ["sent": 1, "queued": 2], "\(files)")
+        #expect(try JSONValue(parsing: Rendering.push(PushResult(), files: (0, 0), format: .json))["files"] == nil)
         #expect(try await Self.list(phone, item: "n1")["scan.bin"]?["state"] == .string("uploaded"))
         #expect(try await Self.serverNames(url, item: "n1") == ["scan.bin"])
         let synced = try await Self.ferry(["status", "--store", phone])

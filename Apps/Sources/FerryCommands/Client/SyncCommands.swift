@@ -29,12 +29,10 @@ public struct PushCommand: DeviceCommand, Sendable {
             throw error
         }
         await progress.finish()
-        output.print(Rendering.push(result, format: output.format, width: output.terminalWidth))
         // The attachment uploads and deletes that ran after the operations.
-        if files > 0, !output.format.isJSON {
-            let sent = files - (try await device.queuedAttachmentCount())
-            output.print("sent \(sent) of \(files) queued file\(files == 1 ? "" : "s") (attachments)")
-        }
+        let sent = files > 0 ? files - (try await device.queuedAttachmentCount()) : 0
+        output.print(
+            Rendering.push(result, files: (sent, files), format: output.format, width: output.terminalWidth))
         if !result.failed.isEmpty {
             let count = result.failed.count
             throw ClientError(
