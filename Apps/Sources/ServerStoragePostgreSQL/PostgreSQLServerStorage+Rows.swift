@@ -169,7 +169,7 @@ extension PostgreSQLServerStorage {
             ["id = \(bind: id)"] + [try ServerSQLLayout.ownerCondition(owner)].compactMap { $0 }, separator: " AND ")
         let select: SQLFragment =
             "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: table)) WHERE \(condition)"
-        return try await connection.rows(select).first.map(decode)
+        return try await connection.preparedRows(query(select)).first.map(decode)
     }
 
     public func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {

@@ -27,6 +27,11 @@ struct PostgreSQLSession: Sendable {
     let watch: ConnectionWatch
     /// A span per statement, when the storage has a tracer (``PostgreSQLServerStorage/Configuration/tracer``).
     var statements: StatementTracing?
+    /// The names of the statements prepared once per connection (``preparedRows(_:)``); `nil` runs
+    /// them unnamed.
+    var names: StatementNames?
+    /// Whether the statements run inside a transaction (a failed one aborts it: no retry there).
+    var inTransaction = false
 
     /// Runs one statement and collects its rows.
     func rows(_ fragment: SQLFragment) async throws -> [PostgresRow] {
@@ -169,7 +174,8 @@ extension PostgreSQLServerStorage {
     func session(_ connection: PostgresConnection, limit: Duration? = nil) -> PostgreSQLSession {
         PostgreSQLSession(
             connection: connection, limit: limit ?? statementLimit, logger: logger, watch: watch,
-            statements: configuration.tracer.map { StatementTracing(tracer: $0, system: "postgresql") })
+            statements: configuration.tracer.map { StatementTracing(tracer: $0, system: "postgresql") },
+            names: statementNames)
     }
 
     /// Runs `body` on a connection, bounded and with every failure mapped to a `StorageError`:
@@ -213,7 +219,9 @@ extension PostgreSQLServerStorage {
         do {
             return try await leased { session in
                 try await session.execute("BEGIN")
-                let transaction = PostgreSQLTransaction(storage: owner, session: session)
+                var inner = session
+                inner.inTransaction = true
+                let transaction = PostgreSQLTransaction(storage: owner, session: inner)
                 let result: T
                 do {
                     result = try await PostgreSQLTransaction.$current.withValue(transaction) { try await body() }

@@ -53,6 +53,18 @@ public final class PostgreSQLServerStorage: ServerStorage {
     public struct Configuration: Sendable {
         /// The most connections the pool opens.
         public var maximumConnections: Int
+        /// The connections the pool keeps open while idle (opened at the start, and again after a
+        /// failure), at most ``maximumConnections``; 0 (the default) opens them on demand and closes
+        /// each after 60 s idle. postgres-nio 1.33.2 arms an idle timer (three tasks and a dispatch
+        /// timer) each time a connection above this number goes back to the pool: the reference
+        /// server keeps all of them open (docs/server.md gives the figures).
+        public var minimumConnections: Int
+        /// How long a pooled connection stays idle before it runs `SELECT 1` to find out it died
+        /// before a request does; `nil` (the default) for never: like the idle timer, postgres-nio
+        /// arms this timer each time a connection goes back to the pool. A connection that died
+        /// is then found by the request that uses it: a closed one at once (503 `unavailable`), a
+        /// silent one after ``statementTimeout`` and 5 s (503, and the connection is replaced).
+        public var keepAlive: Duration?
         /// How long a request waits for a free connection before failing with
         /// `StorageError.Code.busy`.
         public var connectionWait: Duration
@@ -79,8 +91,11 @@ public final class PostgreSQLServerStorage: ServerStorage {
             maximumConnections: Int = 16, connectionWait: Duration = .seconds(5),
             statementTimeout: Duration = .seconds(30), connectTimeout: Duration = .seconds(5),
             now: @escaping @Sendable () -> Int64 = PostgreSQLServerStorage.systemMilliseconds, logger: Logger? = nil,
-            schema: String? = nil, tracer: (any Tracer)? = nil
+            schema: String? = nil, tracer: (any Tracer)? = nil, minimumConnections: Int = 0,
+            keepAlive: Duration? = nil
         ) {
+            self.minimumConnections = minimumConnections
+            self.keepAlive = keepAlive
             self.tracer = tracer
             self.schema = schema
             self.maximumConnections = maximumConnections
@@ -115,6 +130,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
     let watch = ConnectionWatch()
     /// The channel writes notify on (one per schema: notifications are per database).
     let channel: String
+    /// The statements prepared once per connection (``PostgreSQLSession/preparedRows(_:)``).
+    let statementNames: StatementNames
 
     private init(url: PostgreSQLURL, configuration: Configuration) {
         self.url = url
@@ -123,6 +140,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
         shown.schema = configuration.schema
         location = shown.description
         channel = "ferry_changes" + (configuration.schema.map { "_" + $0 } ?? "")
+        statementNames = StatementNames()
         let observers = StorageObserverSlot()
         self.observers = observers
         insertBatches = InsertBatches(maximumWait: configuration.connectionWait) { since, outcome in
@@ -219,6 +237,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
             host: url.host, port: url.port, username: url.user, password: url.password, database: url.database,
             tls: clientTLS(url.tlsMode))
         result.options.maximumConnections = max(1, configuration.maximumConnections)
+        result.options.minimumConnections = min(
+            max(0, configuration.minimumConnections), result.options.maximumConnections)
+        result.options.keepAliveBehavior = configuration.keepAlive.map { .init(frequency: $0) }
         result.options.connectTimeout = configuration.connectTimeout
         result.options.additionalStartupParameters = startupParameters(
             configuration, applicationName: applicationName("ferry", configuration))
