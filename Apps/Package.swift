@@ -29,6 +29,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // PreparedStatements.swift relies on `execute(_:logger:)` reading a prepared statement's static
+        // name and SQL when it starts (true of 1.33.2; PostgreSQLPreparedStatementTests fail otherwise).
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // ferry serve's settings: flags, environment and a JSON file with one precedence (JSON is
         // its default trait; no YAML, no reloading).
