@@ -264,11 +264,26 @@
             credits.append(Credit(from: from, upTo: upTo, now: now))
         }
 
+        /// The decimal number right after `key` in `line`. A plain search: Foundation's generic
+        /// `firstRange(of:)` took a third of the reader's time.
         private static func number(after key: [UInt8], in line: UnsafeRawBufferPointer) -> Int64? {
-            guard let range = line.firstRange(of: key) else { return nil }
+            guard line.count >= key.count else { return nil }
+            var start: Int?
+            for offset in 0...(line.count - key.count) where line[offset] == key[0] {
+                var matches = true
+                for index in 1..<key.count where line[offset + index] != key[index] {
+                    matches = false
+                    break
+                }
+                if matches {
+                    start = offset + key.count
+                    break
+                }
+            }
+            guard let start else { return nil }
             var value: Int64 = 0
             var any = false
-            for byte in line[range.upperBound...] {
+            for byte in line[start...] {
                 guard byte >= 48 && byte <= 57 else { break }
                 value = value * 10 + Int64(byte - 48)
                 any = true
