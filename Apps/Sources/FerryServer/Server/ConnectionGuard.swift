@@ -160,8 +160,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestVersion = HTTPVersion.http1_1
     /// Whether the response being written has no length: a stream that ends when the server ends it.
     private var respondingWithStream = false
-    /// The method of the request being answered (a HEAD's response has no body).
-    private var requestMethod = HTTPMethod.GET
+    /// The methods of the requests read and not answered yet, oldest first (a HEAD's response has
+    /// no body), as NIO's encoder keeps them.
+    private var requestMethods: [HTTPMethod] = []
     /// How NIO's encoder frames the body of the stream being written (`nil`: not a stream with a
     /// body), so that ``writeFramed(_:_:)`` can write parts beneath it.
     private var streamFraming: StreamFraming?
@@ -246,7 +247,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             requestsInProgress += 1
             readingRequest = true
             requestVersion = head.version
-            requestMethod = head.method
+            requestMethods.append(head.method)
             if let id { registry.setWaiting(id, since: nil) }
             schedule(context, after: limits.requestTimeout, "the request body did not arrive")
             if !head.isKeepAlive {
@@ -296,8 +297,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             respondingWithStream = !head.headers.contains(name: "content-length")
             // As NIO's encoder frames it (automatic framing headers): chunks from HTTP/1.1 on,
             // plain bytes before; no body for HEAD and CONNECT or a status without one.
+            let code = head.status.code
+            let method = (100..<200).contains(code) && code != 101 ? nil : requestMethods.first
+            if method != nil { requestMethods.removeFirst() }
             streamFraming =
-                !respondingWithStream || requestMethod == .HEAD || requestMethod == .CONNECT
+                !respondingWithStream || method == nil || method == .HEAD || method == .CONNECT
                     || !head.status.mayHaveResponseBody
                 ? nil : head.version.major == 1 && head.version.minor >= 1 ? .chunked : .plain
             tracked(context, .head(head), promise)
