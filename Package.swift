@@ -127,8 +127,8 @@ let package = Package(
                 "SyncCore", "StoreSQLite", "Transport", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                // The fan-out benchmark's client: thousands of feeds on one event loop (Linux, like
-                // its /proc figures).
+                // The fan-out benchmark's client: thousands of feeds read with epoll (CNIOLinux, which
+                // comes with NIOPosix, declares it; Linux, like its /proc figures).
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(platforms: [.linux])),
             ],

@@ -1,6 +1,6 @@
 // Change-feed fan-out (`--fan-out 1000,10000`): for each count, a fresh `ferry serve` (SQLite,
 // default limits) and that many change feeds of one table opened from this process over plain
-// sockets (FeedSockets: one NIO event loop), then `--fan-out-writes` inserts one after the other. Per
+// sockets (FeedSockets: one thread, epoll), then `--fan-out-writes` inserts one after the other. Per
 // write: the time from sending it until the first and the last feed received its event (p50, p99),
 // and the write's own answer. Beside it, the same with 1 feed in the same run (the baseline: the
 // write and one delivery). The server's RSS before and after opening the feeds gives its memory per

@@ -160,6 +160,22 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var requestVersion = HTTPVersion.http1_1
     /// Whether the response being written has no length: a stream that ends when the server ends it.
     private var respondingWithStream = false
+    /// The methods of the requests read and not answered yet, oldest first (a HEAD's response has
+    /// no body), as NIO's encoder keeps them.
+    private var requestMethods: [HTTPMethod] = []
+    /// How NIO's encoder frames the body of the stream being written (`nil`: not a stream with a
+    /// body), so that ``writeFramed(_:_:)`` can write parts beneath it.
+    private var streamFraming: StreamFraming?
+    /// NIO's encoder's context, whose writes go straight to the socket.
+    private var encoderContext: ChannelHandlerContext?
+
+    /// How a stream's body goes on the wire.
+    enum StreamFraming {
+        /// HTTP/1.1: each part a chunk.
+        case chunked
+        /// HTTP/1.0: the bytes as they are, ended by the connection's close.
+        case plain
+    }
 
     init(limits: ConnectionLimits, registry: ConnectionRegistry, logger: Logger) {
         self.limits = limits
@@ -231,6 +247,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             requestsInProgress += 1
             readingRequest = true
             requestVersion = head.version
+            requestMethods.append(head.method)
             if let id { registry.setWaiting(id, since: nil) }
             schedule(context, after: limits.requestTimeout, "the request body did not arrive")
             if !head.isKeepAlive {
@@ -278,6 +295,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             if closesAfterResponse { head.headers.replaceOrAdd(name: "connection", value: "close") }
             respondingWithStream = !head.headers.contains(name: "content-length")
+            // As NIO's encoder frames it (automatic framing headers): chunks from HTTP/1.1 on,
+            // plain bytes before; no body for HEAD and CONNECT or a status without one.
+            let code = head.status.code
+            let method = (100..<200).contains(code) && code != 101 ? nil : requestMethods.first
+            if method != nil { requestMethods.removeFirst() }
+            streamFraming =
+                !respondingWithStream || method == nil || method == .HEAD || method == .CONNECT
+                    || !head.status.mayHaveResponseBody
+                ? nil : head.version.major == 1 && head.version.minor >= 1 ? .chunked : .plain
             tracked(context, .head(head), promise)
         case .body(.byteBuffer(var buffer)) where buffer.readableBytes > Self.writePiece:
             while buffer.readableBytes > Self.writePiece, let piece = buffer.readSlice(length: Self.writePiece) {
@@ -287,10 +313,33 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .body:
             tracked(context, unwrapOutboundIn(data), promise)
         case .end:
+            streamFraming = nil
             tracked(context, unwrapOutboundIn(data), promise) { guardian, context in
                 guardian.responseWritten(context)
             }
         }
+    }
+
+    /// Writes one part of a stream's body (a change feed's event) and sends it, already framed
+    /// (`chunk` for HTTP/1.1, `plain` for HTTP/1.0), beneath NIO's encoder and the conversions
+    /// above it: what a feed hub writing one event to thousands of connections would otherwise
+    /// pay in every handler of each. Watched by the write timer like any part. `false` when the
+    /// response being written is not such a stream (then write the part through the pipeline).
+    func writeFramed(_ context: ChannelHandlerContext, chunk: ByteBuffer, plain: ByteBuffer) -> Bool {
+        guard let framing = streamFraming, let encoder = encoderContext ?? findEncoder(context) else { return false }
+        let part = framing == .chunked ? chunk : plain
+        queuedSinceCheck += part.readableBytes
+        encoder.writeAndFlush(NIOAny(IOData.byteBuffer(part)), promise: nil)
+        if writeTimer == nil {
+            (bufferedAtCheck, queuedSinceCheck) = (Self.buffered(context), 0)
+            scheduleWriteTimer(context, at: .now() + Self.timeAmount(limits.writeTimeout))
+        }
+        return true
+    }
+
+    private func findEncoder(_ context: ChannelHandlerContext) -> ChannelHandlerContext? {
+        encoderContext = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self)
+        return encoderContext
     }
 
     /// Writes `part`; the write timer watches the bytes the channel holds unwritten. Only a

@@ -306,21 +306,3 @@ final class EventLoopExecutor: TaskExecutor {
         eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
-
-/// A change feed's channel, written by the feed hub on the channel's event loop: one chunk of the
-/// response per frame, as the feed's writer would write it.
-final class ChannelFeedConnection: FeedConnection {
-    let channel: any Channel
-
-    init(_ channel: any Channel) { self.channel = channel }
-
-    var lane: ObjectIdentifier { ObjectIdentifier(channel.eventLoop) }
-
-    func onLane(_ body: @escaping @Sendable () -> Void) { channel.eventLoop.execute(body) }
-
-    var isWritable: Bool { channel.isWritable }
-
-    func write(_ frame: [UInt8]) {
-        channel.writeAndFlush(HTTPResponsePart.body(ByteBuffer(bytes: frame)), promise: nil)
-    }
-}

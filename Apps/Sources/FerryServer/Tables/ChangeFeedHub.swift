@@ -7,8 +7,9 @@ import Synchronization
 ///
 /// A write reaches every open feed through one task: the hub renders the change's event once (the
 /// bytes that every feed seeing the whole table writes, shared, not copied), then gathers the feeds
-/// by the thread their connection lives on (an event loop) and asks each thread, in one call, to
-/// write the event to all of its feeds' connections: no task wakes per feed. A feed not attached to
+/// by the thread their connection lives on (an event loop) and asks each thread, in one call per
+/// ``laneBatch`` feeds, to write the event to those feeds' connections: no task wakes per feed, and
+/// the threads write while the hub still sorts the rest. A feed not attached to
 /// its connection yet, a feed that sees the table only in part, and a client that has not taken what
 /// it was sent get the change through the feed's mailbox instead, which folds it and wakes the
 /// feed's writer. The list of feeds is an array shared
@@ -32,6 +33,9 @@ final class FeedHub: Sendable {
 
     /// How many ticks one heartbeat period is cut into; each feed beats at one of them.
     static let heartbeatBuckets = 16
+
+    /// The feeds of one thread the hub hands a change to in one call.
+    static let laneBatch = 256
 
     private struct State {
         var feeds: ContiguousArray<ChangeFeed> = []
@@ -116,15 +120,22 @@ final class FeedHub: Sendable {
                     change.table, change.version, position: TableService.FeedPosition.now())
                 let announcement = Announcement(
                     table: change.table, version: change.version, frame: frame, postedAt: .now)
-                // Feeds whose connections share a thread get the change in one call on it.
+                // Feeds whose connections share a thread get the change in one call on it per
+                // `laneBatch` feeds: the threads start writing while the rest are sorted.
                 var lanes: [ObjectIdentifier: (connection: any FeedConnection, feeds: [ChangeFeed])] = [:]
+                func send(_ connection: any FeedConnection, _ feeds: [ChangeFeed]) {
+                    connection.onLane(frame) { wire in for feed in feeds { feed.writeDirectly(announcement, wire) } }
+                }
                 for feed in self.state.withLock({ $0.feeds }) {
                     guard let connection = feed.deliver(announcement) else { continue }
-                    lanes[connection.lane, default: (connection, [])].feeds.append(feed)
+                    let lane = connection.lane
+                    lanes[lane, default: (connection, [])].feeds.append(feed)
+                    if let full = lanes[lane], full.feeds.count >= Self.laneBatch {
+                        send(full.connection, full.feeds)
+                        lanes[lane] = nil
+                    }
                 }
-                for (connection, feeds) in lanes.values {
-                    connection.onLane { for feed in feeds { feed.writeDirectly(announcement) } }
-                }
+                for (connection, feeds) in lanes.values { send(connection, feeds) }
             }
             self?.stop()  // the storage closed: every feed ends
         }
@@ -182,10 +193,11 @@ final class FeedHub: Sendable {
 protocol FeedConnection: AnyObject, Sendable {
     /// The thread the connection's writes run on; connections with the same lane share it.
     var lane: ObjectIdentifier { get }
-    /// Runs `body` on the connection's thread.
-    func onLane(_ body: @escaping @Sendable () -> Void)
+    /// Runs `body` on the connection's thread with `frame` made ready to write, once for every
+    /// connection of the lane.
+    func onLane(_ frame: [UInt8], _ body: @escaping @Sendable (FeedWire) -> Void)
     /// Whether the client has taken what it was sent (on the connection's thread).
     var isWritable: Bool { get }
-    /// Writes `frame` and sends it (on the connection's thread).
-    func write(_ frame: [UInt8])
+    /// Writes a frame made ready by ``onLane(_:_:)`` and sends it (on the connection's thread).
+    func write(_ wire: FeedWire)
 }

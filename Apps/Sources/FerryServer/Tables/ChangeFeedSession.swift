@@ -12,7 +12,7 @@ import Synchronization
 /// (``beat(now:)``); a feed has no task of its own besides the writer that calls ``next()``. Once
 /// its first bytes went out, the HTTP layer gives it its connection (``attach(_:)``): a change of a
 /// table the caller sees whole is then written by the hub straight to the connection, on the
-/// connection's thread (``writeDirectly(_:)``), and the writer only wakes for heartbeats, changes
+/// connection's thread (``writeDirectly(_:_:)``), and the writer only wakes for heartbeats, changes
 /// that need a visibility query, and a client that has not taken what it was sent.
 final class ChangeFeed: Sendable {
     private let service: TableService
@@ -80,7 +80,7 @@ final class ChangeFeed: Sendable {
     }
 
     /// A change, from the hub: `nil` when the feed does not see it or folded it into its mailbox,
-    /// or the connection to write it to (with ``writeDirectly(_:)``, on the connection's thread).
+    /// or the connection to write it to (with ``writeDirectly(_:_:)``, on the connection's thread).
     func deliver(_ announcement: FeedHub.Announcement) -> (any FeedConnection)? {
         let name = announcement.table
         if let wanted, !wanted.contains(name) { return nil }
@@ -103,7 +103,7 @@ final class ChangeFeed: Sendable {
     /// Writes a change the hub routed to this feed's connection, on the connection's thread: at
     /// once when the client takes what it is sent, else through the mailbox (folded, written by the
     /// feed's writer as the client reads).
-    func writeDirectly(_ announcement: FeedHub.Announcement) {
+    func writeDirectly(_ announcement: FeedHub.Announcement, _ wire: FeedWire) {
         let name = announcement.table
         guard let connection = routing.withLock({ $0.connection }), connection.isWritable else {
             mailbox.post(
@@ -117,7 +117,7 @@ final class ChangeFeed: Sendable {
             return true
         }
         guard isNew else { return }
-        connection.write(announcement.frame)
+        connection.write(wire)
         if let metrics = service.metrics {
             metrics.feedEvents.increment()
             metrics.fanOut.record(duration: ContinuousClock.now - announcement.postedAt)
