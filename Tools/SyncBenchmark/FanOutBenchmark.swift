@@ -115,8 +115,8 @@
             var answered: [Double] = []
             var first: [Double] = []
             var last: [Double] = []
-            let serverCPU = cpuSeconds(pid)
-            let clientCPU = processCPUSeconds()
+            let serverCPU = CPUTime.of(pid)
+            let clientCPU = CPUTime.now()
             for _ in 0..<writes {
                 let started = Monotonic.now()
                 answered.append(try write())
@@ -133,8 +133,8 @@
             let result = Result(
                 feeds: count, openSeconds: openSeconds, last: last.sorted(), first: first.sorted(),
                 answered: answered.sorted(), bytesPerFeed: Double(after - before) / Double(count),
-                serverMicrosecondsPerEvent: (cpuSeconds(pid) - serverCPU) * 1e6 / events,
-                clientMicrosecondsPerEvent: (processCPUSeconds() - clientCPU) * 1e6 / events,
+                serverMicrosecondsPerEvent: (CPUTime.of(pid) - serverCPU) * 1e6 / events,
+                clientMicrosecondsPerEvent: (CPUTime.now() - clientCPU) * 1e6 / events,
                 refused: feeds.snapshot.refused)
             return result
         }
@@ -155,25 +155,6 @@
                 return (Int(line.filter(\.isNumber)) ?? 0) * 1024
             }
             return 0
-        }
-
-        /// User and system CPU time of process `pid` (all its threads), from /proc.
-        static func cpuSeconds(_ pid: Int32) -> Double {
-            guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                let end = text.lastIndex(of: ")")
-            else { return 0 }
-            // After "pid (name) ": state is field 3; utime and stime are fields 14 and 15.
-            let fields = text[text.index(after: end)...].split(separator: " ")
-            guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
-            return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
-        }
-
-        /// This process's user and system CPU time.
-        static func processCPUSeconds() -> Double {
-            var usage = rusage()
-            getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-            func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-            return seconds(usage.ru_utime) + seconds(usage.ru_stime)
         }
 
         /// Runs `body` on a thread of its own: the measurement blocks (sockets, waits), which the
