@@ -199,7 +199,7 @@ public final class FileBlobStorage: BlobStorage {
                     throw BlobStorageError.incomplete(id, offset: record.offset, length: record.length)
                 }
                 guard let dataFD = try FileIO.open(dataPath(id), O_RDONLY) else {
-                    // Renamed into blobs/ by a completion that crashed before recording it.
+                    // Moved into blobs/ by a completion that crashed before recording it.
                     if let blob = try blobInfo(sha256), blob.size == record.length {
                         record.completedSHA256 = sha256
                         record.updatedAt = now
@@ -291,8 +291,12 @@ public final class FileBlobStorage: BlobStorage {
             if try FileIO.size(fd, path: data) > length { try FileIO.truncate(fd, to: length, path: data) }
             try FileIO.touch(fd, path: data)
             try FileIO.sync(fd, path: data)
-            try FileIO.rename(data, blobPath(sha256))
+            // A link, not a rename: two uploads of the same content completing together (each
+            // under its own lock) keep the first one's file, and its time, instead of the second
+            // replacing it under the first one's answer.
+            _ = try FileIO.linkUnlessExists(data, blobPath(sha256))
             try FileIO.syncDirectory(directory)
+            try FileIO.remove(data)
         }
         try FileIO.syncDirectory(uploads)
     }

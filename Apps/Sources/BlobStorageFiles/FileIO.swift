@@ -218,6 +218,14 @@ enum FileIO {
     static func rename(_ from: String, _ to: String) throws {
         guard systemRename(from, to) == 0 else { throw failure("renaming \(from) to", to) }
     }
+
+    /// Makes `to` a second name of the file `from`, unless `to` exists; whether it did (`false`: it
+    /// existed, and is left as it was).
+    static func linkUnlessExists(_ from: String, _ to: String) throws -> Bool {
+        if link(from, to) == 0 { return true }
+        if errno == EEXIST { return false }
+        throw failure("linking \(from) to", to)
+    }
 }
 
 // The C functions whose names the enum's own methods shadow.

@@ -71,11 +71,7 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
         case .memory:
             return try SQLiteServerStorage(location: .memory, configuration: .init(logger: logger, tracer: tracer))
         case .postgreSQL(let url):
-            // Every pooled connection stays open: one that postgres-nio may close when idle costs a
-            // timer each time it goes back to the pool (PostgreSQLServerStorage.Configuration).
-            var configuration = PostgreSQLServerStorage.Configuration(logger: logger, tracer: tracer)
-            configuration.minimumConnections = configuration.maximumConnections
-            return try await PostgreSQLServerStorage.open(url, configuration: configuration)
+            return try await PostgreSQLServerStorage.open(url, configuration: .init(logger: logger, tracer: tracer))
         }
     }
 }
