@@ -73,23 +73,13 @@ struct ServeAttachmentsTests {
     /// A directory that cannot be made (here: under a file) is one line with the system's reason,
     /// exit status 1 like a database that cannot be opened (Foundation's "error 512" before).
     @Test func aDirectoryItCannotMakeIsOneLineWithTheReasonAndExitStatus1() async throws {
-        let executable = try #require(ServeCommandTests.executable, "the ferry executable is not built")
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-not-a-directory-\(UUID())").path
         try Data("x".utf8).write(to: URL(fileURLWithPath: file))
         defer { try? FileManager.default.removeItem(atPath: file) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["serve", "--port", "0", "--db", "memory", "--attachments-directory", file + "/blobs/more"]
-        let errors = Pipe()
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = errors
-        try process.run()
-        let text = try await offThePool {
-            let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            return text
-        }
-        #expect(process.terminationStatus == 1, "\(text)")
+        let (status, text) = try await ServeCommandTests.serveUntilExit([
+            "--port", "0", "--db", "memory", "--attachments-directory", file + "/blobs/more",
+        ])
+        #expect(status == 1, "\(text)")
         #expect(
             text == "error: --attachments-directory: creating the directory \(file)/blobs failed: Not a directory\n",
             "\(text)")

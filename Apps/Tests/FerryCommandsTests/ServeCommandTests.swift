@@ -111,14 +111,16 @@ struct ServeCommandTests {
 }
 
 extension ServeCommandTests {
-    @Test func anUnreachablePostgreSQLIsOneLineWithoutThePasswordAndExitStatus1() async throws {
+    /// Runs `ferry serve` with `arguments` (and `environment`, when given) until it exits, as a
+    /// start-up that fails does: its exit status and what it wrote on stderr.
+    static func serveUntilExit(_ arguments: [String], environment: [String: String]? = nil) async throws -> (
+        status: Int32, errors: String
+    ) {
         let executable = try #require(Self.executable, "the ferry executable is not built")
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["serve", "--port", "0", "--log-level", "critical"]
-        process.environment = ProcessInfo.processInfo.environment.merging([
-            "FERRY_DATABASE_URL": "postgres://ferry:hunter2secret@127.0.0.1:1/ferry"
-        ]) { $1 }
+        process.arguments = ["serve"] + arguments
+        if let environment { process.environment = environment }
         let errors = Pipe()
         process.standardOutput = FileHandle.nullDevice
         process.standardError = errors
@@ -128,7 +130,16 @@ extension ServeCommandTests {
             process.waitUntilExit()
             return text
         }
-        #expect(process.terminationStatus == 1)
+        return (process.terminationStatus, text)
+    }
+
+    @Test func anUnreachablePostgreSQLIsOneLineWithoutThePasswordAndExitStatus1() async throws {
+        let (status, text) = try await Self.serveUntilExit(
+            ["--port", "0", "--log-level", "critical"],
+            environment: ProcessInfo.processInfo.environment.merging([
+                "FERRY_DATABASE_URL": "postgres://ferry:hunter2secret@127.0.0.1:1/ferry"
+            ]) { $1 })
+        #expect(status == 1)
         let lines = text.split(separator: "\n")
         #expect(lines.count == 1, "\(text)")
         #expect(text.hasPrefix("error: cannot open the database: "), "\(text)")
@@ -161,24 +172,12 @@ extension ServeCommandTests {
     }
 
     @Test func aDatabaseItCannotReadIsOneLineAndExitStatus64() async throws {
-        let executable = try #require(Self.executable, "the ferry executable is not built")
         for (argument, expected) in [
             ("mysql://u@h/db", "unknown database 'mysql://u@h/db'"),
             ("postgres://ferry:pw@h/db?sslmode=bogus", "unknown sslmode 'bogus'"),
         ] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["serve", "--port", "0", "--db", argument]
-            let errors = Pipe()
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors
-            try process.run()
-            let text = try await offThePool {
-                let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
-                return text
-            }
-            #expect(process.terminationStatus == 64, "\(argument): \(text)")
+            let (status, text) = try await Self.serveUntilExit(["--port", "0", "--db", argument])
+            #expect(status == 64, "\(argument): \(text)")
             #expect(text.hasPrefix("error: invalid server configuration: --db: \(expected)"), "\(text)")
             #expect(text.split(separator: "\n").count == 1 && !text.contains("pw@"), "\(text)")
         }

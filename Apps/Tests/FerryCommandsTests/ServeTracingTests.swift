@@ -175,21 +175,9 @@ struct ServeTracingTests {
                 "OTEL_EXPORTER_OTLP_PROTOCOL=grpc is not supported"
             ),
         ] {
-            let executable = try #require(ServeCommandTests.executable, "the ferry executable is not built")
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["serve", "--port", "0", "--db", "memory"] + arguments
-            if !variables.isEmpty { process.environment = variables }
-            let errors = Pipe()
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors
-            try process.run()
-            let text = try await offThePool {
-                let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                process.waitUntilExit()
-                return text
-            }
-            #expect(process.terminationStatus == 64, "\(text)")
+            let (status, text) = try await ServeCommandTests.serveUntilExit(
+                ["--port", "0", "--db", "memory"] + arguments, environment: variables.isEmpty ? nil : variables)
+            #expect(status == 64, "\(text)")
             #expect(text.hasPrefix("error: invalid server configuration: \(expected)"), "\(text)")
             #expect(text.split(separator: "\n").count == 1, "\(text)")
         }
