@@ -63,22 +63,47 @@ struct AttachmentProxyTests {
 
     @Test(.disabled(if: TLSTests.nginx == nil, "nginx is not installed (apt-get install nginx)"))
     func aFiveMegabyteFileGoesUpAndDownThroughNginxWithFerrysSettings() async throws {
+        try await Self.withNginx(settings: Self.nginxSettings, seed: 1) { try await Self.upAndDown($0) }
+    }
+
+    /// A server behind nginx, a 5 MB file to send and a place to download it to.
+    struct NginxFixture {
+        /// nginx's URL, and the server's behind it.
+        var url, serverURL: URL
+        var source: URL
+        var bytes: Data
+        var sha256: String
+        var target: URL
+    }
+
+    /// Runs `body` with a server behind nginx (`settings` in its server block); all of it gone after.
+    static func withNginx(settings: String = "", seed: UInt64, _ body: (NginxFixture) async throws -> Void)
+        async throws
+    {
         let scratch = try await Scratch()
         defer { scratch.remove() }
         let server = try await Self.start(in: scratch)
         defer { Task { try? await server.stop() } }
         let (nginx, url) = try await ProxyTests.startProxy(
-            in: scratch, upstream: server.server.port, settings: Self.nginxSettings)
+            in: scratch, upstream: server.server.port, settings: settings)
         defer {
             kill(nginx.processIdentifier, SIGKILL)
             nginx.waitUntilExit()
         }
-        let (source, bytes, sha256) = try Self.file(5 << 20, seed: 1)
+        let (source, bytes, sha256) = try Self.file(5 << 20, seed: seed)
         let target = Self.scratchFile()
         defer {
             try? FileManager.default.removeItem(at: source)
             try? FileManager.default.removeItem(at: target)
         }
+        try await body(
+            NginxFixture(url: url, serverURL: server.url, source: source, bytes: bytes, sha256: sha256, target: target))
+    }
+
+    static func upAndDown(_ fixture: NginxFixture) async throws {
+        let (url, source, bytes, sha256, target) = (
+            fixture.url, fixture.source, fixture.bytes, fixture.sha256, fixture.target
+        )
         let remote = Self.remote(url)
         let sent = Mutex<[Int64]>([])
         try await remote.uploadAttachment(
@@ -97,21 +122,15 @@ struct AttachmentProxyTests {
     /// pass with the defaults (nginx buffers them through a temporary file).
     @Test(.disabled(if: TLSTests.nginx == nil, "nginx is not installed (apt-get install nginx)"))
     func nginxWithItsDefaultsRefusesAnUploadWithOneClearError() async throws {
-        let scratch = try await Scratch()
-        defer { scratch.remove() }
-        let server = try await Self.start(in: scratch)
-        defer { Task { try? await server.stop() } }
-        let (nginx, url) = try await ProxyTests.startProxy(in: scratch, upstream: server.server.port)
-        defer {
-            kill(nginx.processIdentifier, SIGKILL)
-            nginx.waitUntilExit()
+        try await Self.withNginx(seed: 2) { fixture in
+            try await Self.refusedThenDownloaded(fixture)
         }
-        let (source, bytes, sha256) = try Self.file(5 << 20, seed: 2)
-        let target = Self.scratchFile()
-        defer {
-            try? FileManager.default.removeItem(at: source)
-            try? FileManager.default.removeItem(at: target)
-        }
+    }
+
+    static func refusedThenDownloaded(_ fixture: NginxFixture) async throws {
+        let (url, source, bytes, sha256, target) = (
+            fixture.url, fixture.source, fixture.bytes, fixture.sha256, fixture.target
+        )
         do {
             try await Self.remote(url, attempts: 3).uploadAttachment(
                 table: "notes", itemID: "a1", name: "scan.bin", file: source, contentType: nil, sha256: sha256
@@ -123,7 +142,7 @@ struct AttachmentProxyTests {
             #expect(!error.message.contains("\n") && !error.message.contains("<html"), "\(error.message)")
         }
         // The same file straight to the server, then down through nginx's defaults.
-        try await Self.remote(server.url).uploadAttachment(
+        try await Self.remote(fixture.serverURL).uploadAttachment(
             table: "notes", itemID: "a1", name: "scan.bin", file: source, contentType: nil, sha256: sha256
         ) { _, _ in }
         try await Self.remote(url).downloadAttachment(table: "notes", itemID: "a1", name: "scan.bin", to: target) {
