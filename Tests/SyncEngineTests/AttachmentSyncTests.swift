@@ -72,6 +72,7 @@ struct AttachmentFailureTests {
         let error = await expectSyncError(.remote) { try await phone.context.push() }
         // The inserts went through before the uploads: the error says so.
         #expect(error?.message.hasPrefix("2 operations pushed; then ") == true, "\(error?.message ?? "")")
+        #expect(error?.operationsPushed == 2)
         #expect(try await phone.table().queuedOperationCount() == 0)
         #expect(try await phone.attachment("a", "f")?.state == .pendingUpload)
         #expect(try await phone.attachment("b", "f")?.state == .uploaded)

@@ -69,8 +69,11 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             return error
         case let error as SyncError:
             if case .noAttachments? = error.remoteError?.underlying as? Connectivity.Gate {
+                // What went through before the files stays said.
+                let count = error.operationsPushed
+                let pushed = count > 0 ? "\(count) operation\(count == 1 ? "" : "s") pushed; then " : ""
                 return ClientError(
-                    .failed, "the server does not offer attachments; the files stay queued",
+                    .failed, pushed + "the server does not offer attachments; the files stay queued",
                     hint: "start it with `ferry serve --attachments`")
             }
             switch error.code {

@@ -73,7 +73,9 @@ extension SyncContext {
         guard result.pushed > 0 else { return error }
         let error = SyncError.wrapping(error, "push of attachments")
         let pushed = "\(result.pushed) operation\(result.pushed == 1 ? "" : "s") pushed"
-        return SyncError(error.code, "\(pushed); then \(error.message)", underlying: error.underlying)
+        var stopped = SyncError(error.code, "\(pushed); then \(error.message)", underlying: error.underlying)
+        stopped.operationsPushed = result.pushed
+        return stopped
     }
 
     /// The most operations read from the queue, prepared and completed together.

@@ -70,6 +70,9 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The cause: a ``RemoteError``, a ``StoreError`` or a ``QueryError``.
     public var underlying: (any Error & Sendable)?
+    /// The operations a push sent before this error stopped its attachment transfers (which come
+    /// after the operations); 0 for any other error. The message starts with them too.
+    public var operationsPushed = 0
 
     public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
         self.code = code
