@@ -99,13 +99,8 @@ extension SQLiteServerStorage {
     /// A field's kind never changes once recorded, so the kinds read from the catalog are kept in
     /// memory and a write whose fields are all known reads nothing.
     func checkFieldKinds(_ db: Database, _ table: StorageTable, _ content: JSONObject) throws {
-        let undeclared = content.compactMap { name, value -> (String, FieldKind)? in
-            guard table.schema.fields[name] == nil, let kind = FieldKind(of: value) else { return nil }
-            return (name, kind)
-        }
-        if undeclared.isEmpty { return }
-        let remembered = knownFieldKinds.withLock { $0[table.name] }
-        if let remembered, undeclared.allSatisfy({ remembered[$0.0] == $0.1.rawValue }) { return }
+        let undeclared = Self.undeclaredKinds(table, content)
+        if undeclared.isEmpty || rememberKinds(table, undeclared) { return }
         var known: [String: String] = [:]
         for row in try Row.fetchAll(
             db.cachedStatement(sql: "SELECT field, kind FROM ferry_fields WHERE table_name = ?"),
@@ -129,6 +124,25 @@ extension SQLiteServerStorage {
             try db.cachedStatement(sql: "INSERT INTO ferry_fields (table_name, field, kind) VALUES (?, ?, ?)")
                 .execute(arguments: [table.name, name, kind.rawValue])
         }
+    }
+
+    /// Whether the kinds of `content`'s undeclared fields are all known to be right: then
+    /// ``checkFieldKinds(_:_:_:)`` neither reads nor writes the catalog.
+    func fieldKindsAreKnown(_ table: StorageTable, _ content: JSONObject) -> Bool {
+        let undeclared = Self.undeclaredKinds(table, content)
+        return undeclared.isEmpty || rememberKinds(table, undeclared)
+    }
+
+    private static func undeclaredKinds(_ table: StorageTable, _ content: JSONObject) -> [(String, FieldKind)] {
+        content.compactMap { name, value -> (String, FieldKind)? in
+            guard table.schema.fields[name] == nil, let kind = FieldKind(of: value) else { return nil }
+            return (name, kind)
+        }
+    }
+
+    private func rememberKinds(_ table: StorageTable, _ undeclared: [(String, FieldKind)]) -> Bool {
+        guard let remembered = knownFieldKinds.withLock({ $0[table.name] }) else { return false }
+        return undeclared.allSatisfy { remembered[$0.0] == $0.1.rawValue }
     }
 
     /// The JSON kinds recorded for the undeclared fields of `table`.

@@ -44,27 +44,43 @@ extension SQLiteServerStorage {
             throw StorageError.noSuchTable(table.name)
         }
         let insert = try db.cachedStatement(
-            sql: "INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)")
+            sql: """
+                INSERT INTO \(record.sqlName) (\(Self.columns)) VALUES (?, ?, ?, ?, ?, 0, ?)
+                ON CONFLICT (id) DO NOTHING
+                """)
         let now = configuration.now()
         var results = checked
         var inserted = 0
         for (index, row) in rows.enumerated() where results[index] == nil {
-            if let existing = try Self.fetch(db, record, id: row.id, owner: .all) {
-                results[index] = .failure(.alreadyExists(id: row.id, in: table.name, current: existing))
-                continue
+            // A row whose field kinds are known needs no look-up first: the insert finds a taken id
+            // (a new id is the rule, and a read per row cost 7% of a batched push). A row that would
+            // fix a new kind looks first: a refused row must not fix one.
+            let kindsKnown = fieldKindsAreKnown(table, row.content)
+            if !kindsKnown {
+                if let existing = try Self.fetch(db, record, id: row.id, owner: .all) {
+                    results[index] = .failure(.alreadyExists(id: row.id, in: table.name, current: existing))
+                    continue
+                }
+                do {
+                    try checkFieldKinds(db, table, row.content)
+                } catch let error as StorageError where error.code == .fieldKind {
+                    results[index] = .failure(error)
+                    continue
+                }
             }
-            do {
-                try checkFieldKinds(db, table, row.content)
-            } catch let error as StorageError where error.code == .fieldKind {
-                results[index] = .failure(error)
-                continue
-            }
+            let before = record
             record.lastUpdatedAt = max(now, record.lastUpdatedAt + 1)
             record.lastVersion += 1
             try insert.execute(
                 arguments: [
                     row.id, texts[index], record.lastUpdatedAt, record.lastUpdatedAt, record.lastVersion, row.owner,
                 ])
+            if kindsKnown && db.changesCount == 0 {
+                record = before
+                let existing = try Self.fetch(db, record, id: row.id, owner: .all)
+                results[index] = .failure(.alreadyExists(id: row.id, in: table.name, current: existing))
+                continue
+            }
             let stamp = Timestamp(millisecondsSince1970: record.lastUpdatedAt)
             results[index] = .success(
                 StoredItem(
@@ -81,10 +97,21 @@ extension SQLiteServerStorage {
     /// A transaction holds the writer, so reading the keys claims them (``claimOutcome(scope:key:)``).
     public func claimOutcomes(scope: String, keys: [String]) async throws -> [String: RecordedOutcome] {
         if keys.isEmpty { return [:] }
+        // One statement for all the keys (a JSON array of them), not one per key: a batch of 500
+        // keyed inserts spent 4% of the server's time reading its keys one by one.
+        let list = JSONValue.array(Set(keys).sorted().map { .string($0) }).serialized()
         return try await read("reading recorded outcomes") { db in
             var recorded: [String: RecordedOutcome] = [:]
-            for key in Set(keys) {
-                if let outcome = try Self.fetchOutcome(db, scope: scope, key: key) { recorded[key] = outcome }
+            let rows = try Row.fetchCursor(
+                db.cachedStatement(
+                    sql: """
+                        SELECT key, fingerprint, status, headers, body, recorded_at FROM ferry_outcomes
+                        WHERE scope = ? AND key IN (SELECT value FROM json_each(?))
+                        """),
+                arguments: [scope, list])
+            while let row = try rows.next() {
+                let outcome = Self.outcome(row, scope: scope, key: row["key"])
+                recorded[outcome.key] = outcome
             }
             return recorded
         }

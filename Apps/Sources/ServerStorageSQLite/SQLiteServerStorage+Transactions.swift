@@ -55,7 +55,12 @@ extension SQLiteServerStorage {
                         """),
                 arguments: [scope, key])
         else { return nil }
-        return RecordedOutcome(
+        return outcome(row, scope: scope, key: key)
+    }
+
+    /// A row of `ferry_outcomes` (its `fingerprint`, `status`, `headers`, `body` and `recorded_at`).
+    static func outcome(_ row: Row, scope: String, key: String) -> RecordedOutcome {
+        RecordedOutcome(
             scope: scope, key: key, fingerprint: row["fingerprint"], status: row["status"],
             headers: RecordedOutcome.headers(fromText: row["headers"]), body: row["body"],
             recordedAt: row["recorded_at"])

@@ -212,7 +212,8 @@ extension TableService {
             path = authorityEnd < rest.endIndex ? String(rest[authorityEnd...]) : "/"
         }
         if !path.hasPrefix("/") { path = "/tables/" + path }
-        guard TableRoute(path: path).isTableData else {
+        let segments = TableRequest.segments(of: path)
+        guard segments.map(TableRoute.init(segments:))?.isTableData == true else {
             throw invalid(
                 "a request in a batch addresses a table or an item (tables/{name} or tables/{name}/{id}), not \(url)")
         }
@@ -250,12 +251,11 @@ extension TableService {
             parsedBody = value
         }
         if body != nil && !own.contains("content-type") { headers.append(("Content-Type", "application/json")) }
-        return (
-            id,
-            TableRequest(
-                method: method.uppercased(), path: path, rawQuery: rawQuery, headers: RequestHeaders(headers),
-                body: body, origin: outer.origin, parsedBody: parsedBody)
-        )
+        var request = TableRequest(
+            method: method.uppercased(), path: path, segments: segments, rawQuery: rawQuery,
+            headers: RequestHeaders(headers), body: body, origin: outer.origin, parsedBody: parsedBody)
+        request.bodyIsCanonical = parsedBody != nil
+        return (id, request)
     }
 
     /// `{"responses": [{"id": …, "status": …, "headers": {…}, "body": …}, …]}`. A JSON body goes in

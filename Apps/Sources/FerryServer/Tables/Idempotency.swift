@@ -120,7 +120,9 @@ final class IdempotencyLedger: Sendable {
     /// spacing or member order is the same request.
     static func fingerprint(_ request: TableRequest) -> String {
         let canonical: [UInt8]
-        if let parsed = request.parsedBody {
+        if request.bodyIsCanonical, let body = request.body {
+            canonical = body
+        } else if let parsed = request.parsedBody {
             canonical = parsed.serializedUTF8()
         } else if let body = request.body, !body.isEmpty, let parsed = try? JSONValue(parsingUTF8: body) {
             canonical = parsed.serializedUTF8()

@@ -5,7 +5,7 @@ struct TableRequest: Sendable {
     /// The method in upper case.
     var method: String
     /// The path exactly as received (percent-encoded), without the query.
-    var path: String
+    let path: String
     /// The query string as received (percent-encoded), without the `?`.
     var rawQuery: String
     var headers: RequestHeaders
@@ -13,15 +13,44 @@ struct TableRequest: Sendable {
     /// `scheme://host[:port]` of the request, for absolute links.
     var origin: String
     /// `body` already parsed, when it came inside a batch (the batch's JSON held it).
-    var parsedBody: JSONValue? = nil
+    var parsedBody: JSONValue?
+    /// Whether `body` is `parsedBody` serialized (``JSONValue/serializedUTF8()``, keys sorted): a
+    /// request of a batch. The idempotency fingerprint then hashes it as it is.
+    var bodyIsCanonical = false
 
     /// The percent-decoded path segments (`/tables/todo/1` gives `["tables", "todo", "1"]`), or
-    /// `nil` when a segment is not valid percent-encoded UTF-8.
-    var segments: [String]? { Self.segments(of: path) }
+    /// `nil` when a segment is not valid percent-encoded UTF-8. Decoded once: routing, the
+    /// idempotency fingerprint and the handlers all read them (a batch of 500 inserts decoded each
+    /// path four times, 7% of the server's time in a batched push).
+    let segments: [String]?
+
+    init(
+        method: String, path: String, rawQuery: String, headers: RequestHeaders, body: [UInt8]?, origin: String,
+        parsedBody: JSONValue? = nil
+    ) {
+        self.init(
+            method: method, path: path, segments: Self.segments(of: path), rawQuery: rawQuery, headers: headers,
+            body: body, origin: origin, parsedBody: parsedBody)
+    }
+
+    /// A request whose path was decoded already (`segments` are ``segments(of:)`` of `path`).
+    init(
+        method: String, path: String, segments: [String]?, rawQuery: String, headers: RequestHeaders,
+        body: [UInt8]?, origin: String, parsedBody: JSONValue? = nil
+    ) {
+        self.method = method
+        self.path = path
+        self.segments = segments
+        self.rawQuery = rawQuery
+        self.headers = headers
+        self.body = body
+        self.origin = origin
+        self.parsedBody = parsedBody
+    }
 
     /// What the path addresses, decided on the percent-decoded segments (so `/tables/%24batch/`
     /// is the batch endpoint as much as `/tables/$batch` is).
-    var route: TableRoute { TableRoute(path: path) }
+    var route: TableRoute { segments.map(TableRoute.init(segments:)) ?? .invalidPath }
 
     static func segments(of path: String) -> [String]? {
         var result: [String] = []
