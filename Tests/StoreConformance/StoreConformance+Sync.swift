@@ -138,6 +138,24 @@ extension StoreConformanceSuite {
                     try await store.write { try $0.updateOperation(updated) }
                 }
             },
+            .init("deleting one operation says whether it was queued") { fixture async throws in
+                let store = fixture.store
+                let (kept, removed) = try await store.write { tx in
+                    (try tx.appendOperation(draft("todo", "a")), try tx.appendOperation(draft("todo", "b")))
+                }
+                #expect(try await store.write { try $0.deleteOperation(id: removed.id) })
+                #expect(try await store.write { try $0.deleteOperation(id: removed.id) } == false)
+                #expect(try await store.write { try $0.deleteOperation(id: 999_999) } == false)
+                #expect(try await store.read { try $0.operations(after: nil, table: nil, limit: nil) } == [kept])
+                // A removal rolled back with its transaction is undone.
+                await expectError(StoreError.self, .notFound, "update of a missing operation") {
+                    try await store.write { tx in
+                        _ = try tx.deleteOperation(id: kept.id)
+                        try tx.updateOperation(removed)
+                    }
+                }
+                #expect(try await store.read { try $0.operation(id: kept.id) } == kept)
+            },
             .init("operation ids are never reused, even after the queue drains") { fixture async throws in
                 let store = fixture.store
                 let first = try await store.write { tx in

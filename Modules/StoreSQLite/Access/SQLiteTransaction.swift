@@ -158,6 +158,13 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
         }
     }
 
+    func deleteOperation(id: Int64) throws -> Bool {
+        try run("deleting an operation from") {
+            try db.cachedStatement(sql: "DELETE FROM ferry_operations WHERE id = ?").execute(arguments: [id])
+            return db.changesCount > 0
+        }
+    }
+
     func saveOperationError(_ error: OperationErrorRecord) throws {
         try run("saving operation error '\(error.id)' in") {
             try db.execute(

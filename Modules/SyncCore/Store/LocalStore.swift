@@ -141,6 +141,11 @@ public protocol StoreTransaction: StoreReader {
     /// Removes operations by id; absent ids are not an error.
     func deleteOperations(ids: [Int64]) throws
 
+    /// Removes one operation by id, and answers whether it was queued. The default reads it
+    /// (``operation(id:)``) and removes it (``deleteOperations(ids:)``); a store that can tell from
+    /// the removal itself implements it (a push removes every operation it completes this way).
+    func deleteOperation(id: Int64) throws -> Bool
+
     /// Records (or replaces, by id) an operation error.
     func saveOperationError(_ error: OperationErrorRecord) throws
 
@@ -219,6 +224,13 @@ extension StoreTransaction {
     /// One ``appendOperation(_:)`` per draft, in order.
     public func appendOperations(_ drafts: [OperationDraft]) throws -> [QueuedOperation] {
         try drafts.map { try appendOperation($0) }
+    }
+
+    /// Reads the operation (``operation(id:)``) and removes it when it is there.
+    public func deleteOperation(id: Int64) throws -> Bool {
+        guard try operation(id: id) != nil else { return false }
+        try deleteOperations(ids: [id])
+        return true
     }
 
     /// Runs `query` (without `$select` or a count) and deletes the items it selects by id.

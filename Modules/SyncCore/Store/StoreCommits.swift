@@ -248,6 +248,12 @@ final class TrackedTransaction: StoreTransaction {
         try inner.deleteOperations(ids: ids)
     }
 
+    func deleteOperation(id: Int64) throws -> Bool {
+        let deleted = try inner.deleteOperation(id: id)
+        if deleted { commit.queue = true }
+        return deleted
+    }
+
     func saveOperationError(_ error: OperationErrorRecord) throws {
         commit.queue = true
         try inner.saveOperationError(error)

@@ -269,7 +269,7 @@ extension SyncContext {
         let accepted = Self.accepted(outcomes)
         if !accepted.isEmpty {
             try await write("push") { tx in
-                for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
+                for (operation, server) in accepted { try PushSteps.complete(operation, serverItem: server, in: tx) }
             }
         }
         for (attempt, outcome) in outcomes {
@@ -384,7 +384,7 @@ extension SyncContext {
         }
         let accepted = Self.accepted(sent)
         try await write("push") { [notSent] tx in
-            for (id, server) in accepted { try PushSteps.complete(operationID: id, serverItem: server, in: tx) }
+            for (operation, server) in accepted { try PushSteps.complete(operation, serverItem: server, in: tx) }
             for id in notSent { try PushSteps.markNotApplied(operationID: id, in: tx) }
         }
         for (attempt, outcome) in sent {
@@ -397,11 +397,12 @@ extension SyncContext {
         throw SyncError.wrapping(error, place)
     }
 
-    /// The operation ids and server items of the accepted attempts.
-    static func accepted(_ outcomes: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)]) -> [(Int64, JSONObject?)]
-    {
+    /// The operations and server items of the accepted attempts.
+    static func accepted(_ outcomes: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)]) -> [(
+        QueuedOperation, JSONObject?
+    )] {
         outcomes.compactMap { attempt, outcome in
-            if case .success(let server) = outcome { return (attempt.operation.id, server) }
+            if case .success(let server) = outcome { return (attempt.operation, server) }
             return nil
         }
     }

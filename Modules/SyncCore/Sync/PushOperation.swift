@@ -141,7 +141,7 @@ extension SyncContext {
     }
 
     private func complete(_ operation: QueuedOperation, serverItem: JSONObject?) async throws -> PushOutcome {
-        try await write("push") { try PushSteps.complete(operationID: operation.id, serverItem: serverItem, in: $0) }
+        try await write("push") { try PushSteps.complete(operation, serverItem: serverItem, in: $0) }
         return .pushed(operation)
     }
 

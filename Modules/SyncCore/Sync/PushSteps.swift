@@ -71,9 +71,13 @@ enum PushSteps {
 
     /// The server applied the operation: drop it, store the server's item, and hand the server's new
     /// version to an operation queued for the item meanwhile (so it does not meet a false 412).
-    static func complete(operationID: Int64, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
-        guard let operation = try tx.operation(id: operationID) else { return }
-        try QueuedEdits.dropOperation(operation, in: tx)
+    ///
+    /// `operation` is the one sent: an operation in flight keeps its table, item and kind (edits
+    /// meanwhile queue operations of their own), so it is not read again; nothing is done when it
+    /// is no longer queued (its item was purged meanwhile).
+    static func complete(_ operation: QueuedOperation, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
+        guard try tx.deleteOperation(id: operation.id) else { return }
+        try QueuedEdits.deleteErrors(of: operation.id, table: operation.table, in: tx)
         guard operation.kind != .delete, let server = serverItem else { return }
         let followUps = try tx.operations(table: operation.table, itemID: operation.itemID)
         let local = try tx.item(operation.table, id: operation.itemID)
