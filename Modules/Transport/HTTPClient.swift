@@ -12,6 +12,9 @@ struct HTTPResponse: Sendable {
     var status: Int
     var headers: [String: String]
     var body: Data
+    /// The body as JSON when it was parsed already (an answer inside a batch's answer): ``json()``
+    /// answers it instead of parsing `body`.
+    var parsedBody: JSONValue?
 
     /// A header, by case-insensitive name.
     func header(_ name: String) -> String? {
@@ -21,6 +24,7 @@ struct HTTPResponse: Sendable {
 
     /// The body as JSON, or `nil` when it is empty.
     func json() throws(RemoteError) -> JSONValue? {
+        if let parsedBody { return parsedBody }
         if body.isEmpty { return nil }
         do {
             return try JSONValue(parsingUTF8: body)

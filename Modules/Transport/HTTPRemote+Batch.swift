@@ -110,8 +110,14 @@ extension HTTPRemote {
             if case .object(let given)? = answer["headers"] {
                 for (name, value) in given { if let text = value.stringValue { headers[name] = text } }
             }
-            let body = answer["body"].map { Data($0.serializedUTF8()) } ?? Data()
-            let single = HTTPResponse(status: Int(status), headers: headers, body: body)
+            var single = HTTPResponse(status: Int(status), headers: headers, body: Data())
+            if (200..<300).contains(status), let body = answer["body"], body != .null {
+                // An accepted write's item, parsed with the batch's answer: not serialized to be
+                // parsed again (two passes over every item of a push).
+                single.parsedBody = body
+            } else if let body = answer["body"] {
+                single.body = Data(body.serializedUTF8())
+            }
             do throws(RemoteError) {
                 return .success(try onlineTable(write.table).outcome(of: write, single))
             } catch {
