@@ -141,11 +141,8 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
 
     func updateOperation(_ operation: QueuedOperation) throws {
         try run("updating operation \(operation.id) in") {
-            try db.cachedStatement(sql: "UPDATE ferry_operations SET tableName = ?, itemId = ?, json = ? WHERE id = ?")
-                .execute(arguments: [
-                    operation.table, operation.itemID, JSONValue.object(operation.json).serialized(), operation.id,
-                ])
-            if db.changesCount == 0 {
+            var writer = try OperationWriter(db, .update)
+            if try writer.write(operation) == 0 {
                 throw StoreError(.notFound, "no queued operation with id \(operation.id) in \(place)")
             }
         }

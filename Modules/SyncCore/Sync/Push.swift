@@ -268,9 +268,7 @@ extension SyncContext {
         guard !outcomes.isEmpty else { return }
         let accepted = Self.accepted(outcomes)
         if !accepted.isEmpty {
-            try await write("push") { tx in
-                for (operation, server) in accepted { try PushSteps.complete(operation, serverItem: server, in: tx) }
-            }
+            try await write("push") { tx in try PushSteps.complete(accepted, in: tx) }
         }
         for (attempt, outcome) in outcomes {
             switch outcome {
@@ -384,7 +382,7 @@ extension SyncContext {
         }
         let accepted = Self.accepted(sent)
         try await write("push") { [notSent] tx in
-            for (operation, server) in accepted { try PushSteps.complete(operation, serverItem: server, in: tx) }
+            try PushSteps.complete(accepted, in: tx)
             for id in notSent { try PushSteps.markNotApplied(operationID: id, in: tx) }
         }
         for (attempt, outcome) in sent {

@@ -74,10 +74,13 @@ enum PushSteps {
     ///
     /// `operation` is the one sent: an operation in flight keeps its table, item and kind (edits
     /// meanwhile queue operations of their own), so it is not read again; nothing is done when it
-    /// is no longer queued (its item was purged meanwhile).
-    static func complete(_ operation: QueuedOperation, serverItem: JSONObject?, in tx: any StoreTransaction) throws {
+    /// is no longer queued (its item was purged meanwhile). `mayHaveErrors: false` says that the
+    /// caller knows it has no recorded error (a push reads the errors once for a whole batch).
+    static func complete(
+        _ operation: QueuedOperation, serverItem: JSONObject?, mayHaveErrors: Bool = true, in tx: any StoreTransaction
+    ) throws {
         guard try tx.deleteOperation(id: operation.id) else { return }
-        try QueuedEdits.deleteErrors(of: operation.id, table: operation.table, in: tx)
+        if mayHaveErrors { try QueuedEdits.deleteErrors(of: operation.id, table: operation.table, in: tx) }
         guard operation.kind != .delete, let server = serverItem else { return }
         let followUps = try tx.operations(table: operation.table, itemID: operation.itemID)
         let local = try tx.item(operation.table, id: operation.itemID)
@@ -100,6 +103,16 @@ enum PushSteps {
             next.item = ItemFields.body(deleted, withSystemPropertiesOf: server)
         }
         try tx.updateOperation(next)
+    }
+
+    /// Completes accepted operations, in order, reading the recorded errors once for all of them
+    /// (not once each: a table's errors were read for every operation a push completed).
+    static func complete(_ accepted: [(QueuedOperation, JSONObject?)], in tx: any StoreTransaction) throws {
+        guard !accepted.isEmpty else { return }
+        let errored = Set(try tx.operationErrors(table: nil).map(\.operationID))
+        for (operation, server) in accepted {
+            try complete(operation, serverItem: server, mayHaveErrors: errored.contains(operation.id), in: tx)
+        }
     }
 
     /// Records why the operation failed (one error per operation) and marks it failed. An operation
