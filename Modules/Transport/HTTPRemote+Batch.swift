@@ -1,5 +1,5 @@
 import Foundation
-public import SyncCore
+@_spi(StoreSupport) public import SyncCore
 import Synchronization
 
 extension HTTPRemote {
@@ -72,25 +72,37 @@ extension HTTPRemote {
     /// per write, in order, each what ``send(_:)`` would give alone.
     public func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>] {
         guard !writes.isEmpty else { return [] }
-        var requests: [JSONValue] = []
-        requests.reserveCapacity(writes.count)
         let tables = try client.tablesURL()
         let prefix = tables.path.hasSuffix("/") ? tables.path : tables.path + "/"
+        // `{"requests": [{"id", "method", "url", "headers", "body"}, …]}` written straight as text:
+        // building a dictionary per write to serialize it took a tenth of a push's client time. A
+        // body's members go in dictionary order (the server's fingerprint of a body sorts them).
+        var text = JSONTextBuffer(capacity: 64 + writes.count * 320)
+        text.append("{\"requests\":[")
         for (index, write) in writes.enumerated() {
             let (method, url, headers) = try onlineTable(write.table).request(for: write)
             var path = url.path(percentEncoded: true)
             if path.hasPrefix(prefix) { path.removeFirst(prefix.count) }
-            var entry: JSONObject = [
-                "id": .string(String(index)), "method": .string(method), "url": .string(path),
-                "headers": .object(headers.mapValues { .string($0) }),
-            ]
-            if write.kind != .delete { entry["body"] = .object(write.body) }
-            requests.append(.object(entry))
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            text.append("{\"id\":")
+            text.appendJSONString(String(index))
+            text.append(",\"method\":")
+            text.appendJSONString(method)
+            text.append(",\"url\":")
+            text.appendJSONString(path)
+            text.append(",\"headers\":")
+            text.appendJSON(.object(headers.mapValues { .string($0) }), depth: 4)
+            if write.kind != .delete {
+                text.append(",\"body\":")
+                text.appendJSON(.object(write.body), sortingKeys: false, depth: 4)
+            }
+            text.append(UInt8(ascii: "}"))
         }
+        text.append("]}")
         // A batch whose every write is keyed may be sent again: the server replays what it applied.
         let response = try await client.send(
-            "POST", tables.appendingPathComponent("$batch"), body: ["requests": .array(requests)],
-            idempotent: writes.allSatisfy { $0.idempotencyKey != nil })
+            "POST", tables.appendingPathComponent("$batch"), data: text.withBytes { Data($0) },
+            headers: ["Content-Type": "application/json"], idempotent: writes.allSatisfy { $0.idempotencyKey != nil })
         guard response.status == 200 else {
             throw response.failure("sending a batch of \(writes.count)")
         }
