@@ -5,7 +5,8 @@
 // and the write's own answer. Beside it, the same with 1 feed in the same run (the baseline: the
 // write and one delivery). The server's RSS before and after opening the feeds gives its memory per
 // feed; the CPU time of the server and of this process during the writes, per event delivered, says
-// what the server spends and what the client (on the same machine) takes from it.
+// what the server spends and what the client (on the same machine) takes from it. Then the floor
+// (FanOutFloor.swift): the same reader and feeds served by plain write() calls, this machine's limit.
 #if canImport(Glibc)
     import Foundation
     import Glibc
@@ -40,11 +41,28 @@
                 "  feeds  opened in   last p50   last p99  first p50  answer p50  server RSS/feed  server CPU/event  client CPU/event"
             )
             var baseline: Result?
+            var results: [Int: Result] = [:]
             for count in counts {
                 let writes = options.fanOutWrites
                 let result = try await onThread { try measure(count, writes: writes, directory: directory) }
                 if baseline == nil { baseline = result }
+                results[count] = result
                 print(line(result, baseline: baseline!))
+            }
+            print(
+                "  floor: the same reader and feeds, served by one thread of this process that write()s each feed's event (FanOutFloor.swift)"
+            )
+            for count in options.fanOutCounts {
+                let writes = options.fanOutWrites
+                let floor = try await onThread { try measureFloor(count, writes: writes) }
+                let ferry = percentile(results[count]?.last ?? [], 0.99)
+                print(
+                    pad(count, 7) + String(format: "  %7.1f s", floor.openSeconds) + "  "
+                        + String(
+                            format: "%7.1f ms  %7.1f ms", percentile(floor.last, 0.5), percentile(floor.last, 0.99))
+                        + String(
+                            format: "  (process CPU/event %.1f µs; Ferry's last p99 %.1fx this)",
+                            floor.clientMicrosecondsPerEvent, ferry / max(0.001, percentile(floor.last, 0.99))))
             }
             print(
                 "  anchor (the issue's, not measured here): Electric's SSE fan-out, p50 about 4 ms at 1,000 subscribers"
