@@ -54,10 +54,16 @@
             )
             for count in options.fanOutCounts {
                 let writes = options.fanOutWrites
-                let floor = try await onThread { try measureFloor(count, writes: writes) }
+                let floor: Result
+                do {
+                    floor = try await onThread { try measureFloor(count, writes: writes) }
+                } catch {
+                    print(pad(count, 7) + "  floor not measured: \(error)")
+                    continue
+                }
                 let ferry = percentile(results[count]?.last ?? [], 0.99)
                 print(
-                    pad(count, 7) + String(format: "  %7.1f s", floor.openSeconds) + "  "
+                    pad(floor.feeds, 7) + String(format: "  %7.1f s", floor.openSeconds) + "  "
                         + String(
                             format: "%7.1f ms  %7.1f ms", percentile(floor.last, 0.5), percentile(floor.last, 0.99))
                         + String(

@@ -95,6 +95,11 @@
         /// `count` feeds of the floor server and the same reader; `writes` events, each alone. The
         /// CPU is this whole process's (server and reader) per event delivered.
         static func measureFloor(_ count: Int, writes: Int) throws -> Result {
+            // Both ends of every feed are this process's: at most what its open-file limit allows
+            // (the line says how many).
+            let limit = Sockets.raiseOpenFileLimit(wanted: 2 * count + 256)
+            let count = min(count, (limit - 256) / 2)
+            guard count > 0 else { throw BenchmarkError("the open-file limit (\(limit)) leaves no room for feeds") }
             let server = try FloorServer()
             defer { server.close() }
             let warmUp = 5

@@ -324,12 +324,18 @@
             }
         }
 
-        /// Raises this process's soft open-file limit to the hard one; answers the limit in force.
+        /// Raises this process's soft open-file limit to the hard one, and the hard one to `wanted`
+        /// where the process may (root); answers the limit in force.
         @discardableResult
-        static func raiseOpenFileLimit() -> Int {
+        static func raiseOpenFileLimit(wanted: Int = 0) -> Int {
             var limit = rlimit()
             let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
             guard getrlimit(resource, &limit) == 0 else { return 0 }
+            if limit.rlim_max < rlim_t(wanted) {
+                var raised = limit
+                (raised.rlim_cur, raised.rlim_max) = (rlim_t(wanted), rlim_t(wanted))
+                if setrlimit(resource, &raised) == 0 { limit = raised }
+            }
             if limit.rlim_cur < limit.rlim_max {
                 limit.rlim_cur = min(limit.rlim_max, 1 << 20)
                 _ = setrlimit(resource, &limit)
