@@ -142,8 +142,9 @@ public protocol StoreTransaction: StoreReader {
     func deleteOperations(ids: [Int64]) throws
 
     /// Removes one operation by id, and answers whether it was queued. The default reads it
-    /// (``operation(id:)``) and removes it (``deleteOperations(ids:)``); a store that can tell from
-    /// the removal itself implements it (a push removes every operation it completes this way).
+    /// (``StoreReader/operation(id:)``) and removes it (``deleteOperations(ids:)``); a store that
+    /// can tell from the removal itself implements it (a push removes every operation it completes
+    /// this way).
     func deleteOperation(id: Int64) throws -> Bool
 
     /// Records (or replaces, by id) an operation error.
@@ -226,7 +227,7 @@ extension StoreTransaction {
         try drafts.map { try appendOperation($0) }
     }
 
-    /// Reads the operation (``operation(id:)``) and removes it when it is there.
+    /// Reads the operation (``StoreReader/operation(id:)``) and removes it when it is there.
     public func deleteOperation(id: Int64) throws -> Bool {
         guard try operation(id: id) != nil else { return false }
         try deleteOperations(ids: [id])
