@@ -103,8 +103,8 @@
             status: Int, headers: [String: String], body: Data
         ) {
             do {
-                let response = try await client(timeout: request.timeoutInterval).execute(
-                    try Self.request(request), deadline: .distantFuture, logger: Self.silent)
+                let response = try await Self.executeOnALiveConnection(
+                    try Self.request(request), client(timeout: request.timeoutInterval))
                 if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
                     throw URLError(.dataLengthExceedsMaximum)
                 }
@@ -129,8 +129,8 @@
         ) {
             let response: HTTPClientResponse
             do {
-                response = try await client(timeout: request.timeoutInterval).execute(
-                    try Self.request(request), deadline: .distantFuture, logger: Self.silent)
+                response = try await Self.executeOnALiveConnection(
+                    try Self.request(request), client(timeout: request.timeoutInterval))
             } catch {
                 throw Self.urlError(error)
             }
@@ -145,6 +145,21 @@
             }
             sink.onTermination = { _ in reader.cancel() }
             return (Int(response.status.code), Self.headers(response.headers), stream)
+        }
+
+        /// Executes `request`, once more when the pool handed it a kept-alive connection that had
+        /// closed before anything was written to it (NIO's "I/O on closed channel": a server that
+        /// restarted, or a proxy that dropped an idle connection, just before its close reached the
+        /// pool). Nothing of the request left this process then, so sending it again cannot apply a
+        /// write twice, whatever its method; a connection that fails later is the caller's to judge.
+        private static func executeOnALiveConnection(
+            _ request: HTTPClientRequest, _ client: AsyncHTTPClient.HTTPClient
+        ) async throws -> HTTPClientResponse {
+            do {
+                return try await client.execute(request, deadline: .distantFuture, logger: silent)
+            } catch ChannelError.ioOnClosedChannel {
+                return try await client.execute(request, deadline: .distantFuture, logger: silent)
+            }
         }
 
         private static let silent = Logger(label: "ferry.transport.http", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -196,6 +211,14 @@
             }
             if let tls = error as? BoringSSLError {
                 return described(.secureConnectionFailed, "TLS failed: \(tls)")
+            }
+            if let channel = error as? ChannelError {
+                switch channel {
+                case .ioOnClosedChannel, .alreadyClosed, .eof, .outputClosed, .inputClosed:
+                    return described(.networkConnectionLost, "the connection closed")
+                case .connectTimeout: return described(.cannotConnectToHost, "connecting to the server timed out")
+                default: break
+                }
             }
             if let io = error as? IOError {
                 switch io.errnoCode {

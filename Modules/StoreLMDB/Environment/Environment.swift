@@ -31,10 +31,9 @@ final class Environment: @unchecked Sendable {
     /// The commits of every store of this directory in this process, and (while someone
     /// subscribes) those of other processes (``othersCommitted()``).
     let commits: StoreCommits
-    /// This process's commits since the last look for others'.
-    private let ownCommits = Mutex(0)
-    /// The newest transaction id the last look for others' commits saw.
-    private let lastSeenTransaction = Mutex(0)
+    /// This process's commits as the looks for others' count them, under one lock with the look
+    /// itself (``othersCommitted()``).
+    private let ownCommits = Mutex(OwnCommits())
     /// Set before the handle closes; looks take the same lock, so none runs on a closed handle.
     private let closedToLooks = Mutex(false)
 
@@ -53,7 +52,19 @@ final class Environment: @unchecked Sendable {
             looking.environment?.othersCommitted() ?? false
         }
         looking.environment = self
-        lastSeenTransaction.withLock { $0 = lastTransaction() ?? 0 }
+        let newest = lastTransaction() ?? 0
+        ownCommits.withLock { $0.lastSeen = newest }
+    }
+
+    /// What a look for other processes' commits compares LMDB's newest transaction id with.
+    private struct OwnCommits {
+        /// The newest transaction id the last look saw.
+        var lastSeen = 0
+        /// This process's commits that wrote, finished since the last look.
+        var finished = 0
+        /// This process's commits under way: their transaction id may show already, and they are
+        /// not counted yet.
+        var underWay = 0
     }
 
     /// The id of the newest committed transaction, by any process (from LMDB's lock file); `nil`
@@ -73,16 +84,18 @@ final class Environment: @unchecked Sendable {
         closedToLooks.withLock { $0 = true }
     }
 
-    /// Whether another process committed since the last look: more transactions than this
-    /// process's own. Its own are counted first, so a commit that lands meanwhile can only make
-    /// the answer `true` for nothing, never hide another's.
+    /// Whether another process committed since the last look: more new transactions than this
+    /// process's own. The look and the accounting of this process's commits take one lock, so a
+    /// commit of this process is either counted or under way while the look reads LMDB's newest
+    /// id: one under way makes the answer `true` (perhaps for nothing) and leaves the count for the
+    /// next look. Before, a commit that showed in LMDB before it was counted made the next look
+    /// take another process's commit for it, and a watch missed that change.
     func othersCommitted() -> Bool {
-        let own = ownCommits.withLock { $0 }
-        guard let newest = lastTransaction() else { return false }
-        ownCommits.withLock { $0 -= own }
-        return lastSeenTransaction.withLock { last in
-            defer { last = newest }
-            return newest - last > own
+        ownCommits.withLock { own in
+            guard let newest = lastTransaction() else { return false }
+            if own.underWay > 0 { return true }
+            defer { (own.lastSeen, own.finished) = (newest, 0) }
+            return newest - own.lastSeen > own.finished
         }
     }
 
@@ -169,16 +182,21 @@ final class Environment: @unchecked Sendable {
                 gate.leave()
                 throw error
             case .success(let (result, commit)):
+                ownCommits.withLock { $0.underWay += 1 }
                 rc = mdb_txn_commit(handle)
+                // Only a transaction that wrote advances LMDB's transaction id: one that changed
+                // nothing, counted, would cancel out another process's commit.
+                let wrote = rc == MDB_SUCCESS && txn.wrote
+                ownCommits.withLock { own in
+                    own.underWay -= 1
+                    if wrote { own.finished += 1 }
+                }
                 gate.leave()
                 if rc == MDB_MAP_FULL {
                     try grow(place: place)
                     continue
                 }
                 guard rc == MDB_SUCCESS else { throw LMDBErrors.map(rc, "committing a write to", place) }
-                // Only a transaction that wrote advances LMDB's transaction id: one that changed
-                // nothing, counted, would cancel out another process's commit.
-                if txn.wrote { ownCommits.withLock { $0 += 1 } }
                 commits.publish(commit)
                 return result
             }
