@@ -172,11 +172,43 @@ extension PostgreSQLServerStorage {
         return try await connection.preparedRows(query(select)).first.map(decode)
     }
 
+    /// The items of `ids` in `table` (those that exist and `owner` sees), in any order: one
+    /// statement for many reads by id (``ReadBatches``).
+    static func fetch(
+        _ connection: PostgreSQLSession, _ table: String, ids: [String], owner: OwnerScope
+    ) async throws -> [StoredItem] {
+        var binds = PostgresBindings(capacity: 2)
+        binds.append(ids)
+        var sql = "SELECT \(columns) FROM \(table) WHERE id = ANY($1::text[])"
+        if case .owner(let subject) = owner {
+            try OwnerScope.validateSubject(subject)
+            binds.append(subject)
+            sql += " AND owner = $2::text"
+        }
+        return try await connection.preparedRows(PostgresQuery(unsafeSQL: sql, binds: binds)).map(decode)
+    }
+
     public func item(in table: StorageTable, id: String, owner: OwnerScope) async throws -> StoredItem? {
         guard let number = try await tableNumber(table.name, creating: false) else { return nil }
-        return try await withConnection("reading an item of '\(table.name)'") { connection in
-            try await Self.fetch(connection, Self.sqlName(number), id: id, owner: owner)
+        let name = table.name
+        let sqlName = Self.sqlName(number)
+        guard currentTransaction == nil else {
+            return try await withConnection("reading an item of '\(name)'") { connection in
+                try await Self.fetch(connection, sqlName, id: id, owner: owner)
+            }
         }
+        return try await readBatches.read(
+            ReadBatches.Key(table: sqlName, owner: owner), id: id,
+            alone: {
+                try await withConnection("reading an item of '\(name)'") { connection in
+                    try await Self.fetch(connection, sqlName, id: id, owner: owner)
+                }
+            },
+            together: { [self] key, ids in
+                try await withConnection("reading items of '\(name)'") { connection in
+                    try await Self.fetch(connection, key.table, ids: ids, owner: key.owner)
+                }
+            })
     }
 
     /// Takes the table's next stamp (`$stamp` rows `last_updated_at`, `last_version`) and announces

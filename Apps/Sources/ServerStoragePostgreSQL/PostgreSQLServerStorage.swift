@@ -124,6 +124,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
     private let closed = Mutex(false)
     let announcements = StorageChanges()
     let insertBatches: InsertBatches
+    /// Concurrent reads by id of one table, coalesced (``item(in:id:owner:)``).
+    let readBatches: ReadBatches
     /// Where waits for a pooled connection and for a group commit are reported (``observe(_:)``).
     let observers: StorageObserverSlot
     /// Ends the statement of a connection that closes (``PostgreSQLSession``).
@@ -146,6 +148,10 @@ public final class PostgreSQLServerStorage: ServerStorage {
         insertBatches = InsertBatches(maximumWait: configuration.connectionWait) { since, outcome in
             observers.report(.insertQueue, since: since, outcome)
         }
+        // One statement per table at a time: on 2 cores, 16 clients reading by id got 12,714
+        // reads/s with 1 (about 8 ids per statement), 11,619 with 2, 10,324 with 4, and 6,105 with
+        // every read alone.
+        readBatches = ReadBatches(maximumRunning: 1)
         logger =
             configuration.logger
             ?? Logger(label: "ferry.storage.postgresql", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -312,6 +318,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
         }
         if wasClosed { return }
         insertBatches.close(StorageError(.closed, "the storage \(location) is closed"))
+        readBatches.close(StorageError(.closed, "the storage \(location) is closed"))
         announcements.finish()
         let running = tasks.withLock { $0 }
         for task in running { task.cancel() }

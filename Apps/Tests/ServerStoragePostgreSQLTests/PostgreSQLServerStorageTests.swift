@@ -1,4 +1,5 @@
 import Foundation
+import InMemoryTracing
 import PostgresNIO
 import ServerStorageConformance
 import ServerStorageCore
@@ -7,6 +8,7 @@ import ServerTestSupport
 import StoreConformance
 import SyncCore
 import Testing
+import Tracing
 
 /// What only a shared database can show: several instances, migrations racing, the change stream
 /// across instances and reconnections, and the faults of a server over the network.
@@ -116,6 +118,55 @@ struct PostgreSQLServerStorageTests {
             let rows = try await storage.query(Self.todo, StorageQuery()).items
             #expect(Set(rows) == Set(wins), "what the winners were told differs from what was stored")
             try await storage.close()
+        }
+    }
+
+    @Test func concurrentReadsShareStatementsYetEachGetsItsOwnItem() async throws {
+        try await withSchema { schema in
+            let url = try #require(TestPostgreSQL.url)
+            let tracer = InMemoryTracer()
+            let storage = try await PostgreSQLServerStorage.open(
+                url, configuration: .init(maximumConnections: 4, schema: schema, tracer: tracer))
+            var stored: [String: StoredItem] = [:]
+            for index in 0..<30 {
+                let id = "r\(index)"
+                stored[id] = try await storage.insert(
+                    into: Self.todo, id: id, content: ["n": .int(Int64(index))], owner: "u\(index % 2)")
+            }
+            stored["r3"] = try await storage.replace(
+                in: Self.todo, id: "r3", expectedVersion: stored["r3"]!.version, content: [:], deleted: true,
+                owner: .all)
+            // Sixteen readers at once, each for an owner or for everyone, of ids that exist, that
+            // another owner holds, that were deleted (a tombstone), that never existed, and the same
+            // id more than once in a row.
+            let reads = 16 * 40
+            let expected = stored
+            let mismatches = try await withThrowingTaskGroup(of: [String].self) { group in
+                for reader in 0..<16 {
+                    group.addTask {
+                        let scope: OwnerScope = reader % 3 == 0 ? .all : .owner("u\(reader % 2)")
+                        var wrong: [String] = []
+                        try await tracer.withSpan("reader \(reader)") { _ in
+                            for step in 0..<40 {
+                                let id = "r\((step / 2 * 7 + reader) % 34)"
+                                let item = try await storage.item(in: Self.todo, id: id, owner: scope)
+                                var seen = expected[id]
+                                if case .owner(let subject) = scope, seen?.owner != subject { seen = nil }
+                                if item != seen { wrong.append("\(scope) \(id): \(String(describing: item))") }
+                            }
+                        }
+                        return wrong
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            try await storage.close()
+            #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
+            let statements = tracer.finishedSpans.filter { span in
+                guard case .string(let text)? = span.attributes.get("db.query.text") else { return false }
+                return text.hasPrefix("SELECT") && text.contains("FROM ferry_items_")
+            }
+            #expect(statements.count < reads, "\(statements.count) statements for \(reads) reads")
         }
     }
 
