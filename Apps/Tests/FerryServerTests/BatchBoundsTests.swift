@@ -84,6 +84,10 @@ struct BatchBoundsTests {
         // The batch's time limit is another test's: on a loaded machine 1,000 updates may pass the default.
         var limits = RequestLimits()
         limits.maximumBatchDuration = .seconds(600)
+        // One write per transaction: the batch takes 1,000 commits whatever the machine's speed.
+        // With the default 100 ms, a quiet machine ran it in one slice and the single insert came
+        // after it.
+        limits.batchWriteSlice = .zero
         let server = try await LiveServer.start(
             tables: Self.tables, limits: limits, seed: Self.seed(1_000, prefix: "b"))
         let batch = Task { try await server.send("POST", "/tables/$batch", json: Self.updates(1_000, prefix: "b")) }

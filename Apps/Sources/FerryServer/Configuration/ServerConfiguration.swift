@@ -167,6 +167,10 @@ public struct RequestLimits: Sendable, Hashable {
     /// The longest one batch runs (default 30 s): the requests it had no time for are answered
     /// 503 with `Retry-After`, not applied.
     public var maximumBatchDuration: Duration
+    /// The longest one transaction of a batch holds the writer (default 100 ms): then it commits and
+    /// the rest of the batch waits its turn behind other writers. Shorter lets single writes in
+    /// sooner and costs more commits; at least one write runs in each.
+    public var batchWriteSlice: Duration
     /// The most bytes of read answers one batch returns (default 32 MiB): a read that would pass it
     /// is answered 413 instead. Writes always get their answer.
     public var maximumBatchAnswerSize: Int
@@ -199,8 +203,10 @@ public struct RequestLimits: Sendable, Hashable {
         maximumBatchDuration: Duration = .seconds(30), maximumBatchAnswerSize: Int = 32 << 20,
         idempotencyRetention: Duration = .seconds(24 * 3600), maximumChangeFeeds: Int = 10_000,
         maximumChangeFeedsPerUser: Int = 16, maximumAnonymousChangeFeeds: Int = 64,
-        changeFeedHeartbeat: Duration = .seconds(15), changeFeedResumeMargin: Duration = .seconds(60)
+        changeFeedHeartbeat: Duration = .seconds(15), changeFeedResumeMargin: Duration = .seconds(60),
+        batchWriteSlice: Duration = .milliseconds(100)
     ) {
+        self.batchWriteSlice = batchWriteSlice
         self.maximumAnonymousChangeFeeds = maximumAnonymousChangeFeeds
         self.changeFeedResumeMargin = changeFeedResumeMargin
         self.maximumBodySize = maximumBodySize
@@ -226,6 +232,9 @@ public struct RequestLimits: Sendable, Hashable {
         }
         guard maximumBatchDuration >= .milliseconds(100) else {
             throw ConfigurationError("maximumBatchDuration must be at least 100 ms")
+        }
+        guard batchWriteSlice >= .zero, batchWriteSlice <= maximumBatchDuration else {
+            throw ConfigurationError("batchWriteSlice must be between 0 and maximumBatchDuration")
         }
         guard maximumBatchAnswerSize >= 1 << 20 else {
             throw ConfigurationError("maximumBatchAnswerSize must be at least 1 MiB")

@@ -28,7 +28,7 @@ import Synchronization
 /// ## Bounds
 ///
 /// Consecutive writes run in one storage transaction (one durable commit) for at most
-/// ``writeSlice``, and consecutive inserts in it as sets (BatchInsertSets.swift: one claim of
+/// ``RequestLimits/batchWriteSlice``, and consecutive inserts in it as sets (BatchInsertSets.swift: one claim of
 /// their keys, one insert statement or a few, one recording of their outcomes); then it commits and the next slice waits its turn behind other writers, so a
 /// long batch never holds the writer for long. Reads run outside any transaction and see every
 /// write before them. A batch runs for at most ``RequestLimits/maximumBatchDuration``: requests it
@@ -38,8 +38,6 @@ import Synchronization
 extension TableService {
     static let batchSegment = "$batch"
     static let capabilitiesSegment = "$capabilities"
-    /// The longest one transaction of a batch holds the writer.
-    static let writeSlice: Duration = .milliseconds(100)
 
     func batch(_ request: TableRequest) async throws -> TableResponse {
         guard request.method == "POST" else {
@@ -98,14 +96,14 @@ extension TableService {
             body: Self.batchResponseBody(responses))
     }
 
-    /// Runs writes of a batch in one storage transaction until they are done, ``writeSlice`` has
+    /// Runs writes of a batch in one storage transaction until they are done, ``RequestLimits/batchWriteSlice`` has
     /// passed or the batch's time is up (at least one runs); returns the answers of those that ran.
     /// When the transaction cannot commit, none of them is applied and each is answered with the
     /// storage's error.
     private func writeSlice(_ writes: [(id: JSONValue, request: TableRequest)], deadline: ContinuousClock.Instant)
         async -> [(id: JSONValue, response: TableResponse)]
     {
-        let sliceEnd = min(deadline, ContinuousClock.now + Self.writeSlice)
+        let sliceEnd = min(deadline, ContinuousClock.now + configuration.limits.batchWriteSlice)
         let ran = Mutex(0)
         do {
             return try await storage.transaction { [self] in
