@@ -183,6 +183,19 @@ extension StoreConformanceSuite {
                 #expect(try await store.read { try $0.operationErrors(table: nil) } == [e1, e2])
                 #expect(try await store.read { try $0.operationErrors(table: "t2") } == [e2])
                 #expect(try await store.read { try $0.operationError(id: "e1") } == e1)
+                // One operation's errors: by table and operation id, oldest first, no other's.
+                let e3 = OperationErrorRecord(
+                    id: "e3", operationID: 7, table: "t1", itemID: "a", kind: .update, message: "again")
+                let e4 = OperationErrorRecord(
+                    id: "e4", operationID: 7, table: "t2", itemID: "c", kind: .delete, message: "other table")
+                try await store.write { tx in
+                    try tx.saveOperationError(e3)
+                    try tx.saveOperationError(e4)
+                }
+                #expect(try await store.read { try $0.operationErrors(table: "t1", operationID: 7) } == [e1, e3])
+                #expect(try await store.read { try $0.operationErrors(table: "t2", operationID: 7) } == [e4])
+                #expect(try await store.read { try $0.operationErrors(table: "t2", operationID: 9) }.isEmpty)
+                try await store.write { try $0.deleteOperationErrors(ids: ["e3", "e4"]) }
                 var changed = e1
                 changed.message = "still a conflict"
                 let replacement = changed

@@ -109,6 +109,10 @@ struct StoreBenchmark: AsyncParsableCommand {
             try await writes(rows: rows, options: options, directory: directory)
         }
 
+        if options.runs(.errors) {
+            try await errorLookups(count: options.errors, directory: directory)
+        }
+
         if options.runs(.lmdb) {
             // StoreLMDB against plain mdb_put of the same rows, page by page, durable commits.
             let lmdbPages = pages.map { page in page.map { (id: $0.id, json: $0.json, item: $0.item) } }
@@ -244,7 +248,7 @@ struct StoreBenchmark: AsyncParsableCommand {
 struct Options: ParsableArguments {
     /// A part of the benchmark (`--only`).
     enum Part: String, ExpressibleByArgument, CaseIterable {
-        case apply, writes, lmdb, query
+        case apply, writes, lmdb, query, errors
     }
 
     @Option(help: "Items of the apply, point-read and LMDB parts.")
@@ -253,6 +257,8 @@ struct Options: ParsableArguments {
     var page = 1_000
     @Option(help: "Point reads by id.")
     var reads = 100_000
+    @Option(help: "Recorded errors of the error-lookup part.")
+    var errors = 5_000
     @Option(help: "Rows of the query page's table.")
     var queryRows = 1_000_000
     @Option(help: "Queries of the query page.")
@@ -270,6 +276,7 @@ struct Options: ParsableArguments {
     func validate() throws {
         for (name, value) in [
             ("items", items), ("page", page), ("reads", reads), ("query-rows", queryRows), ("queries", queries),
+            ("errors", errors),
             ("repeat", repeats),
         ] where value <= 0 {
             throw ValidationError("--\(name) needs a positive number")

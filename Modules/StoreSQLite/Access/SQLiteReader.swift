@@ -209,6 +209,21 @@ class SQLiteReader: StoreReader {
         }
     }
 
+    func operationErrors(table: String, operationID: Int64) throws -> [OperationErrorRecord] {
+        try run("reading the errors of operation \(operationID) from") {
+            // Found through the index of each error's operation (schema v3): no record of another
+            // operation is read.
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT json FROM ferry_errors
+                    WHERE tableName = ? AND \(StoreSchema.operationOfError) = ? ORDER BY seq
+                    """)
+            return try String.fetchAll(statement, arguments: [table, operationID])
+                .map { try OperationErrorRecord(json: try decodeObject($0, what: "an operation error")) }
+                .filter { $0.table == table && $0.operationID == operationID }
+        }
+    }
+
     func operationError(id: String) throws -> OperationErrorRecord? {
         try run("reading operation error '\(id)' from") {
             let statement = try db.cachedStatement(sql: "SELECT json FROM ferry_errors WHERE id = ?")

@@ -100,6 +100,12 @@ public protocol StoreReader {
     /// Recorded operation errors, oldest first, optionally for one table.
     func operationErrors(table: String?) throws -> [OperationErrorRecord]
 
+    /// The recorded errors of one operation of `table`, oldest first. The default reads the table's
+    /// errors (``operationErrors(table:)``) and keeps that operation's; a store that can find them
+    /// without reading the others implements it (a push looks up the errors of every operation it
+    /// completes after a failure, so with many errors the default grows with their square).
+    func operationErrors(table: String, operationID: Int64) throws -> [OperationErrorRecord]
+
     /// The recorded error with `id`, or `nil`.
     func operationError(id: String) throws -> OperationErrorRecord?
 
@@ -218,6 +224,13 @@ extension LocalStore {
     /// The number of queued operations, for one table or all.
     public func operationCount(table: String? = nil) async throws -> Int {
         try await read { try $0.operationCount(table: table) }
+    }
+}
+
+extension StoreReader {
+    /// Reads the table's errors (``operationErrors(table:)``) and keeps those of `operationID`.
+    public func operationErrors(table: String, operationID: Int64) throws -> [OperationErrorRecord] {
+        try operationErrors(table: table).filter { $0.operationID == operationID }
     }
 }
 

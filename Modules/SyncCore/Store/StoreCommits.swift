@@ -201,6 +201,9 @@ final class TrackedTransaction: StoreTransaction {
     func operation(id: Int64) throws -> QueuedOperation? { try inner.operation(id: id) }
     func operationCount(table: String?) throws -> Int { try inner.operationCount(table: table) }
     func operationErrors(table: String?) throws -> [OperationErrorRecord] { try inner.operationErrors(table: table) }
+    func operationErrors(table: String, operationID: Int64) throws -> [OperationErrorRecord] {
+        try inner.operationErrors(table: table, operationID: operationID)
+    }
     func operationError(id: String) throws -> OperationErrorRecord? { try inner.operationError(id: id) }
     func deltaToken(table: String, queryID: String) throws -> String? {
         try inner.deltaToken(table: table, queryID: queryID)

@@ -123,7 +123,7 @@ enum PushSteps {
         in tx: any StoreTransaction
     ) throws -> OperationErrorRecord? {
         guard var operation = try tx.operation(id: operationID) else { return nil }
-        let earlier = try tx.operationErrors(table: operation.table).filter { $0.operationID == operation.id }
+        let earlier = try tx.operationErrors(table: operation.table, operationID: operation.id)
         if earlier.count > 1 { try tx.deleteOperationErrors(ids: earlier.dropFirst().map(\.id)) }
         let clientItem =
             operation.kind == .delete ? operation.item : try tx.item(operation.table, id: operation.itemID)

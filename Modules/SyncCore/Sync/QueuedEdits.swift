@@ -189,7 +189,7 @@ enum QueuedEdits {
     }
 
     static func deleteErrors(of operationID: Int64, table: String, in tx: any StoreTransaction) throws {
-        let ids = try tx.operationErrors(table: table).filter { $0.operationID == operationID }.map(\.id)
+        let ids = try tx.operationErrors(table: table, operationID: operationID).map(\.id)
         if !ids.isEmpty { try tx.deleteOperationErrors(ids: ids) }
     }
 
