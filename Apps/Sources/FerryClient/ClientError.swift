@@ -70,10 +70,10 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case let error as SyncError:
             if case .noAttachments? = error.remoteError?.underlying as? Connectivity.Gate {
                 // What went through before the files stays said.
-                let count = error.operationsPushed
-                let pushed = count > 0 ? "\(count) operation\(count == 1 ? "" : "s") pushed; then " : ""
                 return ClientError(
-                    .failed, pushed + "the server does not offer attachments; the files stay queued",
+                    .failed,
+                    SyncError.pushedPrefix(error.operationsPushed)
+                        + "the server does not offer attachments; the files stay queued",
                     hint: "start it with `ferry serve --attachments`")
             }
             switch error.code {

@@ -72,8 +72,8 @@ extension SyncContext {
     static func afterOperations(_ result: PushResult, _ error: any Error) -> any Error {
         guard result.pushed > 0 else { return error }
         let error = SyncError.wrapping(error, "push of attachments")
-        let pushed = "\(result.pushed) operation\(result.pushed == 1 ? "" : "s") pushed"
-        var stopped = SyncError(error.code, "\(pushed); then \(error.message)", underlying: error.underlying)
+        var stopped = SyncError(
+            error.code, SyncError.pushedPrefix(result.pushed) + error.message, underlying: error.underlying)
         stopped.operationsPushed = result.pushed
         return stopped
     }

@@ -74,6 +74,16 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     /// after the operations); 0 for any other error. The message starts with them too.
     public var operationsPushed = 0
 
+    /// How a message about what stopped a push after `count` operations went through begins:
+    /// `3 operations pushed; then ` (empty for none).
+    ///
+    /// ```swift
+    /// SyncError.pushedPrefix(1) + "uploading 'scan.pdf' failed"  // "1 operation pushed; then uploading…"
+    /// ```
+    public static func pushedPrefix(_ count: Int) -> String {
+        count > 0 ? "\(count) operation\(count == 1 ? "" : "s") pushed; then " : ""
+    }
+
     public init(_ code: Code, _ message: String, underlying: (any Error & Sendable)? = nil) {
         self.code = code
         self.message = message
