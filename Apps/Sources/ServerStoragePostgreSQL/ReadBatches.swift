@@ -1,6 +1,7 @@
 import PostgresNIO
 import ServerStorageCore
 import Synchronization
+import Tracing
 
 /// Reads by id, coalesced per table and owner scope: concurrent reads of one table share one
 /// statement (`id = ANY($1)`) once enough of them run.
@@ -34,6 +35,9 @@ final class ReadBatches: Sendable {
     private struct Waiting {
         var id: String
         var continuation: UnsafeContinuation<Turn, any Error>
+        /// The trace context of the read's request: a shared statement is a span of its oldest
+        /// read's request, not of the request whose read ended before it.
+        var context: ServiceContext?
     }
 
     private struct Queue {
@@ -60,6 +64,7 @@ final class ReadBatches: Sendable {
         _ key: Key, id: String, alone: () async throws -> StoredItem?,
         together: @escaping @Sendable (Key, [String]) async throws -> [StoredItem]
     ) async throws -> StoredItem? {
+        let context = ServiceContext.current
         let turn = try await withUnsafeThrowingContinuation { (continuation: UnsafeContinuation<Turn, any Error>) in
             let verdict: Result<Bool, StorageError> = state.withLock { state in
                 if let closed = state.closed { return .failure(closed) }
@@ -69,7 +74,7 @@ final class ReadBatches: Sendable {
                     queue.running += 1
                     return .success(true)
                 }
-                queue.waiting.append(Waiting(id: id, continuation: continuation))
+                queue.waiting.append(Waiting(id: id, continuation: continuation, context: context))
                 return .success(false)
             }
             switch verdict {
@@ -108,7 +113,10 @@ final class ReadBatches: Sendable {
                 do {
                     var found: [String: StoredItem] = [:]
                     found.reserveCapacity(reads.count)
-                    for item in try await together(key, Array(Set(reads.map(\.id)))) { found[item.id] = item }
+                    let items = try await ServiceContext.$current.withValue(reads[0].context) {
+                        try await together(key, Array(Set(reads.map(\.id))))
+                    }
+                    for item in items { found[item.id] = item }
                     for read in reads { read.continuation.resume(returning: .done(found[read.id])) }
                 } catch {
                     for read in reads { read.continuation.resume(throwing: error) }
