@@ -16,10 +16,19 @@ struct HTTPResponse: Sendable {
     /// answers it instead of parsing `body`.
     var parsedBody: JSONValue?
 
-    /// A header, by case-insensitive name.
+    /// A header, by case-insensitive name: the name as given first, then any spelling (ASCII
+    /// letters compared without case, no string made per header).
     func header(_ name: String) -> String? {
-        let wanted = name.lowercased()
-        return headers.first { $0.key.lowercased() == wanted }?.value
+        if let exact = headers[name] { return exact }
+        return headers.first { Self.sameName($0.key, name) }?.value
+    }
+
+    /// Whether two header names are equal ignoring the case of ASCII letters.
+    static func sameName(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
+        return zip(a.utf8, b.utf8).allSatisfy { x, y in
+            x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= UInt8(ascii: "a") && (x | 0x20) <= UInt8(ascii: "z"))
+        }
     }
 
     /// The body as JSON, or `nil` when it is empty.
@@ -45,7 +54,8 @@ struct HTTPResponse: Sendable {
     /// The item in the body, with the `ETag`'s version when there is one.
     func item() throws(RemoteError) -> JSONObject? {
         guard case .object(var item)? = try json() else { return nil }
-        if let version = etagVersion { item["version"] = .string(version) }
+        // Only when they differ: assigning copies the whole item (the parsed answer holds it too).
+        if let version = etagVersion, item["version"]?.stringValue != version { item["version"] = .string(version) }
         return item
     }
 

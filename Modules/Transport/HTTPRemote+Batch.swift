@@ -73,16 +73,15 @@ extension HTTPRemote {
     public func sendBatch(_ writes: [RemoteWrite]) async throws(RemoteError) -> [Result<JSONObject?, RemoteError>] {
         guard !writes.isEmpty else { return [] }
         let tables = try client.tablesURL()
-        let prefix = tables.path.hasSuffix("/") ? tables.path : tables.path + "/"
         // `{"requests": [{"id", "method", "url", "headers", "body"}, …]}` written straight as text:
         // building a dictionary per write to serialize it took a tenth of a push's client time. A
         // body's members go in dictionary order (the server's fingerprint of a body sorts them).
         var text = JSONTextBuffer(capacity: 64 + writes.count * 320)
         text.append("{\"requests\":[")
         for (index, write) in writes.enumerated() {
-            let (method, url, headers) = try onlineTable(write.table).request(for: write)
-            var path = url.path(percentEncoded: true)
-            if path.hasPrefix(prefix) { path.removeFirst(prefix.count) }
+            let table = onlineTable(write.table)
+            let (method, headers) = table.methodAndHeaders(for: write)
+            let path = table.relativePath(for: write)
             if index > 0 { text.append(UInt8(ascii: ",")) }
             text.append("{\"id\":")
             text.appendJSONString(String(index))

@@ -52,17 +52,26 @@ public struct OnlineTable: RemoteTable {
     /// The method, URL and headers of one write: what ``insert(_:)``, ``update(_:ifVersion:)`` and
     /// ``delete(id:ifVersion:)`` send, with the write's `Idempotency-Key`.
     func request(for write: RemoteWrite) throws(RemoteError) -> (method: String, url: URL, headers: [String: String]) {
+        let (method, headers) = methodAndHeaders(for: write)
+        return (method, try client.url(table: name, id: write.kind == .insert ? nil : write.itemID), headers)
+    }
+
+    /// The method and headers of `write`'s request.
+    func methodAndHeaders(for write: RemoteWrite) -> (method: String, headers: [String: String]) {
         var headers = write.kind == .insert ? [:] : Self.ifMatch(write.ifVersion)
         if let key = write.idempotencyKey { headers["Idempotency-Key"] = key }
         switch write.kind {
-        case .insert:
-            return ("POST", try client.url(table: name), headers)
-        case .update:
-            let method = client.configuration.protocolVersion == .v2 ? "PATCH" : "PUT"
-            return (method, try client.url(table: name, id: write.itemID), headers)
-        case .delete:
-            return ("DELETE", try client.url(table: name, id: write.itemID), headers)
+        case .insert: return ("POST", headers)
+        case .update: return (client.configuration.protocolVersion == .v2 ? "PATCH" : "PUT", headers)
+        case .delete: return ("DELETE", headers)
         }
+    }
+
+    /// `write`'s URL relative to the tables path, `<table>[/<id>]` percent-encoded as path
+    /// segments (a batch's entry; no URL is made for it).
+    func relativePath(for write: RemoteWrite) -> String {
+        let table = PercentEncoding.pathSegment(name)
+        return write.kind == .insert ? table : table + "/" + PercentEncoding.pathSegment(write.itemID)
     }
 
     /// What the answer to `write` means: the stored item, `nil` for a delete, or the error.
@@ -183,11 +192,13 @@ public struct OnlineTable: RemoteTable {
         return ["If-Match": "\"" + version + "\""]
     }
 
-    func expectItem(_ response: HTTPResponse, _ action: String) throws(RemoteError) -> JSONObject {
-        guard (200..<300).contains(response.status) else { throw failure(response, action) }
+    /// The item of an accepted answer. `action` (for messages) is made only for a failure: a push
+    /// reads thousands of answers.
+    func expectItem(_ response: HTTPResponse, _ action: @autoclosure () -> String) throws(RemoteError) -> JSONObject {
+        guard (200..<300).contains(response.status) else { throw failure(response, action()) }
         guard let item = try response.item() else {
             throw RemoteError(
-                .invalidResponse, status: response.status, "\(action): the server's answer holds no item")
+                .invalidResponse, status: response.status, "\(action()): the server's answer holds no item")
         }
         return item
     }
