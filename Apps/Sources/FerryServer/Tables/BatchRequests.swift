@@ -263,20 +263,28 @@ extension TableService {
         buffer.append("{\"responses\":[")
         for (index, (id, response)) in responses.enumerated() {
             if index > 0 { buffer.append(UInt8(ascii: ",")) }
-            var headers: JSONObject = [:]
-            var isJSON = false
-            for header in response.headers {
-                let name = header.name.lowercased()
-                if name == "content-length" { continue }
-                if name == "content-type" { isJSON = header.value.lowercased().contains("json") }
-                headers[name] = .string(header.value)
-            }
             buffer.append("{\"id\":")
             _ = buffer.appendJSON(id)
             buffer.append(",\"status\":")
             buffer.appendInteger(Int64(response.status))
-            buffer.append(",\"headers\":")
-            _ = buffer.appendJSON(.object(headers))
+            // The headers written straight, names in lower case, a repeated name once (its last
+            // value), as a JSON object of them would be; no object is built for each answer.
+            buffer.append(",\"headers\":{")
+            var isJSON = false
+            let named = response.headers.map { (name: $0.name.lowercased(), value: $0.value) }
+            var written = 0
+            for (index, header) in named.enumerated() where header.name != "content-length" {
+                if named[(index + 1)...].contains(where: { $0.name == header.name }) { continue }
+                if header.name == "content-type" {
+                    isJSON = header.value.lowercased().utf8.firstRange(of: "json".utf8) != nil
+                }
+                if written > 0 { buffer.append(UInt8(ascii: ",")) }
+                buffer.appendJSONString(header.name)
+                buffer.append(UInt8(ascii: ":"))
+                buffer.appendJSONString(header.value)
+                written += 1
+            }
+            buffer.append(UInt8(ascii: "}"))
             if let body = response.body, !body.isEmpty {
                 buffer.append(",\"body\":")
                 if isJSON {

@@ -42,7 +42,8 @@ extension TableService {
                 throw ProtocolError(
                     415, "unsupportedMediaType", "the body must be JSON (Content-Type application/json), not \(type)")
             }
-            if let header = request.headers["content-type"], header.contains(";"), let charset = Self.charset(request),
+            if let header = request.headers["content-type"], header.utf8.contains(UInt8(ascii: ";")),
+                let charset = Self.charset(request),
                 charset != "utf-8", charset != "utf8"
             {
                 throw ProtocolError(

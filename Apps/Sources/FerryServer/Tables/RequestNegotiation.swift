@@ -9,7 +9,10 @@ extension TableService {
     /// `ZUMO-API-VERSION` from the query (any case; it wins) or the header: 2.0.x is 2.0.0, 3.0.x or
     /// absent is 3.0.0, anything else is a 400.
     static func protocolVersion(_ request: TableRequest) throws -> ProtocolVersion {
-        let fromQuery = ODataParameters(parsing: request.rawQuery).value(for: "zumo-api-version")
+        // Most requests have no query (a batch's writes): nothing to parse then.
+        let fromQuery =
+            request.rawQuery.isEmpty
+            ? nil : ODataParameters(parsing: request.rawQuery).value(for: "zumo-api-version")
         guard let value = fromQuery ?? request.headers["zumo-api-version"] else { return .v3 }
         let parts = value.split(separator: ".", omittingEmptySubsequences: false)
         if parts.count == 2 || parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCIIDigit) }) {
