@@ -362,7 +362,9 @@ public enum Rendering: Sendable {
                 var rows: [[String]] = []
                 for (table, entries) in status.deltaTokens.sorted(by: { $0.key < $1.key }) {
                     for (queryID, value) in entries.sorted(by: { $0.key < $1.key }) {
-                        rows.append([table, queryID] + Self.deltaToken(value, now: now))
+                        // The attachment rows' slot is not a query anyone named.
+                        let shown = queryID == SyncContext.attachmentRowsQueryID ? "(attachment rows)" : queryID
+                        rows.append([table, shown] + Self.deltaToken(value, now: now))
                     }
                 }
                 lines.append(

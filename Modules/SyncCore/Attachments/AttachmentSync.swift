@@ -197,8 +197,9 @@ extension SyncContext {
 
     // MARK: - Pull
 
-    /// The delta token slot of a table's attachment rows.
-    static let attachmentRowsQueryID = "$attachments"
+    /// The query id under which a table's attachment rows keep their delta token (beside the
+    /// tokens of the table's own queries, in ``StoreReader/deltaTokens(table:)``).
+    public static let attachmentRowsQueryID = "$attachments"
     /// Attachment rows per request.
     static let attachmentPageSize = 100
 
