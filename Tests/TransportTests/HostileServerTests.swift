@@ -149,5 +149,17 @@
             #expect(HTTPResponse(status: 503, headers: ["Retry-After": "soon"], body: Data()).retryAfter == nil)
             #expect(HTTPResponse(status: 503, headers: [:], body: Data()).retryAfter == nil)
         }
+
+        @Test func anETagGivesItsVersionWhateverItsQuotesBlanksAndWeakness() {
+            let tags: [(String, String?)] = [
+                ("\"AAAAAAAAB9E=\"", "AAAAAAAAB9E="), ("  W/\"v2\"\t", "v2"), ("v3", "v3"), ("W/v4", "v4"),
+                ("\"\"", nil), ("   ", nil), ("\"", "\""), ("\"é\"", "é"), ("w/\"x\"", "w/\"x\""),
+            ]
+            for (header, version) in tags {
+                let response = HTTPResponse(status: 200, headers: ["etag": header], body: Data())
+                #expect(response.etagVersion == version, "ETag: \(header)")
+            }
+            #expect(HTTPResponse(status: 200, headers: [:], body: Data()).etagVersion == nil)
+        }
     }
 #endif

@@ -126,13 +126,14 @@ extension SyncContext {
                 // Nothing in flight.
                 try await settle(answered, into: &result)
                 answered = []
-                guard let head = try await peek(&feed) else { return }
-                if head.state == .inFlight {
-                    feed.dropFirst()
-                    record(try await pushOperation(id: head.id, round: 0), into: &result)
-                    continue
+                switch try await takeGroup(&feed, excluding: []) {
+                case .end:
+                    return
+                case .alone(let operation):
+                    record(try await pushOperation(id: operation.id, round: 0), into: &result)
+                case .group(let prepared):
+                    sending = try await attempts(prepared, into: &result)
                 }
-                sending = try await prepare(try await takeGroup(&feed, excluding: []), into: &result)
                 continue
             }
             let count =
@@ -157,7 +158,9 @@ extension SyncContext {
             answered = []
             if next.isEmpty {
                 let inFlight = Set(batch.map { ItemKey(table: $0.operation.table, itemID: $0.operation.itemID) })
-                next = try await prepare(try await takeGroup(&feed, excluding: inFlight), into: &result)
+                if case .group(let prepared) = try await takeGroup(&feed, excluding: inFlight) {
+                    next = try await attempts(prepared, into: &result)
+                }
             }
             let response = await answer
             if case .success(let results) = response {
@@ -200,53 +203,58 @@ extension SyncContext {
         }
     }
 
-    /// The queue as a push reads it: operations read ahead, in queue order, not yet pushed.
-    /// Operations appended while the push runs are pushed too (they come later in the queue).
+    /// Where a push is in the queue: the last operation it took. Operations appended while the
+    /// push runs are pushed too (they come later in the queue).
     private struct PushFeed {
         var cursor: Int64?
-        /// Read and not yet taken, the next one last.
-        var ahead: [QueuedOperation] = []
-
-        mutating func dropFirst() { _ = ahead.popLast() }
     }
 
-    /// The next operation of the queue, read ahead when needed; `nil` at the end.
-    private func peek(_ feed: inout PushFeed) async throws -> QueuedOperation? {
-        if let next = feed.ahead.last { return next }
+    /// What the front of the queue offers a push.
+    private enum NextStep: Sendable {
+        /// The end of the queue, or nothing that may go while a batch is in flight.
+        case end
+        /// An attempt whose outcome is unknown from an earlier push: it goes alone.
+        case alone(QueuedOperation)
+        /// A group, marked in flight.
+        case group([PushSteps.Prepared])
+    }
+
+    /// Reads the front of the queue and marks a group of it in flight, in one store transaction: up
+    /// to ``pushBatchLimit`` operations of distinct items. The group stops before an attempt whose
+    /// outcome is unknown (it goes alone, when nothing is in flight), a second operation of an item
+    /// of the group (it needs the first one's answer) and an operation of an item in `excluding`
+    /// (in flight).
+    ///
+    /// Each operation is read once: read ahead outside the transaction and read again by id inside
+    /// it, the operations' decoding was a sixth of a push's client time.
+    private func takeGroup(_ feed: inout PushFeed, excluding: Set<ItemKey>) async throws -> NextStep {
         let after = feed.cursor
-        let read = try await read("push") { try $0.operations(after: after, table: nil, limit: Self.pushBatchLimit) }
-        guard let last = read.last else { return nil }
-        feed.cursor = last.id
-        feed.ahead = read.reversed()
-        return feed.ahead.last
-    }
-
-    /// Takes up to ``pushBatchLimit`` operations of distinct items from the front of the queue. It
-    /// stops before an attempt whose outcome is unknown (it goes alone), a second operation of an
-    /// item of the group (it needs the first one's answer) and an operation of an item in
-    /// `excluding` (in flight).
-    private func takeGroup(_ feed: inout PushFeed, excluding: Set<ItemKey>) async throws -> [QueuedOperation] {
-        var group: [QueuedOperation] = []
-        var items: Set<ItemKey> = []
-        while group.count < Self.pushBatchLimit, let operation = try await peek(&feed) {
-            let key = ItemKey(table: operation.table, itemID: operation.itemID)
-            if operation.state == .inFlight || items.contains(key) || excluding.contains(key) { break }
-            feed.dropFirst()
-            group.append(operation)
-            items.insert(key)
+        let (step, last) = try await write("push") { tx -> (NextStep, Int64?) in
+            let front = try tx.operations(after: after, table: nil, limit: Self.pushBatchLimit)
+            var items: Set<ItemKey> = []
+            var prepared: [PushSteps.Prepared] = []
+            var last: Int64?
+            for operation in front {
+                let key = ItemKey(table: operation.table, itemID: operation.itemID)
+                if operation.state == .inFlight {
+                    if prepared.isEmpty && excluding.isEmpty { return (.alone(operation), operation.id) }
+                    break
+                }
+                if items.contains(key) || excluding.contains(key) { break }
+                prepared.append(try PushSteps.prepare(operation, in: tx))
+                items.insert(key)
+                last = operation.id
+            }
+            return (prepared.isEmpty ? .end : .group(prepared), last)
         }
-        return group
+        if let last { feed.cursor = last }
+        return step
     }
 
-    /// Marks a group's operations in flight, in one store transaction, and answers what to send.
-    private func prepare(
-        _ operations: [QueuedOperation], into result: inout PushResult
+    /// The attempts to send of a prepared group.
+    private func attempts(
+        _ prepared: [PushSteps.Prepared], into result: inout PushResult
     ) async throws -> [PushSteps.Attempt] {
-        guard !operations.isEmpty else { return [] }
-        let ids = operations.map(\.id)
-        let prepared = try await write("push") { tx in
-            try ids.map { try PushSteps.prepare(operationID: $0, in: tx) }
-        }
         var attempts: [PushSteps.Attempt] = []
         for step in prepared {
             switch step {

@@ -25,7 +25,16 @@ enum PushSteps {
     static func prepare(operationID: Int64, replayingKeyed: Bool = false, in tx: any StoreTransaction) throws
         -> Prepared
     {
-        guard var operation = try tx.operation(id: operationID) else { return .gone }
+        guard let operation = try tx.operation(id: operationID) else { return .gone }
+        return try prepare(operation, replayingKeyed: replayingKeyed, in: tx)
+    }
+
+    /// ``prepare(operationID:replayingKeyed:in:)`` of an operation read in this transaction (a push
+    /// reads a group of them at once, not each again by id).
+    static func prepare(_ operation: QueuedOperation, replayingKeyed: Bool = false, in tx: any StoreTransaction) throws
+        -> Prepared
+    {
+        var operation = operation
         var body: JSONObject = ["id": .string(operation.itemID)]
         var precondition: String?
         switch operation.kind {
