@@ -113,6 +113,19 @@ extension StoreConformanceSuite {
                 #expect(try await store.operationCount(table: "t2") == 2)
                 #expect(try await store.operationCount() == 4)
             },
+            .init("the operations of several items come in queue order, of those items and table only") {
+                fixture async throws in
+                let store = fixture.store
+                let appended = try await store.write { tx in
+                    try [("t1", "a"), ("t1", "b"), ("t2", "a"), ("t1", "A"), ("t1", "a"), ("t1", "c\"d")].map {
+                        try tx.appendOperation(draft($0, $1))
+                    }
+                }
+                let read = try await store.read { try $0.operations(table: "t1", itemIDs: ["a", "c\"d", "zz", "a"]) }
+                #expect(read == [appended[0], appended[4], appended[5]])
+                #expect(try await store.read { try $0.operations(table: "t2", itemIDs: ["b"]) }.isEmpty)
+                #expect(try await store.read { try $0.operations(table: "t1", itemIDs: []) }.isEmpty)
+            },
             .init("an operation round-trips its items and state, and can be updated and deleted") {
                 fixture async throws in
                 let store = fixture.store

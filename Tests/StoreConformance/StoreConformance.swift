@@ -78,6 +78,19 @@ extension StoreConformanceSuite {
                 #expect(try await fixture.store.item("todo", id: "nope") == nil)
                 #expect(try await fixture.store.item("never-written", id: "nope") == nil)
             },
+            .init("items by ids reads exactly the stored ones, whatever their ids hold") { fixture async throws in
+                let store = fixture.store
+                let odd = ["X", "x", "é", "with space", "[1]", "a,b", "'q'", "0"]
+                try await store.upsert("todo", odd.enumerated().map { ["id": .string($1), "n": .int(Int64($0))] })
+                try await store.upsert("other", [["id": "missing-here"]])
+                let found = try await store.read { try $0.items("todo", ids: odd + ["missing-here", "X"]) }
+                #expect(found.count == odd.count)
+                for (index, id) in odd.enumerated() {
+                    #expect(found[id] == ["id": .string(id), "n": .int(Int64(index))])
+                }
+                #expect(try await store.read { try $0.items("todo", ids: []) }.isEmpty)
+                #expect(try await store.read { try $0.items("never-written", ids: ["X"]) }.isEmpty)
+            },
             .init("upsert replaces the whole item") { fixture async throws in
                 let store = fixture.store
                 try await store.upsert("todo", [["id": "1", "a": 1, "b": 2]])

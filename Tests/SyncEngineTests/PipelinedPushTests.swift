@@ -106,6 +106,7 @@ struct PipelinedPushTests {
         // prepared behind it: edit items of both (they get follow-up updates) and one of the third
         // group (its edit folds into its insert).
         let edited = ["i0003", "i0499", "i0500", "i0777", "i1299"]
+        let deleted = ["i0250", "i0600"]
         remote.whileSending(batch: 1) {
             for _ in 0..<500 {
                 let operations = (try? await context.queuedOperations()) ?? []
@@ -113,11 +114,22 @@ struct PipelinedPushTests {
                 try? await Task.sleep(for: .milliseconds(10))
             }
             for id in edited { _ = try? await context.table("todo").update(["id": .string(id), "title": "edited"]) }
+            // And deletes: one of the batch in flight (its delete must carry the version the
+            // insert's answer gives), one of the group behind it.
+            for id in deleted { _ = try? await context.table("todo").delete(id: id) }
         }
         let result = try await context.push()
         #expect(result.failed.isEmpty)
         #expect(remote.batchCount >= 3)
-        try await Self.expectConverged(context, server, items: ids.count)
+        try await Self.expectConverged(context, server, items: ids.count - deleted.count)
+        // Each delete carries the version its insert's answer gave.
+        let deletes = server.requests.filter { $0.kind == .delete }
+        #expect(deletes.compactMap(\.itemID).sorted() == deleted)
+        #expect(deletes.allSatisfy { $0.ifVersion != nil })
+        for id in deleted {
+            #expect(server.row("todo", id: id)?.isDeleted ?? true, "\(id)")
+            #expect(server.commits.filter { $0.itemID == id }.map(\.kind) == [.insert, .delete], "\(id)")
+        }
         // Each update was prepared once its insert was answered: it carries the version to match.
         let updates = server.requests.filter { $0.kind == .update }
         #expect(Set(updates.compactMap(\.itemID)) == ["i0003", "i0499", "i0500", "i0777"])

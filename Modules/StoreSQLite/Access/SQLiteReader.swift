@@ -80,6 +80,29 @@ class SQLiteReader: StoreReader {
         }
     }
 
+    /// One statement for all the ids, given as a JSON array (`json_each`): the statement is
+    /// prepared once for any number of ids, and each id is still a lookup in the primary key.
+    func items(_ table: String, ids: [String]) throws -> [String: JSONObject] {
+        try run("reading items of table '\(table)' from") {
+            guard !ids.isEmpty, let entry = try entry(table) else { return [:] }
+            let statement = try db.cachedStatement(
+                sql: "SELECT id, item FROM \(entry.sqlName) WHERE id IN (SELECT value FROM json_each(?))")
+            var found: [String: JSONObject] = [:]
+            found.reserveCapacity(ids.count)
+            let rows = try Row.fetchCursor(statement, arguments: [Self.jsonArray(ids)])
+            while let row = try rows.next() {
+                let id: String = row[0]
+                found[id] = try decodeObject(row[1], what: "item '\(id)' of table '\(table)'")
+            }
+            return found
+        }
+    }
+
+    /// `ids` as a JSON array, for `json_each`.
+    static func jsonArray(_ ids: [String]) -> String {
+        JSONValue.array(ids.map { .string($0) }).serialized()
+    }
+
     /// The item `id` of `table`, whose SQL table is `sqlName` (a table's SQL name never changes:
     /// tables are never dropped, so their keys are never reused).
     func item(_ table: String, in sqlName: String, id: String) throws -> JSONObject? {
@@ -177,6 +200,20 @@ class SQLiteReader: StoreReader {
                 sql: "SELECT json FROM ferry_operations WHERE tableName = ? AND itemId = ? ORDER BY id")
             return try String.fetchAll(statement, arguments: [table, itemID]).map { try decodeOperation($0) }
                 .filter { $0.table == table && $0.itemID == itemID }
+        }
+    }
+
+    func operations(table: String, itemIDs: [String]) throws -> [QueuedOperation] {
+        try run("reading the operations of \(itemIDs.count) items from") {
+            guard !itemIDs.isEmpty else { return [] }
+            let statement = try db.cachedStatement(
+                sql: """
+                    SELECT json FROM ferry_operations
+                    WHERE tableName = ? AND itemId IN (SELECT value FROM json_each(?)) ORDER BY id
+                    """)
+            let wanted = Set(itemIDs)
+            return try String.fetchAll(statement, arguments: [table, Self.jsonArray(itemIDs)])
+                .map { try decodeOperation($0) }.filter { $0.table == table && wanted.contains($0.itemID) }
         }
     }
 

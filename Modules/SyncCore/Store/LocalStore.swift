@@ -72,6 +72,15 @@ public protocol StoreReader {
     /// The item with `id` in `table`, or `nil`.
     func item(_ table: String, id: String) throws -> JSONObject?
 
+    /// The items of `table` with these ids, by id; an id without an item is left out. The default
+    /// reads them one by one (``item(_:id:)``); a store that can read them together implements it
+    /// (a push reads the local copies of every item of a batch it completes).
+    ///
+    /// ```swift
+    /// let found = try await store.read { try $0.items("todo", ids: ["a1", "b2"]) }
+    /// ```
+    func items(_ table: String, ids: [String]) throws -> [String: JSONObject]
+
     /// The items of `table` that a query selects, with the total count when asked for.
     func query(_ table: String, _ query: TableQuery) throws -> QueryResult
 
@@ -90,6 +99,10 @@ public protocol StoreReader {
 
     /// The queued operations of one item, in queue order.
     func operations(table: String, itemID: String) throws -> [QueuedOperation]
+
+    /// The queued operations of these items of `table`, in queue order. The default asks item by
+    /// item (``operations(table:itemID:)``); a store that can read them together implements it.
+    func operations(table: String, itemIDs: [String]) throws -> [QueuedOperation]
 
     /// The operation with `id`, or `nil`.
     func operation(id: Int64) throws -> QueuedOperation?
@@ -228,6 +241,20 @@ extension LocalStore {
 }
 
 extension StoreReader {
+    public func items(_ table: String, ids: [String]) throws -> [String: JSONObject] {
+        var found: [String: JSONObject] = [:]
+        for id in ids where found[id] == nil {
+            if let item = try item(table, id: id) { found[id] = item }
+        }
+        return found
+    }
+
+    public func operations(table: String, itemIDs: [String]) throws -> [QueuedOperation] {
+        var operations: [QueuedOperation] = []
+        for id in Set(itemIDs) { operations += try self.operations(table: table, itemID: id) }
+        return operations.sorted { $0.id < $1.id }
+    }
+
     /// Reads the table's errors (``operationErrors(table:)``) and keeps those of `operationID`.
     public func operationErrors(table: String, operationID: Int64) throws -> [OperationErrorRecord] {
         try operationErrors(table: table).filter { $0.operationID == operationID }

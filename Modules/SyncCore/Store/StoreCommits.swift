@@ -188,6 +188,7 @@ final class TrackedTransaction: StoreTransaction {
     // MARK: StoreReader
 
     func item(_ table: String, id: String) throws -> JSONObject? { try inner.item(table, id: id) }
+    func items(_ table: String, ids: [String]) throws -> [String: JSONObject] { try inner.items(table, ids: ids) }
     func query(_ table: String, _ query: TableQuery) throws -> QueryResult { try inner.query(table, query) }
     func count(_ table: String) throws -> Int { try inner.count(table) }
     func tableNames() throws -> [String] { try inner.tableNames() }
@@ -197,6 +198,9 @@ final class TrackedTransaction: StoreTransaction {
     }
     func operations(table: String, itemID: String) throws -> [QueuedOperation] {
         try inner.operations(table: table, itemID: itemID)
+    }
+    func operations(table: String, itemIDs: [String]) throws -> [QueuedOperation] {
+        try inner.operations(table: table, itemIDs: itemIDs)
     }
     func operation(id: Int64) throws -> QueuedOperation? { try inner.operation(id: id) }
     func operationCount(table: String?) throws -> Int { try inner.operationCount(table: table) }

@@ -91,20 +91,28 @@ enum PushSteps {
         guard try tx.deleteOperation(id: operation.id) else { return }
         if mayHaveErrors { try QueuedEdits.deleteErrors(of: operation.id, table: operation.table, in: tx) }
         guard operation.kind != .delete, let server = serverItem else { return }
-        let followUps = try tx.operations(table: operation.table, itemID: operation.itemID)
+        let followUp = try tx.operations(table: operation.table, itemID: operation.itemID).first
         let local = try tx.item(operation.table, id: operation.itemID)
-        guard var next = followUps.first else {
+        if let stored = try settle(operation, server: server, followUp: followUp, local: local, in: tx) {
+            try tx.upsert(operation.table, [stored])
+        }
+    }
+
+    /// The rest of ``complete(_:serverItem:mayHaveErrors:in:)`` once the operation is gone, given
+    /// the first operation queued for its item meanwhile and the local copy: hands the server's
+    /// version to that operation, and answers the item to store (`nil`: keep the local one).
+    private static func settle(
+        _ operation: QueuedOperation, server: JSONObject, followUp: QueuedOperation?, local: JSONObject?,
+        in tx: any StoreTransaction
+    ) throws -> JSONObject? {
+        guard var next = followUp else {
             if let local, let localTime = local.updatedAt, let serverTime = server.updatedAt, localTime > serverTime {
-                return  // a pull stored a newer copy meanwhile
+                return nil  // a pull stored a newer copy meanwhile
             }
             var stored = server
             stored["id"] = .string(operation.itemID)
             stored.removeValue(forKey: "deleted")
-            try tx.upsert(operation.table, [stored])
-            return
-        }
-        if let local {
-            try tx.upsert(operation.table, [ItemFields.body(local, withSystemPropertiesOf: server)])
+            return stored
         }
         next.baseItem = server
         if next.kind == .delete {
@@ -112,15 +120,54 @@ enum PushSteps {
             next.item = ItemFields.body(deleted, withSystemPropertiesOf: server)
         }
         try tx.updateOperation(next)
+        return local.map { ItemFields.body($0, withSystemPropertiesOf: server) }
     }
 
-    /// Completes accepted operations, in order, reading the recorded errors once for all of them
-    /// (not once each: a table's errors were read for every operation a push completed).
+    /// Completes accepted operations, reading the recorded errors once for all of them (not once
+    /// each: a table's errors were read for every operation a push completed), and the follow-ups
+    /// and local copies of their items together, table by table, with one write of each table's
+    /// items. Operations of one item (never in one batch) are completed one after the other.
     static func complete(_ accepted: [(QueuedOperation, JSONObject?)], in tx: any StoreTransaction) throws {
         guard !accepted.isEmpty else { return }
         let errored = Set(try tx.operationErrors(table: nil).map(\.operationID))
+        let items = accepted.map { [$0.0.table, $0.0.itemID] }
+        guard Set(items).count == items.count else {
+            for (operation, server) in accepted {
+                try complete(operation, serverItem: server, mayHaveErrors: errored.contains(operation.id), in: tx)
+            }
+            return
+        }
+        var applied: [(operation: QueuedOperation, server: JSONObject)] = []
         for (operation, server) in accepted {
-            try complete(operation, serverItem: server, mayHaveErrors: errored.contains(operation.id), in: tx)
+            guard try tx.deleteOperation(id: operation.id) else { continue }
+            if errored.contains(operation.id) {
+                try QueuedEdits.deleteErrors(of: operation.id, table: operation.table, in: tx)
+            }
+            if operation.kind != .delete, let server { applied.append((operation, server)) }
+        }
+        var tables: [String] = []
+        var byTable: [String: [(operation: QueuedOperation, server: JSONObject)]] = [:]
+        for entry in applied {
+            if byTable[entry.operation.table] == nil { tables.append(entry.operation.table) }
+            byTable[entry.operation.table, default: []].append(entry)
+        }
+        for table in tables {
+            let entries = byTable[table] ?? []
+            let ids = entries.map(\.operation.itemID)
+            var followUps: [String: QueuedOperation] = [:]
+            for queued in try tx.operations(table: table, itemIDs: ids) where followUps[queued.itemID] == nil {
+                followUps[queued.itemID] = queued
+            }
+            let locals = try tx.items(table, ids: ids)
+            var stored: [JSONObject] = []
+            stored.reserveCapacity(entries.count)
+            for (operation, server) in entries {
+                let item = try settle(
+                    operation, server: server, followUp: followUps[operation.itemID], local: locals[operation.itemID],
+                    in: tx)
+                if let item { stored.append(item) }
+            }
+            if !stored.isEmpty { try tx.upsert(table, stored) }
         }
     }
 
