@@ -49,6 +49,23 @@ struct TemporalTests {
         }
     }
 
+    @Test func theFormatWrittenInPlaceAgreesWithThePartsFormattedOneByOne() {
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        // Year 0 to 9999 (written in place), and around them (the general path).
+        let year0: Int64 = -62_167_219_200_000
+        let year10000: Int64 = 253_402_300_800_000
+        var samples: [Int64] = [0, -1, year0, year0 - 1, year10000 - 1, year10000, .min, .max]
+        for _ in 0..<20_000 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            samples.append(year0 - 86_400_000 + Int64((state >> 11) % UInt64(year10000 - year0 + 2 * 86_400_000)))
+        }
+        for milliseconds in samples {
+            let timestamp = Timestamp(millisecondsSince1970: milliseconds)
+            let expected = "\(timestamp.date.iso8601)T\(timestamp.timeOfDay.iso8601WithMilliseconds)Z"
+            #expect(timestamp.iso8601 == expected, "\(milliseconds)")
+        }
+    }
+
     @Test func timestampArithmeticIsExact() throws {
         let epoch = try Timestamp(parsing: "1970-01-01T00:00:00.000Z")
         #expect(epoch.millisecondsSince1970 == 0)

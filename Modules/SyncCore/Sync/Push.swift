@@ -232,20 +232,28 @@ extension SyncContext {
         let (step, last) = try await write("push") { tx -> (NextStep, Int64?) in
             let front = try tx.operations(after: after, table: nil, limit: Self.pushBatchLimit)
             var items: Set<ItemKey> = []
-            var prepared: [PushSteps.Prepared] = []
-            var last: Int64?
+            var group: [QueuedOperation] = []
             for operation in front {
                 let key = ItemKey(table: operation.table, itemID: operation.itemID)
                 if operation.state == .inFlight {
-                    if prepared.isEmpty && excluding.isEmpty { return (.alone(operation), operation.id) }
+                    if group.isEmpty && excluding.isEmpty { return (.alone(operation), operation.id) }
                     break
                 }
                 if items.contains(key) || excluding.contains(key) { break }
-                prepared.append(try PushSteps.prepare(operation, in: tx))
+                group.append(operation)
                 items.insert(key)
-                last = operation.id
             }
-            return (prepared.isEmpty ? .end : .group(prepared), last)
+            guard let last = group.last?.id else { return (.end, nil) }
+            // The local copies of the group's items, read together table by table.
+            var locals: [String: [String: JSONObject]] = [:]
+            for operation in group where operation.kind != .delete && locals[operation.table] == nil {
+                let ids = group.filter { $0.table == operation.table && $0.kind != .delete }.map(\.itemID)
+                locals[operation.table] = try tx.items(operation.table, ids: ids)
+            }
+            let prepared = try group.map {
+                try PushSteps.prepare($0, locals: locals[$0.table] ?? [:], in: tx)
+            }
+            return (.group(prepared), last)
         }
         if let last { feed.cursor = last }
         return step

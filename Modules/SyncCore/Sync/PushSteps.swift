@@ -30,16 +30,19 @@ enum PushSteps {
     }
 
     /// ``prepare(operationID:replayingKeyed:in:)`` of an operation read in this transaction (a push
-    /// reads a group of them at once, not each again by id).
-    static func prepare(_ operation: QueuedOperation, replayingKeyed: Bool = false, in tx: any StoreTransaction) throws
-        -> Prepared
-    {
+    /// reads a group of them at once, not each again by id). `locals`, when given, holds the local
+    /// copies of the operation's table read for a whole group (an item absent from it has none).
+    static func prepare(
+        _ operation: QueuedOperation, replayingKeyed: Bool = false, locals: [String: JSONObject]? = nil,
+        in tx: any StoreTransaction
+    ) throws -> Prepared {
         var operation = operation
         var body: JSONObject = ["id": .string(operation.itemID)]
         var precondition: String?
         switch operation.kind {
         case .insert, .update:
-            guard let local = try tx.item(operation.table, id: operation.itemID) else {
+            let local = try locals.map { $0[operation.itemID] } ?? tx.item(operation.table, id: operation.itemID)
+            guard let local else {
                 if operation.state == .inFlight, let sent = operation.item {
                     // The item was deleted locally after this operation was sent with an unknown outcome
                     // (the delete is queued after it): find out what the server did, so the delete

@@ -114,7 +114,29 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
         let (days, milliseconds) = millisecondsSince1970.floorDivided(by: 86_400_000)
         let date = CalendarDate(daysSince1970: Int(days))
         let time = TimeOfDay(millisecondsSinceMidnight: Int(milliseconds))
-        return "\(date.iso8601)T\(time.iso8601WithMilliseconds)Z"
+        guard (0...9_999).contains(date.year) else { return "\(date.iso8601)T\(time.iso8601WithMilliseconds)Z" }
+        // The 24 characters written in place: through interpolation and padding, formatting the
+        // time of each operation a push marks in flight took 2% of its client time.
+        return String(unsafeUninitializedCapacity: 24) { text in
+            func digits(_ value: Int, _ width: Int, at start: Int) {
+                var value = value
+                for index in stride(from: start + width - 1, through: start, by: -1) {
+                    text[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+            }
+            digits(date.year, 4, at: 0)
+            digits(date.month, 2, at: 5)
+            digits(date.day, 2, at: 8)
+            digits(time.hour, 2, at: 11)
+            digits(time.minute, 2, at: 14)
+            digits(time.second, 2, at: 17)
+            digits(time.millisecond, 3, at: 20)
+            (text[4], text[7], text[10]) = (UInt8(ascii: "-"), UInt8(ascii: "-"), UInt8(ascii: "T"))
+            (text[13], text[16], text[19], text[23]) =
+                (UInt8(ascii: ":"), UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "Z"))
+            return 24
+        }
     }
 
     public var description: String { iso8601 }

@@ -197,7 +197,7 @@ extension TableService {
             rawQuery = String(path[path.index(after: mark)...])
             path = String(path[..<mark])
         }
-        if let scheme = path.firstRange(of: "://") {
+        if path.utf8.containsASCII("://"), let scheme = path.firstRange(of: "://") {
             // An absolute URL: this server's only, and its path.
             let rest = path[scheme.upperBound...]
             let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
@@ -276,7 +276,7 @@ extension TableService {
             for (index, header) in named.enumerated() where header.name != "content-length" {
                 if named[(index + 1)...].contains(where: { $0.name == header.name }) { continue }
                 if header.name == "content-type" {
-                    isJSON = header.value.lowercased().utf8.firstRange(of: "json".utf8) != nil
+                    isJSON = header.value.utf8.containsASCII("json")
                 }
                 if written > 0 { buffer.append(UInt8(ascii: ",")) }
                 buffer.appendJSONString(header.name)
@@ -331,5 +331,29 @@ extension TableService {
             ]
         }
         return .json(200, .object(answer))
+    }
+}
+
+extension String.UTF8View {
+    /// Whether `needle` (lower-case ASCII) occurs in the text, ASCII letters compared without case.
+    /// On bytes: the generic `firstRange(of:)` (and a lower-cased copy) took 7% of the server's time
+    /// in a batch of inserts.
+    func containsASCII(_ needle: StaticString) -> Bool {
+        let pattern = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
+        let search = { (text: UnsafeBufferPointer<UInt8>) -> Bool in
+            guard text.count >= pattern.count else { return false }
+            for start in 0...(text.count - pattern.count) {
+                var index = 0
+                while index < pattern.count {
+                    var byte = text[start + index]
+                    if byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") { byte += 32 }
+                    if byte != pattern[index] { break }
+                    index += 1
+                }
+                if index == pattern.count { return true }
+            }
+            return false
+        }
+        return withContiguousStorageIfAvailable(search) ?? Array(self).withUnsafeBufferPointer(search)
     }
 }
