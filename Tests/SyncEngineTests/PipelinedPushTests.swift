@@ -13,6 +13,8 @@ final class BatchingRemote: RemoteService, Sendable {
         case lostAnswer
         /// The server refuses the batch as a whole (400): nothing is applied.
         case refused
+        /// No connection could be made: the batch surely did not leave.
+        case notSent
     }
 
     let inner: any RemoteService
@@ -58,6 +60,7 @@ final class BatchingRemote: RemoteService, Sendable {
         switch fault {
         case .lostBeforeServer?: throw RemoteError(.network, "batch \(number) lost on its way")
         case .refused?: throw RemoteError(.badRequest, status: 400, "batch \(number) refused")
+        case .notSent?: throw RemoteError(.network, "batch \(number): no connection", wasNotSent: true)
         case .lostAnswer?, nil: break
         }
         var results: [Result<JSONObject?, RemoteError>] = []
@@ -236,6 +239,57 @@ struct PipelinedPushTests {
         #expect(remote.mostBatchesAtOnce == 2)
         #expect(pushes <= 3, "\(pushes) pushes")
         try await Self.expectConverged(context, server, items: count)
+    }
+
+    /// Updates whose batch was applied but whose answer was lost are sent again by the next push in
+    /// a batch with their keys; when that batch does not even leave, they stay in flight (their
+    /// earlier attempt may have been applied) and the push after it replays them: each update is
+    /// applied once, with no false conflict, even where another writer changed the item since.
+    @Test func replaysThatNeverLeftStayInFlightWithTheirKeys() async throws {
+        let server = ModelServer()
+        let remote = BatchingRemote(server)
+        let (context, storage) = try Self.context(.sqliteMemory, remote)
+        _ = storage
+        let ids = (0..<600).map { "r\($0)" }
+        try await context.write { writes in
+            try writes.insert(contentsOf: ids.map { ["id": .string($0), "title": "v1"] }, into: "todo")
+        }
+        #expect(try await context.push().failed.isEmpty)
+        try await context.write { writes in
+            for id in ids { try writes.update(["id": .string(id), "title": "v2"], in: "todo") }
+        }
+        let before = remote.batchCount
+        remote.fail(batch: before + 1, with: .lostAnswer)
+        remote.fail(batch: before + 3, with: .notSent)
+        remote.fail(batch: before + 4, with: .notSent)
+        do {
+            _ = try await context.push()
+            Issue.record("the push whose answer was lost went through")
+        } catch {
+            #expect(error.code == .network)
+        }
+        // Another writer changes some items after our updates were applied: sent again as new
+        // attempts (not replays), ours would now conflict with theirs.
+        let changed = ["r1", "r250", "r599"]
+        server.touch("todo", ids: changed, set: ["title": "theirs"], by: "other")
+        var stops = 1
+        for _ in 0..<6 {
+            do {
+                #expect(try await context.push().failed.isEmpty)
+                break
+            } catch {
+                guard error.code == .network else { throw error }
+                stops += 1
+            }
+        }
+        #expect(stops >= 3)
+        #expect(try await context.queuedOperations().isEmpty)
+        #expect(try await context.operationErrors().isEmpty)
+        for id in ids {
+            #expect(server.row("todo", id: id)?["title"] == (changed.contains(id) ? "theirs" : "v2"), "\(id)")
+            let ours = server.commits.filter { $0.itemID == id && $0.kind == .update && $0.device != "other" }
+            #expect(ours.count == 1, "\(id)")
+        }
     }
 
     /// A push cancelled while a batch is on its way stops; the next push finishes the work without

@@ -110,8 +110,9 @@ extension SyncContext {
     /// while the answer of the one before is completed in the store and the next group is
     /// prepared, so that the store's work, the requests' and the server's overlap. The batches on
     /// their way and the group prepared behind them never share an item (an item's operations go
-    /// out one after the other), and an attempt whose outcome is unknown from an earlier push is
-    /// sent alone, with nothing in flight.
+    /// out one after the other). An attempt whose outcome is unknown from an earlier push is sent
+    /// again in a batch with its key when the backend takes keyed batches, and otherwise alone,
+    /// with nothing in flight.
     ///
     /// One batch at a time left the server idle while the client read each answer and wrote the
     /// next request, and the client idle while the server worked: two on their way took the push
@@ -136,12 +137,12 @@ extension SyncContext {
                     // The batches on their way end with the push (their requests are cancelled):
                     // what they got done is completed, what never left is pending again, and an
                     // attempt whose outcome is unknown stays in flight.
-                    var notSent = sending.map(\.operation.id)
+                    var notSent = Self.pendingAgain(sending)
                     while !onTheirWay.isEmpty {
                         let (batch, answer) = try await Self.oldest(&onTheirWay, &early, &group)
                         switch answer {
                         case .success(let results): answered += zip(batch, results)
-                        case .failure(let error) where error.wasNotSent: notSent += batch.map(\.operation.id)
+                        case .failure(let error) where error.wasNotSent: notSent += Self.pendingAgain(batch)
                         case .failure: break
                         }
                     }
@@ -392,12 +393,12 @@ extension SyncContext {
         let place =
             "push of \(attempts.first.map { "\($0.operation.kind) \($0.operation.table)/\($0.operation.itemID)" } ?? "")"
         let failedOneMayHaveArrived = error.code != .unauthorized && !error.wasNotSent
-        var notSent = remaining.map(\.operation.id)
+        var notSent = Self.pendingAgain(remaining)
         if unknown {
-            if !failedOneMayHaveArrived { notSent += attempts.map(\.operation.id) }
+            if !failedOneMayHaveArrived { notSent += Self.pendingAgain(attempts) }
         } else {
-            notSent += attempts.dropFirst().map(\.operation.id)
-            if !failedOneMayHaveArrived, let first = attempts.first { notSent.append(first.operation.id) }
+            notSent += Self.pendingAgain(attempts.dropFirst())
+            if !failedOneMayHaveArrived, let first = attempts.first { notSent += Self.pendingAgain([first]) }
         }
         let accepted = Self.accepted(sent)
         try await write("push") { [notSent] tx in
@@ -412,6 +413,13 @@ extension SyncContext {
             }
         }
         throw SyncError.wrapping(error, place)
+    }
+
+    /// The operations of attempts that did not reach the server and become pending again: all but
+    /// replays, whose earlier attempt may have been applied (they stay in flight, for the next push
+    /// to send again with their key).
+    static func pendingAgain(_ attempts: some Sequence<PushSteps.Attempt>) -> [Int64] {
+        attempts.filter { !$0.isReplay }.map(\.operation.id)
     }
 
     /// The operations and server items of the accepted attempts.

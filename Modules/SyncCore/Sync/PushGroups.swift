@@ -23,22 +23,26 @@ extension SyncContext {
     }
 
     /// Reads the front of the queue and marks a group of it in flight, in one store transaction: up
-    /// to ``pushBatchLimit`` operations of distinct items. The group stops before an attempt whose
-    /// outcome is unknown (it goes alone, when nothing is in flight), a second operation of an item
-    /// of the group (it needs the first one's answer) and an operation of an item in `excluding`
-    /// (in flight).
+    /// to ``pushBatchLimit`` operations of distinct items. The group stops before a second
+    /// operation of an item of the group (it needs the first one's answer), an operation of an item
+    /// in `excluding` (in flight) and, unless the backend takes keyed batches, an attempt whose
+    /// outcome is unknown (it goes alone, when nothing is in flight).
     ///
     /// Each operation is read once: read ahead outside the transaction and read again by id inside
     /// it, the operations' decoding was a sixth of a push's client time.
     func takeGroup(_ feed: inout PushFeed, excluding: Set<ItemKey>) async throws -> NextStep {
         let after = feed.cursor
+        // With keys and batches, an attempt whose outcome is unknown joins the group as a replay
+        // (same body, same key: the server answers what it did, or applies it now), instead of
+        // going alone: after a lost batch, the next push sent its operations one request each.
+        let replaying = pushPlan.keyPrefix != nil && pushPlan.capabilities.batches
         let (step, last) = try await write("push") { tx -> (NextStep, Int64?) in
             let front = try tx.operations(after: after, table: nil, limit: Self.pushBatchLimit)
             var items: Set<ItemKey> = []
             var group: [QueuedOperation] = []
             for operation in front {
                 let key = ItemKey(table: operation.table, itemID: operation.itemID)
-                if operation.state == .inFlight {
+                if operation.state == .inFlight && !replaying {
                     if group.isEmpty && excluding.isEmpty { return (.alone(operation), operation.id) }
                     break
                 }
@@ -54,7 +58,7 @@ extension SyncContext {
                 locals[operation.table] = try tx.items(operation.table, ids: ids)
             }
             let prepared = try group.map {
-                try PushSteps.prepare($0, locals: locals[$0.table] ?? [:], in: tx)
+                try PushSteps.prepare($0, replayingKeyed: replaying, locals: locals[$0.table] ?? [:], in: tx)
             }
             return (.group(prepared), last)
         }
@@ -71,7 +75,8 @@ extension SyncContext {
             switch step {
             case .gone: break
             case .verify(let operation, _):
-                // Cannot happen (in-flight operations are pushed alone); handled like one anyway.
+                // An attempt whose outcome is unknown and that cannot be replayed (its item was
+                // deleted here since): the server is asked what it did, for this item alone.
                 record(try await pushOperation(id: operation.id, round: 0), into: &result)
             case .send(let attempt): attempts.append(attempt)
             }
