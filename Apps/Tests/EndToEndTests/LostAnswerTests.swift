@@ -53,20 +53,7 @@ struct LostAnswerTests {
                     try await table.delete(id: live.remove(at: index))
                 }
             }
-            var attempts = 0
-            while try await device.queuedOperationCount() > 0 {
-                attempts += 1
-                #expect(attempts < 200, "the push does not finish")
-                if attempts >= 200 { break }
-                do {
-                    let result = try await device.push()
-                    #expect(result.failed.isEmpty, "\(result.failed.map(\.message))")
-                } catch {
-                    // (`catch where` on a typed throw crashes Swift 6.3.1's SILGen.)
-                    guard error.code == .network || error.code == .cancelled else { throw error }
-                    failedPushes += 1
-                }
-            }
+            failedPushes += try await Self.pushUntilTheQueueIsEmpty(device, atMost: 200)
         }
         proxy.stopLosing()
         #expect(try await device.operationErrors().isEmpty, "no conflict, no failure")
@@ -78,16 +65,8 @@ struct LostAnswerTests {
         // (With keyed batches a lost batch is sent again whole, in one request: fewer requests, so
         // fewer losses, than one request per operation.)
         #expect(failedPushes > 2, "the proxy lost too little to test anything (\(failedPushes) failed pushes)")
-        let onServer = try await server.items("things", version)
-        let local = try await table.query(TableQuery().top(100_000)).items
-        #expect(Set(onServer.keys) == Set(live))
-        #expect(
-            Dictionary(uniqueKeysWithValues: local.map { ($0.id!, appFields($0)) }) == onServer.mapValues(appFields))
-        // Each pushed operation took exactly one stamp of the table's write sequence.
-        let applied = try await DatabaseQueue(path: server.databasePath).read { db in
-            try Int.fetchOne(db, sql: "SELECT last_version FROM ferry_tables WHERE name = 'things'") ?? -1
-        }
-        #expect(applied == pushed, "the server applied \(applied) writes for \(pushed) pushed operations")
+        let onServer = try await Self.expectServerHoldsTheDevicesItems(server, table, version, applied: pushed)
+        #expect(Set(onServer) == Set(live))
         try await server.stop()
     }
 
@@ -109,31 +88,51 @@ struct LostAnswerTests {
             try writes.insert(
                 contentsOf: (0..<count).map { ["id": .string("bulk-\($0)"), "n": .int(Int64($0))] }, into: "things")
         }
+        let failedPushes = try await Self.pushUntilTheQueueIsEmpty(device, atMost: 100)
+        #expect(try await device.operationErrors().isEmpty, "no conflict, no failure")
+        #expect(failedPushes > 0, "the proxy lost nothing")
+        let onServer = try await Self.expectServerHoldsTheDevicesItems(server, table, .v3, applied: count)
+        #expect(onServer.count == count)
+        try await server.stop()
+    }
+
+    /// Pushes while operations are queued, at most `atMost` times, each push without a failed
+    /// operation; answers how many pushes a lost request or answer stopped.
+    static func pushUntilTheQueueIsEmpty(_ device: SyncContext, atMost: Int) async throws -> Int {
         var failedPushes = 0
         var attempts = 0
-        while try await device.queuedOperationCount() > 0, attempts < 100 {
+        while try await device.queuedOperationCount() > 0 {
             attempts += 1
+            guard attempts <= atMost else {
+                Issue.record("the push does not finish")
+                break
+            }
             do {
                 let result = try await device.push()
                 #expect(result.failed.isEmpty, "\(result.failed.map(\.message))")
             } catch {
+                // (`catch where` on a typed throw crashes Swift 6.3.1's SILGen.)
                 guard error.code == .network || error.code == .cancelled else { throw error }
                 failedPushes += 1
             }
         }
-        #expect(try await device.queuedOperationCount() == 0, "the push does not finish")
-        #expect(try await device.operationErrors().isEmpty, "no conflict, no failure")
-        #expect(failedPushes > 0, "the proxy lost nothing")
-        let onServer = try await server.items("things", .v3)
-        #expect(onServer.count == count)
+        return failedPushes
+    }
+
+    /// Checks that the server's items of `things` are the device's, and that the server applied
+    /// exactly `applied` writes to the table (each applied write takes one stamp of the table's
+    /// write sequence: none was applied twice). Answers the server's ids.
+    static func expectServerHoldsTheDevicesItems(
+        _ server: TestServer, _ table: SyncTable, _ version: ProtocolVersion, applied expected: Int
+    ) async throws -> [String] {
+        let onServer = try await server.items("things", version)
         let local = try await table.query(TableQuery().top(100_000)).items
         #expect(
             Dictionary(uniqueKeysWithValues: local.map { ($0.id!, appFields($0)) }) == onServer.mapValues(appFields))
-        // One stamp of the table's write sequence per insert: none applied twice.
         let applied = try await DatabaseQueue(path: server.databasePath).read { db in
             try Int.fetchOne(db, sql: "SELECT last_version FROM ferry_tables WHERE name = 'things'") ?? -1
         }
-        #expect(applied == count, "the server applied \(applied) writes for \(count) inserts")
-        try await server.stop()
+        #expect(applied == expected, "the server applied \(applied) writes for \(expected) operations")
+        return Array(onServer.keys)
     }
 }
