@@ -116,7 +116,7 @@ extension SyncContext {
     ///
     /// One batch at a time left the server idle while the client read each answer and wrote the
     /// next request, and the client idle while the server worked: two on their way took the push
-    /// from about 19,000 to about 25,000 operations/s (docs/server.md).
+    /// from about 19,000 to 22,000-26,000 operations/s (docs/server.md).
     private func pushQueue(into result: inout PushResult) async throws {
         var feed = PushFeed()
         /// Prepared attempts, marked in flight, whose requests go out next.
