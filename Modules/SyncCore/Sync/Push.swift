@@ -88,6 +88,11 @@ extension SyncContext {
             hub.emit(.pushStarted(operations: total))
             pushPlan = PushPlan(capabilities: total == 0 ? .none : await remote.writeCapabilities())
             if pushPlan.capabilities.honoursIdempotencyKeys { pushPlan.keyPrefix = try await idempotencyKeyPrefix() }
+            if total > 0 {
+                pushPlan.erroredOperations = try await read("push") {
+                    Set(try $0.operationErrors(table: nil).map(\.operationID))
+                }
+            }
             try await pushQueue(into: &result)
         } catch {
             let error = SyncError.wrapping(error, "push stopped after \(result.pushed) operations")
@@ -260,6 +265,10 @@ extension SyncContext {
         var capabilities: RemoteWriteCapabilities
         /// `ferry-<device>-`: the keys of this store's attempts, when the backend honours keys.
         var keyPrefix: String?
+        /// The operations with a recorded error: read once when the push starts, and added to as
+        /// operations fail. Completing a batch removes the errors of these only (it read every
+        /// error of the store once per batch, which grew with the errors a queue held).
+        var erroredOperations: Set<Int64> = []
 
         func key(_ operation: QueuedOperation) -> String? {
             keyPrefix.map { "\($0)\(operation.id)-\(operation.attempts)" }
@@ -272,6 +281,7 @@ extension SyncContext {
             result.pushed += 1
             hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
         case .failed(let record, let retryAfter):
+            pushPlan.erroredOperations.insert(record.operationID)
             result.failed.append(record)
             if let retryAfter { result.retryAfter = max(result.retryAfter ?? .zero, retryAfter) }
             hub.emit(.operationFailed(record))
@@ -288,7 +298,8 @@ extension SyncContext {
         guard !outcomes.isEmpty else { return }
         let accepted = Self.accepted(outcomes)
         if !accepted.isEmpty {
-            try await write("push") { tx in try PushSteps.complete(accepted, in: tx) }
+            let errored = pushPlan.erroredOperations
+            try await write("push") { tx in try PushSteps.complete(accepted, errored: errored, in: tx) }
         }
         for (attempt, outcome) in outcomes {
             switch outcome {
@@ -401,8 +412,9 @@ extension SyncContext {
             if !failedOneMayHaveArrived, let first = attempts.first { notSent += Self.pendingAgain([first]) }
         }
         let accepted = Self.accepted(sent)
+        let errored = pushPlan.erroredOperations
         try await write("push") { [notSent] tx in
-            try PushSteps.complete(accepted, in: tx)
+            try PushSteps.complete(accepted, errored: errored, in: tx)
             for id in notSent { try PushSteps.markNotApplied(operationID: id, in: tx) }
         }
         for (attempt, outcome) in sent {

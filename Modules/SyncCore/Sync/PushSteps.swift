@@ -126,13 +126,14 @@ enum PushSteps {
         return local.map { ItemFields.body($0, withSystemPropertiesOf: server) }
     }
 
-    /// Completes accepted operations, reading the recorded errors once for all of them (not once
-    /// each: a table's errors were read for every operation a push completed), and the follow-ups
-    /// and local copies of their items together, table by table, with one write of each table's
-    /// items. Operations of one item (never in one batch) are completed one after the other.
-    static func complete(_ accepted: [(QueuedOperation, JSONObject?)], in tx: any StoreTransaction) throws {
+    /// Completes accepted operations, removing the recorded errors of those in `errored` (the
+    /// push's ``SyncContext/PushPlan/erroredOperations``), and reading the follow-ups and local
+    /// copies of their items together, table by table, with one write of each table's items.
+    /// Operations of one item (never in one batch) are completed one after the other.
+    static func complete(
+        _ accepted: [(QueuedOperation, JSONObject?)], errored: Set<Int64>, in tx: any StoreTransaction
+    ) throws {
         guard !accepted.isEmpty else { return }
-        let errored = Set(try tx.operationErrors(table: nil).map(\.operationID))
         let items = accepted.map { [$0.0.table, $0.0.itemID] }
         guard Set(items).count == items.count else {
             for (operation, server) in accepted {
