@@ -28,8 +28,8 @@ extension SyncContext {
     /// in `excluding` (in flight) and, unless the backend takes keyed batches, an attempt whose
     /// outcome is unknown (it goes alone, when nothing is in flight).
     ///
-    /// Each operation is read once: read ahead outside the transaction and read again by id inside
-    /// it, the operations' decoding was a sixth of a push's client time.
+    /// Each operation is read once. (It was read ahead outside the transaction, then again by id
+    /// inside it: decoding the operations twice took a sixth of a push's client time.)
     func takeGroup(_ feed: inout PushFeed, excluding: Set<ItemKey>) async throws -> NextStep {
         let after = feed.cursor
         // With keys and batches, an attempt whose outcome is unknown joins the group as a replay

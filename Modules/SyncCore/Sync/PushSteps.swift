@@ -134,7 +134,7 @@ enum PushSteps {
         _ accepted: [(QueuedOperation, JSONObject?)], errored: Set<Int64>, in tx: any StoreTransaction
     ) throws {
         guard !accepted.isEmpty else { return }
-        let items = accepted.map { [$0.0.table, $0.0.itemID] }
+        let items = accepted.map { SyncContext.ItemKey(table: $0.0.table, itemID: $0.0.itemID) }
         guard Set(items).count == items.count else {
             for (operation, server) in accepted {
                 try complete(operation, serverItem: server, mayHaveErrors: errored.contains(operation.id), in: tx)
