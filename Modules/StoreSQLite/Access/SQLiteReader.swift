@@ -203,14 +203,20 @@ class SQLiteReader: StoreReader {
         }
     }
 
+    /// The operations of some items of a table, in queue order. The order is `+id`, not `id`:
+    /// with `ORDER BY id` SQLite walks the table's whole queue in `(tableName, id)` order and tests
+    /// each operation's item against the list, so completing each batch of a push read the whole
+    /// queue (a third of the client's time in a push of 60,000). `+id` makes it look up each item
+    /// in `(tableName, itemId)` and sort the few operations found.
+    static let operationsOfItemsSQL = """
+        SELECT json FROM ferry_operations
+        WHERE tableName = ? AND itemId IN (SELECT value FROM json_each(?)) ORDER BY +id
+        """
+
     func operations(table: String, itemIDs: [String]) throws -> [QueuedOperation] {
         try run("reading the operations of \(itemIDs.count) items from") {
             guard !itemIDs.isEmpty else { return [] }
-            let statement = try db.cachedStatement(
-                sql: """
-                    SELECT json FROM ferry_operations
-                    WHERE tableName = ? AND itemId IN (SELECT value FROM json_each(?)) ORDER BY id
-                    """)
+            let statement = try db.cachedStatement(sql: Self.operationsOfItemsSQL)
             let wanted = Set(itemIDs)
             return try String.fetchAll(statement, arguments: [table, Self.jsonArray(itemIDs)])
                 .map { try decodeOperation($0) }.filter { $0.table == table && wanted.contains($0.itemID) }
