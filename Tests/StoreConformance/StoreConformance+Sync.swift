@@ -145,6 +145,18 @@ extension StoreConformanceSuite {
                 try await store.write { try $0.updateOperation(updated) }
                 #expect(try await store.read { try $0.operation(id: updated.id) } == updated)
                 #expect(try await store.read { try $0.operations(table: "todo", itemID: "x") } == [updated])
+                // An update that gives the operation another table and item moves it in every read.
+                var moving = updated
+                moving.table = "notes"
+                moving.itemID = "y"
+                let moved = moving
+                try await store.write { try $0.updateOperation(moved) }
+                #expect(try await store.read { try $0.operation(id: updated.id) } == moved)
+                #expect(try await store.read { try $0.operations(table: "todo", itemID: "x") }.isEmpty)
+                #expect(try await store.read { try $0.operations(table: "notes", itemIDs: ["y", "x"]) } == [moved])
+                #expect(try await store.read { try $0.operations(after: nil, table: "todo", limit: nil) }.isEmpty)
+                try await store.write { try $0.updateOperation(updated) }
+                #expect(try await store.read { try $0.operations(table: "todo", itemID: "x") } == [updated])
                 try await store.write { try $0.deleteOperations(ids: [updated.id, 999_999]) }
                 #expect(try await store.read { try $0.operation(id: updated.id) } == nil)
                 await expectError(StoreError.self, .notFound, "update of a deleted operation") {

@@ -142,7 +142,9 @@ final class SQLiteTransaction: SQLiteReader, StoreTransaction {
     func updateOperation(_ operation: QueuedOperation) throws {
         try run("updating operation \(operation.id) in") {
             var writer = try OperationWriter(db, .update)
-            if try writer.write(operation) == 0 {
+            guard try writer.write(operation) == 0 else { return }
+            var mover = try OperationWriter(db, .move)
+            if try mover.write(operation) == 0 {
                 throw StoreError(.notFound, "no queued operation with id \(operation.id) in \(place)")
             }
         }
