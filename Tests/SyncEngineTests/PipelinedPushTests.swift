@@ -19,27 +19,43 @@ final class BatchingRemote: RemoteService, Sendable {
 
     let inner: any RemoteService
     private let state = Mutex<(batches: Int, faults: [Int: BatchFault], recorded: [String: JSONObject?])>((0, [:], [:]))
+    /// The writes of each batch, and the writes sent alone.
+    private let sent = Mutex<(batchSizes: [Int], alone: Int)>(([], 0))
     /// Batches on their way now, and the most there were at once.
     private let onTheirWay = Mutex<(now: Int, most: Int)>((0, 0))
     /// Runs while batch `n` (from 1) is on its way, before the server applies it.
     private let hooks = Mutex<[Int: @Sendable () async -> Void]>([:])
 
-    init(_ server: ModelServer, device: String = "device") { inner = server.remote(device: device) }
+    /// Whether the backend says it honours idempotency keys.
+    let honoursKeys: Bool
+
+    init(_ server: ModelServer, device: String = "device", honoursKeys: Bool = true) {
+        inner = server.remote(device: device)
+        self.honoursKeys = honoursKeys
+    }
 
     func fail(batch number: Int, with fault: BatchFault) { state.withLock { $0.faults[number] = fault } }
     func whileSending(batch number: Int, _ hook: @escaping @Sendable () async -> Void) {
         hooks.withLock { $0[number] = hook }
     }
     var batchCount: Int { state.withLock { $0.batches } }
+    var batchSizes: [Int] { sent.withLock { $0.batchSizes } }
+    var writesSentAlone: Int { sent.withLock { $0.alone } }
     var mostBatchesAtOnce: Int { onTheirWay.withLock { $0.most } }
 
     func table(_ name: String) -> any RemoteTable { inner.table(name) }
 
     func writeCapabilities() async -> RemoteWriteCapabilities {
-        RemoteWriteCapabilities(maximumBatchSize: 1_000, maximumBatchBytes: 16 << 20, honoursIdempotencyKeys: true)
+        RemoteWriteCapabilities(
+            maximumBatchSize: 1_000, maximumBatchBytes: 16 << 20, honoursIdempotencyKeys: honoursKeys)
     }
 
     func send(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {
+        sent.withLock { $0.alone += 1 }
+        return try await apply(write)
+    }
+
+    private func apply(_ write: RemoteWrite) async throws(RemoteError) -> JSONObject? {
         if let key = write.idempotencyKey, let recorded = state.withLock({ $0.recorded[key] }) { return recorded }
         let answer = try await inner.send(write)
         if let key = write.idempotencyKey { state.withLock { $0.recorded[key] = answer } }
@@ -51,6 +67,7 @@ final class BatchingRemote: RemoteService, Sendable {
             state.batches += 1
             return (state.batches, state.faults[state.batches])
         }
+        sent.withLock { $0.batchSizes.append(writes.count) }
         onTheirWay.withLock {
             $0.now += 1
             $0.most = max($0.most, $0.now)
@@ -66,7 +83,7 @@ final class BatchingRemote: RemoteService, Sendable {
         var results: [Result<JSONObject?, RemoteError>] = []
         for write in writes {
             do throws(RemoteError) {
-                results.append(.success(try await send(write)))
+                results.append(.success(try await apply(write)))
             } catch {
                 results.append(.failure(error))
             }
@@ -240,6 +257,37 @@ struct PipelinedPushTests {
         #expect(remote.mostBatchesAtOnce == 2)
         #expect(stopped <= 2, "\(stopped) pushes stopped")
         try await Self.expectConverged(context, server, items: count)
+    }
+
+    /// Without keys, a batch on its way when an older one is refused is still settled by its own
+    /// answer: the refusal turns batches off for the push, but the younger batch's answer was lost
+    /// and its writes may have been applied, so they are not sent again blind. The push stops, and
+    /// the next one asks the server about each (it finds them applied, and sends nothing).
+    @Test func withoutKeysABatchOnItsWayIsSettledByItsOwnAnswerAfterAnOlderOneTurnedBatchesOff() async throws {
+        let server = ModelServer()
+        let remote = BatchingRemote(server, honoursKeys: false)
+        let (context, storage) = try Self.context(.sqliteMemory, remote)
+        _ = storage
+        let count = 700
+        try await context.write { writes in
+            try writes.insert(
+                contentsOf: (0..<count).map { ["id": .string("nk-\($0)"), "title": "v1"] }, into: "todo")
+        }
+        remote.fail(batch: 1, with: .refused)
+        remote.fail(batch: 2, with: .lostAnswer)
+        remote.whileSending(batch: 1) {
+            for _ in 0..<500 where remote.batchCount < 2 { try? await Task.sleep(for: .milliseconds(10)) }
+        }
+        let stopped = try await Self.pushUntilDone(context, atMost: 4)
+        #expect(remote.mostBatchesAtOnce == 2)
+        #expect(stopped == 1, "\(stopped) pushes stopped")
+        // Only the refused batch's writes were sent again, one by one.
+        #expect(remote.batchSizes.count == 2)
+        #expect(remote.writesSentAlone == remote.batchSizes.first, "\(remote.batchSizes)")
+        try await Self.expectConverged(context, server, items: count)
+        for id in (0..<count).map({ "nk-\($0)" }) {
+            #expect(server.commits.filter { $0.itemID == id && $0.kind == .insert }.count == 1, "\(id)")
+        }
     }
 
     /// Updates whose batch was applied but whose answer was lost are sent again by the next push in
