@@ -114,7 +114,8 @@ let package = Package(
         .executableTarget(
             name: "StoreBenchmark",
             dependencies: [
-                "SyncCore", "StoreSQLite", "StoreLMDB", "CLMDB", .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                "SyncCore", "StoreSQLite", "StoreLMDB", "StoreMemory", "CLMDB",
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Tools/StoreBenchmark"

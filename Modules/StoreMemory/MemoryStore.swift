@@ -69,7 +69,11 @@ struct MemoryState {
     var tables: [String: [String: JSONObject]] = [:]
     var definitions: [String: TableDefinition] = [:]
     /// Sorted by id. Changed only through the methods below, which keep ``operationIDsByItem``.
-    private(set) var operations: [QueuedOperation] = []
+    ///
+    /// A slice, so that taking the oldest operation off is O(1): a push removes operations from the
+    /// front, and an array moved the whole queue for each (a drain of 40,000 took 1 s, of 10,000
+    /// 0.12 s). Its indices are the slice's, not from 0.
+    private(set) var operations: ArraySlice<QueuedOperation> = []
     /// The ids of each item's queued operations, ascending: the queue's collapse rules ask for an
     /// item's operations at every write, and a scan of the whole queue made an import of 25,000
     /// items take 84 s (1.2 s on SQLite, which has an index).
@@ -121,7 +125,16 @@ struct MemoryState {
     /// Removes the operation at `index` and returns it.
     @discardableResult
     mutating func removeOperation(at index: Int) -> QueuedOperation {
-        let operation = operations.remove(at: index)
+        let operation: QueuedOperation
+        if index == operations.startIndex {
+            operation = operations.removeFirst()
+            // The removed ones stay in the slice's storage: copied out once they outnumber the rest.
+            if operations.startIndex > 1_024 && operations.startIndex > operations.count {
+                operations = ArraySlice(Array(operations))
+            }
+        } else {
+            operation = operations.remove(at: index)
+        }
         let key = ItemKey(operation)
         operationIDsByItem[key]?.removeAll { $0 == operation.id }
         if operationIDsByItem[key]?.isEmpty == true { operationIDsByItem[key] = nil }
@@ -139,14 +152,26 @@ struct MemoryState {
         }
     }
 
+    /// The index of operation `id` in ``operations``, found by binary search.
     func operationIndex(of id: Int64) -> Int? {
-        var low = 0
-        var high = operations.count
+        let low = firstOperationIndex(notBefore: id)
+        return low < operations.endIndex && operations[low].id == id ? low : nil
+    }
+
+    /// The index of the first operation whose id is greater than `id` (the end when none is).
+    func firstOperationIndex(after id: Int64) -> Int {
+        id == .max ? operations.endIndex : firstOperationIndex(notBefore: id + 1)
+    }
+
+    /// The index of the first operation whose id is at least `id`, by binary search.
+    private func firstOperationIndex(notBefore id: Int64) -> Int {
+        var low = operations.startIndex
+        var high = operations.endIndex
         while low < high {
-            let middle = (low + high) / 2
+            let middle = low + (high - low) / 2
             if operations[middle].id < id { low = middle + 1 } else { high = middle }
         }
-        return low < operations.count && operations[low].id == id ? low : nil
+        return low
     }
 }
 
@@ -181,8 +206,8 @@ struct MemoryReader: StoreReader {
 
     func operations(after afterID: Int64?, table: String?, limit: Int?) throws -> [QueuedOperation] {
         var result: [QueuedOperation] = []
-        for operation in state.operations {
-            if let afterID, operation.id <= afterID { continue }
+        let start = afterID.map { state.firstOperationIndex(after: $0) } ?? state.operations.startIndex
+        for operation in state.operations[start...] {
             if let table, operation.table != table { continue }
             if let limit, result.count >= limit { break }
             result.append(operation)

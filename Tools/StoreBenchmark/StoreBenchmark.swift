@@ -113,6 +113,10 @@ struct StoreBenchmark: AsyncParsableCommand {
             try await errorLookups(count: options.errors, directory: directory)
         }
 
+        if options.runs(.drain) {
+            try await drains(count: options.drain, directory: directory)
+        }
+
         if options.runs(.lmdb) {
             // StoreLMDB against plain mdb_put of the same rows, page by page, durable commits.
             let lmdbPages = pages.map { page in page.map { (id: $0.id, json: $0.json, item: $0.item) } }
@@ -248,7 +252,7 @@ struct StoreBenchmark: AsyncParsableCommand {
 struct Options: ParsableArguments {
     /// A part of the benchmark (`--only`).
     enum Part: String, ExpressibleByArgument, CaseIterable {
-        case apply, writes, lmdb, query, errors
+        case apply, writes, lmdb, query, errors, drain
     }
 
     @Option(help: "Items of the apply, point-read and LMDB parts.")
@@ -257,6 +261,8 @@ struct Options: ParsableArguments {
     var page = 1_000
     @Option(help: "Point reads by id.")
     var reads = 100_000
+    @Option(help: "Queued operations of the drain part's short queue (its long one holds 4 times as many).")
+    var drain = 25_000
     @Option(help: "Recorded errors of the error-lookup part.")
     var errors = 5_000
     @Option(help: "Rows of the query page's table.")
@@ -276,7 +282,7 @@ struct Options: ParsableArguments {
     func validate() throws {
         for (name, value) in [
             ("items", items), ("page", page), ("reads", reads), ("query-rows", queryRows), ("queries", queries),
-            ("errors", errors),
+            ("errors", errors), ("drain", drain),
             ("repeat", repeats),
         ] where value <= 0 {
             throw ValidationError("--\(name) needs a positive number")
