@@ -34,7 +34,8 @@ extension StoreBenchmark {
             for start in stride(from: 0, to: count, by: 5_000) {
                 _ = try tx.appendOperations(
                     (start..<min(count, start + 5_000)).map {
-                        OperationDraft(table: "bench", itemID: "item-\($0)", kind: .insert, item: ["id": .string("item-\($0)")])
+                        OperationDraft(
+                            table: "bench", itemID: "item-\($0)", kind: .insert, item: ["id": .string("item-\($0)")])
                     })
             }
         }
