@@ -180,7 +180,33 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             print("  client cost                   \(format(seconds / baselineSeconds))x the baseline's time")
         }
         print("  RSS: \(mb(before)) MB before, peak \(mb(peak)) MB during the pull, growth \(mb(peak - before)) MB")
+        if baseline, options.pullBehindQueue > 0 {
+            try await pullBehindQueue(rows: rows, freshRate: rate, remote: remote, options: options, path: storePath)
+        }
         return rate
+    }
+
+    /// The same pull into a store holding `options.pullBehindQueue` queued inserts of other items
+    /// (not pushed first): a pull must not cost more per page for a longer queue.
+    static func pullBehindQueue(
+        rows: Int, freshRate: Double, remote: HTTPRemote, options: Options, path: String
+    ) async throws {
+        let store = try SQLiteStore(path: path + "-queued")
+        let context = SyncContext(store: store, remote: remote)
+        let queued = options.pullBehindQueue
+        try await context.write { writes in
+            try writes.insert(contentsOf: (0..<queued).map { Workload.item(rows + $0) }, into: "bench")
+        }
+        let seconds = try await Clock.measure {
+            let result = try await context.pull(
+                "bench", queryID: "all", options: PullOptions(pageSize: options.page, pushesFirst: false))
+            guard result.items.received == rows + 1 else {
+                throw BenchmarkError("the pull received \(result.items.received) of \(rows + 1) rows")
+            }
+        }
+        try await store.close()
+        let rate = Double(rows) / seconds
+        print("  the same pull behind \(queued) queued inserts \(pad(Int(rate))) rows/s (\(format(rate / freshRate))x)")
     }
 
     /// Pushes `options.push` queued inserts to a fresh server; answers operations/s, and the CPU time
@@ -248,6 +274,8 @@ struct Options: ParsableArguments {
     var page = 1_000
     @Option(help: "Queued inserts to push (0: no push).")
     var push = 10_000
+    @Option(help: "Queued inserts of a store the initial pull is repeated into, beside the fresh pull (0: not run).")
+    var pullBehindQueue = 0
     @Option(help: "Rows of a second, bigger pull, for memory.")
     var memoryRows: Int?
     /// Writes of the live-sync latency benchmark (0: not run).
@@ -288,7 +316,8 @@ struct Options: ParsableArguments {
 
     mutating func validate() throws {
         for (name, value) in [
-            ("rows", rows), ("page", page), ("push", push), ("memory-rows", memoryRows ?? 0), ("live", live),
+            ("rows", rows), ("page", page), ("push", push), ("memory-rows", memoryRows ?? 0),
+            ("pull-behind-queue", pullBehindQueue), ("live", live),
             ("outage", outage), ("idle-seconds", idleSeconds),
         ] where value < 0 {
             throw ValidationError("--\(name) needs a number of 0 or more")

@@ -348,7 +348,15 @@ enum PullSteps {
     static func apply(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws -> PullCounts {
         var page = PullCounts()
         page.received = items.count
-        let pending = Set(try tx.operations(after: nil, table: table, limit: nil).map(\.itemID))
+        // The queued operations and local copies of this page's items only, each read with one call:
+        // reading the table's whole queue for every page made a pull behind a long queue cost
+        // pages × queue.
+        let ids = items.compactMap { item -> String? in
+            if case .string(let id)? = item["id"], ItemID.isValid(id) { return id }
+            return nil
+        }
+        let pending = Set(try tx.operations(table: table, itemIDs: ids).map(\.itemID))
+        let locals = try tx.items(table, ids: ids)
         var upserts: [JSONObject] = []
         var deletions: [String] = []
         for item in items {
@@ -360,7 +368,7 @@ enum PullSteps {
                 page.skipped += 1
                 continue
             }
-            if let local = try tx.item(table, id: id), let localTime = local.updatedAt,
+            if let local = locals[id], let localTime = local.updatedAt,
                 let serverTime = item.updatedAt, localTime > serverTime
             {
                 page.skipped += 1
