@@ -95,9 +95,31 @@ final class BatchingRemote: RemoteService, Sendable {
 
 @Suite("Push: pipelined batches")
 struct PipelinedPushTests {
-    static func context(_ kind: StoreKind, _ remote: BatchingRemote) throws -> (SyncContext, TestStore) {
-        let storage = try TestStore(kind)
-        return (SyncContext(store: storage.store, remote: remote), storage)
+    /// A device whose queue holds an insert of each of `ids` (title `title`), before a model server
+    /// behind a ``BatchingRemote``.
+    struct Queued {
+        let server = ModelServer()
+        let remote: BatchingRemote
+        let context: SyncContext
+        let storage: TestStore
+
+        init(_ ids: [String], kind: StoreKind = .sqliteMemory, title: String = "v1", honoursKeys: Bool = true)
+            async throws
+        {
+            remote = BatchingRemote(server, honoursKeys: honoursKeys)
+            storage = try TestStore(kind)
+            context = SyncContext(store: storage.store, remote: remote)
+            try await context.write { writes in
+                try writes.insert(contentsOf: ids.map { ["id": .string($0), "title": .string(title)] }, into: "todo")
+            }
+        }
+
+        /// Holds batch 1 (at most 5 s) until batch 2 is on its way too.
+        func holdTheFirstBatchUntilTheSecondLeaves() {
+            remote.whileSending(batch: 1) { [remote] in
+                for _ in 0..<500 where remote.batchCount < 2 { try? await Task.sleep(for: .milliseconds(10)) }
+            }
+        }
     }
 
     /// Pushes until a push goes through (at most `atMost` pushes), each without a failed
@@ -143,14 +165,9 @@ struct PipelinedPushTests {
     /// after the batch's answer, in order: no update reaches the server before its item's insert.
     @Test(arguments: StoreKind.allCases)
     func editsOfItemsInFlightFollowTheirBatch(_ kind: StoreKind) async throws {
-        let server = ModelServer()
-        let remote = BatchingRemote(server)
-        let (context, storage) = try Self.context(kind, remote)
-        _ = storage
         let ids = (0..<1_300).map { "i" + String(String($0 + 10_000).dropFirst()) }
-        try await context.write { writes in
-            try writes.insert(contentsOf: ids.map { ["id": .string($0), "title": "first"] }, into: "todo")
-        }
+        let device = try await Queued(ids, kind: kind, title: "first")
+        let (server, remote, context) = (device.server, device.remote, device.context)
         // While the first batch (the first 500) is on its way and the second group has been
         // prepared behind it: edit items of both (they get follow-up updates) and one of the third
         // group (its edit folds into its insert, or follows it when that group was prepared too:
@@ -200,15 +217,9 @@ struct PipelinedPushTests {
     /// nothing is applied twice, and there is no conflict.
     @Test(arguments: StoreKind.allCases)
     func lostAndRefusedBatchesLoseAndDuplicateNothing(_ kind: StoreKind) async throws {
-        let server = ModelServer()
-        let remote = BatchingRemote(server)
-        let (context, storage) = try Self.context(kind, remote)
-        _ = storage
         let count = 2_600
-        try await context.write { writes in
-            try writes.insert(
-                contentsOf: (0..<count).map { ["id": .string("item-\($0)"), "title": "v1"] }, into: "todo")
-        }
+        let device = try await Queued((0..<count).map { "item-\($0)" }, kind: kind)
+        let (server, remote, context) = (device.server, device.remote, device.context)
         remote.fail(batch: 2, with: .lostAnswer)
         remote.fail(batch: 4, with: .lostBeforeServer)
         remote.fail(batch: 6, with: .refused)
@@ -238,21 +249,12 @@ struct PipelinedPushTests {
     func batchesOnTheirWayTogetherFailInAnyCombination(
         _ older: BatchingRemote.BatchFault?, _ younger: BatchingRemote.BatchFault?
     ) async throws {
-        let server = ModelServer()
-        let remote = BatchingRemote(server)
-        let (context, storage) = try Self.context(.sqliteMemory, remote)
-        _ = storage
         let count = 700
-        try await context.write { writes in
-            try writes.insert(
-                contentsOf: (0..<count).map { ["id": .string("two-\($0)"), "title": "v1"] }, into: "todo")
-        }
+        let device = try await Queued((0..<count).map { "two-\($0)" })
+        let (server, remote, context) = (device.server, device.remote, device.context)
         if let older { remote.fail(batch: 1, with: older) }
         if let younger { remote.fail(batch: 2, with: younger) }
-        // Batch 1 waits (at most 5 s) until batch 2 is on its way too.
-        remote.whileSending(batch: 1) {
-            for _ in 0..<500 where remote.batchCount < 2 { try? await Task.sleep(for: .milliseconds(10)) }
-        }
+        device.holdTheFirstBatchUntilTheSecondLeaves()
         let stopped = try await Self.pushUntilDone(context, atMost: 6)
         #expect(remote.mostBatchesAtOnce == 2)
         #expect(stopped <= 2, "\(stopped) pushes stopped")
@@ -264,20 +266,12 @@ struct PipelinedPushTests {
     /// and its writes may have been applied, so they are not sent again blind. The push stops, and
     /// the next one asks the server about each (it finds them applied, and sends nothing).
     @Test func withoutKeysABatchOnItsWayIsSettledByItsOwnAnswerAfterAnOlderOneTurnedBatchesOff() async throws {
-        let server = ModelServer()
-        let remote = BatchingRemote(server, honoursKeys: false)
-        let (context, storage) = try Self.context(.sqliteMemory, remote)
-        _ = storage
         let count = 700
-        try await context.write { writes in
-            try writes.insert(
-                contentsOf: (0..<count).map { ["id": .string("nk-\($0)"), "title": "v1"] }, into: "todo")
-        }
+        let device = try await Queued((0..<count).map { "nk-\($0)" }, honoursKeys: false)
+        let (server, remote, context) = (device.server, device.remote, device.context)
         remote.fail(batch: 1, with: .refused)
         remote.fail(batch: 2, with: .lostAnswer)
-        remote.whileSending(batch: 1) {
-            for _ in 0..<500 where remote.batchCount < 2 { try? await Task.sleep(for: .milliseconds(10)) }
-        }
+        device.holdTheFirstBatchUntilTheSecondLeaves()
         let stopped = try await Self.pushUntilDone(context, atMost: 4)
         #expect(remote.mostBatchesAtOnce == 2)
         #expect(stopped == 1, "\(stopped) pushes stopped")
@@ -295,14 +289,9 @@ struct PipelinedPushTests {
     /// earlier attempt may have been applied) and the push after it replays them: each update is
     /// applied once, with no false conflict, even where another writer changed the item since.
     @Test func replaysThatNeverLeftStayInFlightWithTheirKeys() async throws {
-        let server = ModelServer()
-        let remote = BatchingRemote(server)
-        let (context, storage) = try Self.context(.sqliteMemory, remote)
-        _ = storage
         let ids = (0..<600).map { "r\($0)" }
-        try await context.write { writes in
-            try writes.insert(contentsOf: ids.map { ["id": .string($0), "title": "v1"] }, into: "todo")
-        }
+        let device = try await Queued(ids)
+        let (server, remote, context) = (device.server, device.remote, device.context)
         #expect(try await context.push().failed.isEmpty)
         try await context.write { writes in
             for id in ids { try writes.update(["id": .string(id), "title": "v2"], in: "todo") }
@@ -336,13 +325,8 @@ struct PipelinedPushTests {
     /// sending anything twice.
     @Test(arguments: StoreKind.allCases)
     func aCancelledPipelineResumes(_ kind: StoreKind) async throws {
-        let server = ModelServer()
-        let remote = BatchingRemote(server)
-        let (context, storage) = try Self.context(kind, remote)
-        _ = storage
-        try await context.write { writes in
-            try writes.insert(contentsOf: (0..<1_800).map { ["id": .string("c\($0)"), "title": "x"] }, into: "todo")
-        }
+        let device = try await Queued((0..<1_800).map { "c\($0)" }, kind: kind, title: "x")
+        let (server, remote, context) = (device.server, device.remote, device.context)
         let pushing = Mutex<Task<PushResult, any Error>?>(nil)
         remote.whileSending(batch: 2) { pushing.withLock { $0?.cancel() } }
         let task = Task { try await context.push() }
