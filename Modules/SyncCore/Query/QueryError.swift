@@ -32,6 +32,9 @@ public struct QueryError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let tooLong = Code("tooLong")
         /// Expressions nest deeper than ``QueryLimits/maximumDepth``.
         public static let tooDeep = Code("tooDeep")
+        /// An expression that could build strings too long to evaluate safely (nested `replace` or
+        /// `concat`: at most 16 times the longest field, and 1 MiB of literals).
+        public static let tooLarge = Code("tooLarge")
         /// A feature Ferry recognises but does not evaluate (for example `geo.distance`).
         public static let unsupported = Code("unsupported")
 

@@ -55,6 +55,8 @@ public struct QueryEvaluator: Sendable {
             case .cast(let value, _): stack.append((value, depth + 1))
             }
         }
+        // Depth is bounded above, so the bound's recursion is too.
+        try StringGrowth(option: option).check(expression)
     }
 
     /// Runs a whole query: validation, soft-delete, filter, count, order, skip, top and select.
