@@ -39,6 +39,8 @@ extension TableService {
             return try await attachmentRows(request, table: table)
         case (.upload(let token), "HEAD"), (.upload(let token), "DELETE"):
             return try await uploadResource(request, token: token)
+        case (.attachment, let method) where !["GET", "HEAD", "PUT"].contains(method):
+            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
         case (.attachments, _), (.attachmentRows, _), (.upload, _):
             throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
         default:

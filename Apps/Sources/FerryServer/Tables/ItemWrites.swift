@@ -124,7 +124,9 @@ extension TableService {
             case .jsonPatch:
                 let patched: JSONValue
                 do {
-                    patched = try JSONPatch.apply(patch, to: .object(Self.render(current, context.version)))
+                    patched = try JSONPatch.apply(
+                        patch, to: .object(Self.render(current, context.version)),
+                        maximumCopiedBytes: configuration.limits.maximumBodySize)
                 } catch {
                     throw ProtocolError.badRequest("the JSON Patch cannot be applied: \(error)", code: "invalidPatch")
                 }
@@ -154,10 +156,22 @@ extension TableService {
             }
             if table.perUser { next.content[table.userIDField] = current.owner.map(JSONValue.string) ?? .null }
             try validateContent(next.content, table)
+            if kind != .replace { try checkPatchedSize(next.content) }
             let updated = try await storage.replace(
                 in: context.storageTable, id: id, expectedVersion: current.version, content: next.content,
                 deleted: next.deleted, owner: context.scope ?? .all)
             return single(200, updated, context)
+        }
+    }
+
+    /// A patch may not grow an item past the body size limit, one request at a time or at once: an
+    /// item is never larger than a request could carry whole (a `PUT` of it must stay possible).
+    private func checkPatchedSize(_ content: JSONObject) throws {
+        let limit = configuration.limits.maximumBodySize
+        let size = JSONValue.object(content).serializedUTF8().count
+        guard size <= limit else {
+            throw ProtocolError(
+                413, "itemTooLarge", "the item would be \(size) bytes after this patch; the limit is \(limit)")
         }
     }
 

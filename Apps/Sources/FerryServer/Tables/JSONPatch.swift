@@ -10,8 +10,15 @@ enum JSONPatch {
         var description: String
     }
 
-    static func apply(_ operations: [JSONValue], to document: JSONValue) throws(Failure) -> JSONValue {
+    /// `operations` applied in order to `document`. Values copied inside the document may add at
+    /// most `maximumCopiedBytes` (serialized) in all: `copy` is the one operation that makes a
+    /// document larger than the patch that asked for it, and twenty copies of a member into itself
+    /// double it twenty times.
+    static func apply(_ operations: [JSONValue], to document: JSONValue, maximumCopiedBytes: Int = .max)
+        throws(Failure) -> JSONValue
+    {
         var result = document
+        var copiedBytes = 0
         for (index, entry) in operations.enumerated() {
             guard case .object(let operation) = entry, case .string(let op)? = operation["op"],
                 case .string(let pathText)? = operation["path"]
@@ -40,6 +47,13 @@ enum JSONPatch {
                         throw Failure(description: "operation \(index) moves a value into itself")
                     }
                     result = try remove(result, from)
+                } else {
+                    copiedBytes += moved.serializedUTF8().count
+                    guard copiedBytes <= maximumCopiedBytes else {
+                        throw Failure(
+                            description:
+                                "its copies add more than \(maximumCopiedBytes) bytes to the item (the body size limit)")
+                    }
                 }
                 result = try set(result, path, moved, inserting: true)
             default:

@@ -1,0 +1,71 @@
+import FerryServer
+import Foundation
+import ServerStorageCore
+import SyncCore
+import Testing
+
+/// Small requests that made the server build huge values (a second outside probe): each is
+/// refused before the work, over real HTTP, on the SQLite storage whose SQL path evaluates it.
+@Suite("Server resource bounds over HTTP", .timeLimit(.minutes(5)))
+struct ResourceBoundTests {
+    private static func filter(_ text: String) -> String {
+        "/tables/t?$filter=" + (text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text)
+    }
+
+    @Test func filtersThatWouldBuildHugeStringsAreA400BeforeTheyRun() async throws {
+        let live = try await LiveServer.start(tables: [TableSettings(name: "t")])
+        #expect(try await live.send("POST", "/tables/t", json: ["id": "one", "s": "a"]).status == 201)
+        var doubling = "s"
+        for _ in 0..<24 { doubling = "replace(\(doubling),'a','aa')" }
+        func tree(_ leaves: Int) -> String {
+            leaves == 1 ? "s" : "concat(\(tree(leaves / 2)),\(tree(leaves - leaves / 2)))"
+        }
+        for text in ["length(\(doubling)) eq 1", "length(\(tree(256))) gt 0"] {
+            let reply = try await live.send("GET", Self.filter(text))
+            #expect(reply.status == 400, "\(reply.status) \(reply.text)")
+            #expect(reply.json?.objectValue?["code"]?.stringValue == "invalidQuery", "\(reply.text)")
+            #expect(reply.text.contains("longest field"), "\(reply.text)")
+        }
+        // A few levels still answer.
+        let fine = try await live.send("GET", Self.filter("length(replace(replace(s,'a','aa'),'a','aa')) eq 4"))
+        #expect(fine.status == 200 && fine.text.contains("\"one\""), "\(fine.text)")
+        try await live.stop()
+    }
+
+    @Test func aPatchCannotGrowAnItemPastTheBodyLimit() async throws {
+        var limits = RequestLimits()
+        limits.maximumBodySize = 64 * 1024
+        let live = try await LiveServer.start(tables: [TableSettings(name: "t")], limits: limits)
+        #expect(try await live.send("POST", "/tables/t", json: ["id": "j1", "title": "x"]).status == 201)
+        // JSON Patch: 16 copies of a member into itself double it 16 times (a 2 KB request, 64 MB).
+        var operations: [JSONValue] = [
+            ["op": "add", "path": "/g", "value": [.string(String(repeating: "x", count: 1000))]]
+        ]
+        for _ in 0..<16 { operations.append(["op": "copy", "from": "/g", "path": "/g/-"]) }
+        let copies = try await live.send(
+            "PATCH", "/tables/t/j1", headers: [("Content-Type", "application/json-patch+json")],
+            body: JSONValue.array(operations).serializedUTF8())
+        #expect(copies.status == 400, "\(copies.status) \(copies.text)")
+        #expect(copies.text.contains("copies add more than"), "\(copies.text)")
+        // Merge patches, each under the limit, that would add up past it.
+        let half = String(repeating: "y", count: 40 * 1024)
+        #expect(try await live.send("PATCH", "/tables/t/j1", json: ["a": .string(half)]).status == 200)
+        let second = try await live.send("PATCH", "/tables/t/j1", json: ["b": .string(half)])
+        #expect(second.status == 413, "\(second.status) \(second.text)")
+        #expect(second.json?.objectValue?["code"]?.stringValue == "itemTooLarge", "\(second.text)")
+        // Nothing of the refused patches was kept, and the item can still be read and replaced whole.
+        let item = try await live.send("GET", "/tables/t/j1")
+        #expect(item.status == 200 && item.json?.objectValue?["b"] == nil && item.json?.objectValue?["g"] == nil)
+        try await live.stop()
+    }
+
+    @Test func aMethodAnAttachmentDoesNotTakeIsA405() async throws {
+        let live = try await LiveServer.start(tables: [TableSettings(name: "t")], attachments: AttachmentLimits())
+        #expect(try await live.send("POST", "/tables/t", json: ["id": "i"]).status == 201)
+        for method in ["POST", "PATCH", "OPTIONS"] {
+            let reply = try await live.send(method, "/tables/t/i/$attachments/f.txt")
+            #expect(reply.status == 405, "\(method): \(reply.status) \(reply.text)")
+        }
+        try await live.stop()
+    }
+}
