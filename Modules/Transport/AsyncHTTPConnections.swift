@@ -47,8 +47,9 @@
                 pool.retryConnectionEstablishment = false
                 var configuration = AsyncHTTPClient.HTTPClient.Configuration(
                     tlsConfiguration: tls,
-                    // Redirects as URLSession follows them.
-                    redirectConfiguration: .follow(max: 5, allowCycles: false),
+                    // Never followed: a write would go on as a GET and its answer be taken for the
+                    // write's, and the token would go to another host (HTTPClient.redirected).
+                    redirectConfiguration: .disallow,
                     timeout: .init(connect: .seconds(10), read: .milliseconds(key.milliseconds)),
                     connectionPool: pool)
                 // The remote's own `instrument` writes the trace context; AsyncHTTPClient would add a

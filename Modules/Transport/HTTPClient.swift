@@ -105,6 +105,9 @@ struct HTTPClient: Sendable {
                 }
                 throw error
             }
+            if (300..<400).contains(response.status) && response.status != 304 {
+                throw Self.redirected(method, url, status: response.status, to: response.header("Location"))
+            }
             if response.status == 401, tokenProvider != nil, !refreshedToken {
                 refreshedToken = true
                 token = try await currentToken(forceRefresh: true)
@@ -151,6 +154,9 @@ struct HTTPClient: Sendable {
                 refreshedToken = true
                 token = try await currentToken(forceRefresh: true)
                 continue
+            }
+            if (300..<400).contains(opened.status) {
+                throw Self.redirected("GET", url, status: opened.status, to: opened.headers.first { HTTPResponse.sameName($0.key, "Location") }?.value)
             }
             return opened
         }
@@ -240,6 +246,10 @@ struct HTTPClient: Sendable {
             guard let http = response as? HTTPURLResponse else {
                 throw RemoteError(.invalidResponse, "\(method) \(path): the answer is not HTTP")
             }
+            if let final = http.url, let sent = request.url, final != sent {
+                // A session of the app's that followed a redirect.
+                throw Self.redirected(method, sent, status: nil, to: final.absoluteString)
+            }
             guard data.count <= configuration.maximumResponseSize else {
                 throw failure(URLError(.dataLengthExceedsMaximum), method: method, path: path)
             }
@@ -282,6 +292,19 @@ struct HTTPClient: Sendable {
         return RemoteError(
             .network, "\(method) \(path) failed: \(reason)",
             underlying: error, wasNotSent: (error as? URLError).map(Self.wasNotSent) ?? false)
+    }
+
+    /// A redirect, which Ferry never follows: a `POST`, `PUT` or `DELETE` that a client follows
+    /// goes on as a `GET` (or to another host), its answer would be taken for the write's, and
+    /// the token would go where the redirect says. The request was not applied where it was sent;
+    /// the push stops and keeps the operation, as when the server cannot be reached.
+    static func redirected(_ method: String, _ url: URL, status: Int?, to location: String?) -> RemoteError {
+        let target = location.map { String($0.prefix(300).filter { !$0.isNewline }) }
+        let whereTo = target.map { " to \($0)" } ?? ""
+        return RemoteError(
+            .network, status: status,
+            "\(method) \(url.path): the server redirected it\(whereTo); Ferry does not follow redirects: if the "
+                + "server moved (http to https, another host or path), use its new address as the server URL")
     }
 
     /// Whether the error means no connection was made, so the request cannot have reached the

@@ -138,7 +138,7 @@ public struct HTTPRemote: RemoteService {
     ) {
         client = HTTPClient(
             configuration: configuration, tokenProvider: tokenProvider,
-            session: session ?? URLSession(configuration: .ephemeral),
+            session: session ?? URLSession(configuration: .ephemeral, delegate: RedirectRefusal(), delegateQueue: nil),
             connections: session == nil ? Self.platformConnections(configuration) : nil,
             logger: logger)
     }

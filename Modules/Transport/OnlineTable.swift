@@ -78,12 +78,12 @@ public struct OnlineTable: RemoteTable {
     func outcome(of write: RemoteWrite, _ response: HTTPResponse) throws(RemoteError) -> JSONObject? {
         switch write.kind {
         case .insert:
-            return try expectItem(response, "inserting into '\(name)'")
+            return try expectItem(response, id: write.itemID, "inserting into '\(name)'")
         case .update:
-            return try expectItem(response, "updating '\(write.itemID)' in '\(name)'")
+            return try expectItem(response, id: write.itemID, "updating '\(write.itemID)' in '\(name)'")
         case .delete:
             guard (200..<300).contains(response.status) else {
-                throw failure(response, "deleting '\(write.itemID)' from '\(name)'")
+                throw failure(response, id: write.itemID, "deleting '\(write.itemID)' from '\(name)'")
             }
             return nil
         }
@@ -112,7 +112,7 @@ public struct OnlineTable: RemoteTable {
         let query = includeDeleted ? includeDeletedParameter : nil
         let response = try await client.send("GET", try client.url(table: name, id: id, query: query))
         if response.status == 404 || response.status == 410 { return nil }
-        return try expectItem(response, "reading '\(id)' from '\(name)'")
+        return try expectItem(response, id: id, "reading '\(id)' from '\(name)'")
     }
 
     /// One page of `query`, with the total count when the query asked for it (the sync engine's
@@ -178,7 +178,7 @@ public struct OnlineTable: RemoteTable {
             url = try client.url(table: name, id: id, query: includeDeletedParameter)
             response = try await client.send("PUT", url, body: .object(item), headers: Self.ifMatch(expected))
         }
-        return try expectItem(response, "undeleting '\(id)' in '\(name)'")
+        return try expectItem(response, id: id, "undeleting '\(id)' in '\(name)'")
     }
 
     // MARK: Answers
@@ -192,20 +192,41 @@ public struct OnlineTable: RemoteTable {
         return ["If-Match": "\"" + version + "\""]
     }
 
-    /// The item of an accepted answer. `action` (for messages) is made only for a failure: a push
-    /// reads thousands of answers.
-    func expectItem(_ response: HTTPResponse, _ action: @autoclosure () -> String) throws(RemoteError) -> JSONObject {
-        guard (200..<300).contains(response.status) else { throw failure(response, action()) }
+    /// The item of an accepted answer about the item `id`. `action` (for messages) is made only for
+    /// a failure: a push reads thousands of answers. An answer whose item has another id is not
+    /// about this one (a server that chose its own id, a proxy's cache): taking it would store
+    /// another item's fields under this id, or call a write done that the server holds elsewhere.
+    func expectItem(_ response: HTTPResponse, id: String, _ action: @autoclosure () -> String) throws(RemoteError)
+        -> JSONObject
+    {
+        guard (200..<300).contains(response.status) else { throw failure(response, id: id, action()) }
         guard let item = try response.item() else {
             throw RemoteError(
                 .invalidResponse, status: response.status, "\(action()): the server's answer holds no item")
         }
+        if let answered = item.id, !Self.sameID(answered, id) {
+            throw RemoteError(
+                .invalidResponse, status: response.status,
+                "\(action()): the server answered with the item '\(answered.prefix(100))' instead")
+        }
         return item
     }
 
-    func failure(_ response: HTTPResponse, _ action: String) -> RemoteError {
+    /// Whether the id a server answered is the one asked about: equal, or equal but for letter case
+    /// (a SQL Server backend compares ids without case and may answer its stored spelling).
+    static func sameID(_ answered: String, _ asked: String) -> Bool {
+        answered == asked || answered.lowercased() == asked.lowercased()
+    }
+
+    /// The error of a refused request about the item `id`; a 409 or 412 carries the server's item
+    /// only when the body is that item (another item's fields must not be taken for its own).
+    func failure(_ response: HTTPResponse, id: String? = nil, _ action: String) -> RemoteError {
         let serverItem: JSONObject? =
-            if [409, 412].contains(response.status), let item = try? response.item(), item.id != nil { item } else {
+            if [409, 412].contains(response.status), let item = try? response.item(), let answered = item.id,
+                id.map({ Self.sameID(answered, $0) }) ?? true
+            {
+                item
+            } else {
                 nil
             }
         if response.status == 404, response.errorBodyCode == "invalidTableName" {

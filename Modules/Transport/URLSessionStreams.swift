@@ -74,6 +74,13 @@ enum URLSessionStreams {
                 head.resume(returning: (http.statusCode, headers, body))
             }
 
+            func urlSession(
+                _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void
+            ) {
+                completionHandler(nil)  // never followed (HTTPClient.redirected)
+            }
+
             func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
                 sink.yield(Array(data))
             }
@@ -112,6 +119,17 @@ enum URLSessionStreams {
             return (http.statusCode, headers, stream)
         }
     #endif
+}
+
+/// The delegate of Ferry's own sessions: redirects are answered as they are, never followed
+/// (HTTPClient.redirected says why).
+final class RedirectRefusal: NSObject, URLSessionTaskDelegate, Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
 }
 
 extension HTTPURLResponse {

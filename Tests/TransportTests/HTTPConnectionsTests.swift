@@ -81,10 +81,12 @@
                     server.record(request.head)
                     if answered == 1 { return }
                     answered += 1
-                    let status = request.head.hasPrefix("POST") ? "201 Created" : "200 OK"
+                    // An insert is answered with the item it sent, a read with item "a".
+                    let isInsert = request.head.hasPrefix("POST")
+                    let body = isInsert ? String(decoding: request.body, as: UTF8.self) : #"{"id":"a"}"#
                     connection.write(
-                        "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n{\"id\":\"a\"}"
-                    )
+                        "HTTP/1.1 \(isInsert ? "201 Created" : "200 OK")\r\nContent-Type: application/json\r\n"
+                            + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)")
                 }
             }
             defer { server.stop() }
@@ -112,7 +114,7 @@
             let keyed = RemoteWrite(
                 table: "todo", kind: .insert, itemID: "d", body: ["id": "d"], idempotencyKey: "ferry-test-1")
             let beforeKeyed = server.requests.withLock { $0.count }
-            #expect(try await remote.send(keyed)?.id == "a", "the second attempt's answer")
+            #expect(try await remote.send(keyed)?.id == "d", "the second attempt's answer")
             let keyedHeads = server.requests.withLock { Array($0.dropFirst(beforeKeyed)) }
             #expect(keyedHeads.count == 2, "sent twice: \(keyedHeads)")
             #expect(keyedHeads.allSatisfy { $0.lowercased().contains("idempotency-key: ferry-test-1") })

@@ -1,0 +1,106 @@
+#if canImport(Glibc)
+    import Foundation
+    import Glibc
+    import Synchronization
+    import SyncCore
+    import Testing
+    @testable import Transport
+
+    /// Answers a client must not take at their word (a probe with a hostile server found each):
+    /// a redirect, which followed would turn a write into a GET whose answer passes for the write's
+    /// and carry the token to another host, and an answer about another item than the one asked.
+    @Suite("Transport: redirects and answers about other items", .timeLimit(.minutes(2)))
+    struct RedirectAndIdentityTests {
+        /// A server that answers every request with `answer` and records the request heads.
+        static func answering(_ answer: @escaping @Sendable (String) -> String) throws -> ScriptedServer {
+            try ScriptedServer { _, connection, server in
+                while let request = connection.readRequest() {
+                    server.record(request.head)
+                    connection.write(answer(request.head))
+                }
+            }
+        }
+
+        static func json(_ status: String, _ body: String, extra: String = "") -> String {
+            "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\n\(extra)Content-Length: \(body.utf8.count)\r\n\r\n"
+                + body
+        }
+
+        @Test(arguments: ["301 Moved Permanently", "302 Found", "303 See Other", "307 Temporary Redirect"])
+        func aRedirectedWriteFailsAndNothingGoesWhereTheRedirectSays(status: String) async throws {
+            let elsewhere = try Self.answering { _ in Self.json("200 OK", #"{"items":[],"id":"x"}"#) }
+            defer { elsewhere.stop() }
+            let server = try Self.answering { _ in
+                "HTTP/1.1 \(status)\r\nLocation: \(elsewhere.url.absoluteString)/tables/todo\r\nContent-Length: 0\r\n\r\n"
+            }
+            defer { server.stop() }
+            let remote = HTTPRemote(
+                HTTPRemote.Configuration(serverURL: server.url, protocolVersion: .v2), tokenProvider: { _ in "SECRET" })
+            let write = RemoteWrite(table: "todo", kind: .insert, itemID: "m", body: ["id": "m", "title": "mine"])
+            do {
+                _ = try await remote.onlineTable("todo").send(write)
+                Issue.record("a redirected insert was taken as done")
+            } catch {
+                // Unreachable at this address: the push stops and keeps the operation.
+                #expect(error.code == .network, "\(error)")
+                #expect(error.message.contains("redirected it to \(elsewhere.url.absoluteString)/tables/todo"))
+                #expect(error.message.contains("use its new address as the server URL"))
+            }
+            do {
+                _ = try await remote.onlineTable("todo").item(id: "m")
+                Issue.record("a redirected read was followed")
+            } catch {
+                #expect(error.code == .network && error.message.contains("redirected"), "\(error)")
+            }
+            #expect(elsewhere.requests.withLock { $0.isEmpty }, "the other host got a request (and the token)")
+        }
+
+        @Test func anAcceptedWriteAnsweredWithAnotherItemIsAnInvalidResponse() async throws {
+            let server = try Self.answering { head in
+                head.hasPrefix("POST")
+                    ? Self.json("201 Created", #"{"id":"server-chosen","version":"1","title":"mine"}"#)
+                    : Self.json("200 OK", #"{"id":"OTHER","version":"2","title":"theirs"}"#)
+            }
+            defer { server.stop() }
+            let table = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url)).onlineTable("todo")
+            for write in [
+                RemoteWrite(table: "todo", kind: .insert, itemID: "mine1", body: ["id": "mine1", "title": "mine"]),
+                RemoteWrite(table: "todo", kind: .update, itemID: "mine1", body: ["id": "mine1"], ifVersion: "1"),
+            ] {
+                do {
+                    _ = try await table.send(write)
+                    Issue.record("\(write.kind): an answer about another item was taken")
+                } catch {
+                    #expect(error.code == .invalidResponse, "\(error)")
+                    #expect(error.message.contains("instead"), "\(error)")
+                }
+            }
+        }
+
+        @Test func anIdThatDiffersOnlyInCaseIsTheSameItem() async throws {
+            let server = try Self.answering { _ in Self.json("201 Created", #"{"id":"ABC-1","version":"1"}"#) }
+            defer { server.stop() }
+            let table = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url)).onlineTable("todo")
+            let item = try await table.send(RemoteWrite(table: "todo", kind: .insert, itemID: "abc-1", body: ["id": "abc-1"]))
+            #expect(item?["version"] == "1")
+        }
+
+        @Test func aConflictWhoseBodyIsAnotherItemCarriesNoServerItem() async throws {
+            let server = try Self.answering { head in
+                head.contains("/tables/todo/s1")
+                    ? Self.json("412 Precondition Failed", #"{"id":"not-s1","version":"9","title":"a different item"}"#)
+                    : Self.json("404 Not Found", #"{"error":"no"}"#)
+            }
+            defer { server.stop() }
+            let table = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url)).onlineTable("todo")
+            do {
+                _ = try await table.send(
+                    RemoteWrite(table: "todo", kind: .update, itemID: "s1", body: ["id": "s1"], ifVersion: "1"))
+                Issue.record("a 412 was taken as done")
+            } catch {
+                #expect(error.code == .conflict)
+                #expect(error.serverItem == nil, "another item's fields were offered as the server's copy")
+            }
+        }
+    }
+#endif
