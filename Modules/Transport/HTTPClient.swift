@@ -156,7 +156,9 @@ struct HTTPClient: Sendable {
                 continue
             }
             if (300..<400).contains(opened.status) {
-                throw Self.redirected("GET", url, status: opened.status, to: opened.headers.first { HTTPResponse.sameName($0.key, "Location") }?.value)
+                throw Self.redirected(
+                    "GET", url, status: opened.status,
+                    to: opened.headers.first { HTTPResponse.sameName($0.key, "Location") }?.value)
             }
             return opened
         }

@@ -81,7 +81,8 @@
             let server = try Self.answering { _ in Self.json("201 Created", #"{"id":"ABC-1","version":"1"}"#) }
             defer { server.stop() }
             let table = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url)).onlineTable("todo")
-            let item = try await table.send(RemoteWrite(table: "todo", kind: .insert, itemID: "abc-1", body: ["id": "abc-1"]))
+            let item = try await table.send(
+                RemoteWrite(table: "todo", kind: .insert, itemID: "abc-1", body: ["id": "abc-1"]))
             #expect(item?["version"] == "1")
         }
 
