@@ -52,7 +52,8 @@ enum JSONPatch {
                     guard copiedBytes <= maximumCopiedBytes else {
                         throw Failure(
                             description:
-                                "its copies add more than \(maximumCopiedBytes) bytes to the item (the body size limit)")
+                                "its copies add more than \(maximumCopiedBytes) bytes to the item (the body size limit)"
+                        )
                     }
                 }
                 result = try set(result, path, moved, inserting: true)
