@@ -66,31 +66,43 @@ extension HTTPRemote {
             let response = HTTPResponse(status: opened.status, headers: opened.headers, body: Data(text))
             throw withReconnectionTime(response.failure("opening the change feed"))
         }
-        let body = opened.body
-        return AsyncThrowingStream { continuation in
-            let reader = Task {
-                var parser = ServerSentEventParser()
-                do {
-                    for try await piece in body {
-                        for event in parser.parse(piece) {
-                            if let change = Self.changeEvent(event) { continuation.yield(change) }
-                        }
-                        if let time = parser.reconnectionTime { cache.feedReconnectionTime.withLock { $0 = time } }
-                    }
-                    continuation.finish()
-                } catch let error as URLError {
-                    let code: RemoteError.Code = error.code == .cancelled ? .cancelled : .network
-                    continuation.finish(
-                        throwing: withReconnectionTime(
-                            RemoteError(
-                                code, "the change feed ended: \(HTTPClient.describe(error))", underlying: error)))
-                } catch {
-                    continuation.finish(
-                        throwing: withReconnectionTime(
-                            RemoteError(.network, "the change feed ended: \(error)", underlying: error)))
-                }
+        // Events are parsed as the consumer asks for them, never ahead (FeedEvents).
+        let events = FeedEvents(opened.body, cache: cache)
+        return AsyncThrowingStream {
+            do {
+                return try await events.next()
+            } catch let error as URLError {
+                let code: RemoteError.Code = error.code == .cancelled ? .cancelled : .network
+                throw withReconnectionTime(
+                    RemoteError(code, "the change feed ended: \(HTTPClient.describe(error))", underlying: error))
+            } catch {
+                throw withReconnectionTime(RemoteError(.network, "the change feed ended: \(error)", underlying: error))
             }
-            continuation.onTermination = { _ in reader.cancel() }
+        }
+    }
+
+    /// A feed's events, parsed from its body as they are asked for: what the server sends ahead
+    /// of the consumer waits in the connection, not in a queue of this process (an endless feed
+    /// grew one by 14 MB/s while the device pulled). Read by one consumer at a time.
+    private final class FeedEvents: @unchecked Sendable {
+        private var body: AsyncThrowingStream<[UInt8], any Error>.AsyncIterator
+        private var parser = ServerSentEventParser()
+        /// Parsed and not yet taken, last first.
+        private var ready: [RemoteChangeEvent] = []
+        private let cache: CapabilityCache
+
+        init(_ body: AsyncThrowingStream<[UInt8], any Error>, cache: CapabilityCache) {
+            self.body = body.makeAsyncIterator()
+            self.cache = cache
+        }
+
+        func next() async throws -> RemoteChangeEvent? {
+            while ready.isEmpty {
+                guard let piece = try await body.next() else { return nil }
+                ready = parser.parse(piece).compactMap(HTTPRemote.changeEvent).reversed()
+                if let time = parser.reconnectionTime { cache.feedReconnectionTime.withLock { $0 = time } }
+            }
+            return ready.popLast()
         }
     }
 

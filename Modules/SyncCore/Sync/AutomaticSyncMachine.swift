@@ -108,6 +108,9 @@ struct AutomaticSyncMachine: Sendable {
         case queueChanged
         /// The feed says these tables changed.
         case tablesChanged(Set<String>)
+        /// The feed said something since the run loop last looked (``FeedHints``): the run loop
+        /// turns it into the events above; the machine never sees it.
+        case feedHints
         /// The feed opened without a position: everything may have changed.
         case everythingChanged
         /// The feed resumed from its position, and has told every table that changed since.
@@ -277,6 +280,8 @@ struct AutomaticSyncMachine: Sendable {
                 actions += askForFeedIfWanted(now)
             }
             actions += startPolling(now)
+        case .feedHints:
+            break
         case .feedOpened:
             feedState = .open
             feedFailures = 0

@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// One run of automatic sync, from start to stop: the driver of ``AutomaticSyncMachine``. Every
 /// trigger (local writes, feed events, timers, connectivity) goes through one inbox; the machine
@@ -33,6 +34,7 @@ struct AutomaticSyncRun: Sendable {
         await refreshStatus(machine)
 
         var pending: [Event] = []
+        let hints = FeedHints()
         var iterator = inbox.makeAsyncIterator()
         while true {
             let event: Event
@@ -41,6 +43,10 @@ struct AutomaticSyncRun: Sendable {
                 event = next
             } else {
                 event = pending.removeFirst()
+            }
+            if event == .feedHints {
+                pending.insert(contentsOf: hints.take(), at: 0)
+                continue
             }
             for action in machine.handle(event, now: clock.now, using: &random) {
                 switch action {
@@ -56,7 +62,7 @@ struct AutomaticSyncRun: Sendable {
                 case .askForFeed:
                     helpers.append(Task { post.yield(.feedOffer(await context.remote.offersChangeFeed())) })
                 case .openFeed:
-                    feed = Task { await readFeed(post) }
+                    feed = Task { await readFeed(post, hints: hints) }
                 case .closeFeed:
                     feed?.cancel()
                     feed = nil
@@ -185,8 +191,12 @@ struct AutomaticSyncRun: Sendable {
         }
     }
 
-    /// Reads the change feed until it ends, posting what it says.
-    func readFeed(_ post: AsyncStream<Event>.Continuation) async {
+    /// Reads the change feed until it ends, gathering what it says into `hints` and posting
+    /// `.feedHints` when the run loop has taken the last ones: a feed that says more than the
+    /// device can pull (a storm of changes, a hostile server) costs a set of table names, not a
+    /// queue of events that grows while a pull runs (measured before: 14 MB/s and a status
+    /// refresh per event).
+    func readFeed(_ post: AsyncStream<Event>.Continuation, hints: FeedHints) async {
         var opened = false
         var end = AutomaticSyncMachine.FeedEnd(wasOpen: false)
         do {
@@ -196,15 +206,19 @@ struct AutomaticSyncRun: Sendable {
             post.yield(.feedOpened)
             for try await event in events {
                 await context.setFeedPosition(event.position)
+                let wake: Bool
                 switch event {
                 case .ready:
                     // Whatever changed before the feed opened is pulled now.
-                    post.yield(.everythingChanged)
+                    wake = hints.add { $0.everything = true }
                 case .changed(let table, _, _):
-                    post.yield(.tablesChanged([table]))
+                    // Only subscribed tables: names of others are not kept.
+                    guard tables.contains(table) else { continue }
+                    wake = hints.add { $0.tables.insert(table) }
                 case .caughtUp:
-                    post.yield(.feedCaughtUp)
+                    wake = hints.add { $0.caughtUp = true }
                 }
+                if wake { post.yield(.feedHints) }
             }
         } catch {
             if Task.isCancelled { return }
@@ -233,5 +247,40 @@ extension ServerReachability {
         case .reachable(let since): self = .reachable(since: wallClock(since))
         case .unreachable(let since, let reason): self = .unreachable(since: wallClock(since), reason: reason)
         }
+    }
+}
+
+/// What the change feed said since the run loop last looked, gathered (``AutomaticSyncRun/readFeed(_:hints:)``).
+final class FeedHints: Sendable {
+    struct Said: Sendable {
+        var everything = false
+        var tables: Set<String> = []
+        var caughtUp = false
+        /// A `.feedHints` is on its way to the run loop.
+        var posted = false
+    }
+
+    private let said = Mutex(Said())
+
+    /// Adds what the feed said; whether the run loop must be woken (nothing was on its way).
+    func add(_ change: (inout Said) -> Void) -> Bool {
+        said.withLock { said in
+            change(&said)
+            defer { said.posted = true }
+            return !said.posted
+        }
+    }
+
+    /// The events of what was said, in the feed's order of meaning, and a clean slate.
+    func take() -> [AutomaticSyncMachine.Event] {
+        let taken = said.withLock { said in
+            defer { said = Said() }
+            return said
+        }
+        var events: [AutomaticSyncMachine.Event] = []
+        if taken.everything { events.append(.everythingChanged) }
+        if !taken.tables.isEmpty { events.append(.tablesChanged(taken.tables)) }
+        if taken.caughtUp { events.append(.feedCaughtUp) }
+        return events
     }
 }
