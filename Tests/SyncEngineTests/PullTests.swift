@@ -281,6 +281,37 @@ struct PullTests {
         #expect(try await context.table("t").item(id: "a") != nil)  // the first page was fine
     }
 
+    /// A page that holds an item twice (an update, then its deletion) means its last copy: before,
+    /// deletions were applied before upserts and the deleted item stayed, past the pull's cursor.
+    @Test(arguments: StoreKind.allCases)
+    func aPageThatRepeatsAnIdMeansItsLastCopy(_ kind: StoreKind) async throws {
+        struct Repeating: RemoteTable {
+            func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
+            func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
+            func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
+            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
+            func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
+                let at = "2024-01-01T00:00:00.000Z"
+                return RemotePage(items: [
+                    ["id": 7, "title": "no valid id", "updatedAt": .string(at)],
+                    ["id": "gone", "title": "kept", "updatedAt": .string(at)],
+                    ["id": "back", "title": "deleted first", "updatedAt": .string(at), "deleted": true],
+                    ["id": "gone", "title": "kept", "updatedAt": .string(at), "deleted": true],
+                    ["id": "back", "title": "then back", "updatedAt": .string(at)],
+                ])
+            }
+        }
+        let test = try TestStore(kind)
+        let store = test.store
+        try await store.upsert("t", [["id": "gone", "title": "here before"]])
+        let context = SyncContext(store: store) { _ in Repeating() }
+        let result = try await context.table("t").pull()
+        #expect(try await context.table("t").item(id: "gone") == nil)
+        #expect(try await context.table("t").item(id: "back")?["title"] == "then back")
+        #expect(result.items.deleted == 1 && result.items.upserted == 1)
+        #expect(result.items.skipped == 2 && result.items.invalid == 1)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func aStoredNewerCopyIsNotReplacedByAnOlderPage(_ kind: StoreKind) async throws {
         let server = ModelServer()

@@ -131,7 +131,7 @@ public enum Rendering: Sendable {
             var object: JSONObject = [
                 "table": .string(table), "pages": .int(Int64(result.pages)), "received": .int(Int64(items.received)),
                 "upserted": .int(Int64(items.upserted)), "deleted": .int(Int64(items.deleted)),
-                "skipped": .int(Int64(items.skipped)),
+                "skipped": .int(Int64(items.skipped)), "invalid": .int(Int64(items.invalid)),
             ]
             if let push = result.push { object["pushedFirst"] = .int(Int64(push.pushed)) }
             object["failed"] = .array((result.push?.failed ?? []).map { .object($0.json) })
@@ -141,7 +141,10 @@ public enum Rendering: Sendable {
                 "pulled \(grouped(items.received)) item\(items.received == 1 ? "" : "s") of '\(table)' in "
                 + "\(grouped(result.pages)) page\(result.pages == 1 ? "" : "s"): \(grouped(items.upserted)) written, "
                 + "\(grouped(items.deleted)) deleted"
-            if items.skipped > 0 { text += ", \(grouped(items.skipped)) kept (pending local changes)" }
+            if items.skipped > 0 {
+                text += ", \(grouped(items.skipped)) left as they are (local changes, or a newer copy here)"
+            }
+            if items.invalid > 0 { text += ", \(grouped(items.invalid)) ignored (no valid id)" }
             if let push = result.push, push.pushed > 0 || !push.failed.isEmpty {
                 text = "pushed \(grouped(push.pushed)) first; " + text
             }

@@ -357,14 +357,20 @@ enum PullSteps {
         }
         let pending = Set(try tx.operations(table: table, itemIDs: ids).map(\.itemID))
         let locals = try tx.items(table, ids: ids)
+        // A page that repeats an id means its last copy (a deletion after an update, say): the
+        // earlier copies are passed over, whatever their kind.
+        var last: [String: Int] = [:]
+        for (index, item) in items.enumerated() {
+            if case .string(let id)? = item["id"] { last[id] = index }
+        }
         var upserts: [JSONObject] = []
         var deletions: [String] = []
-        for item in items {
+        for (index, item) in items.enumerated() {
             guard case .string(let id)? = item["id"], ItemID.isValid(id) else {
                 page.invalid += 1
                 continue
             }
-            if pending.contains(id) {
+            if last[id] != index || pending.contains(id) {
                 page.skipped += 1
                 continue
             }
@@ -385,11 +391,8 @@ enum PullSteps {
         }
         if !deletions.isEmpty { page.deleted = try tx.delete(table, ids: deletions) }
         if !upserts.isEmpty {
-            // The last copy of an id wins if a page repeats it.
-            var seen = Set<String>()
-            let unique = upserts.reversed().filter { seen.insert($0.id ?? "").inserted }.reversed()
-            try tx.upsert(table, Array(unique))
-            page.upserted = unique.count
+            try tx.upsert(table, upserts)
+            page.upserted = upserts.count
         }
         return page
     }

@@ -40,8 +40,8 @@ public struct PullCounts: Sendable, Hashable {
     public var upserted: Int = 0
     /// Items removed because the server marked them deleted.
     public var deleted: Int = 0
-    /// Items left alone because they have queued local operations, or because the store already
-    /// holds a newer copy.
+    /// Items left alone because they have queued local operations, because the store already
+    /// holds a newer copy, or because the page repeats their id further on (its last copy counts).
     public var skipped: Int = 0
     /// Items ignored because they have no valid string id.
     public var invalid: Int = 0
