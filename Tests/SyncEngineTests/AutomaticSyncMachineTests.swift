@@ -201,6 +201,32 @@ struct AutomaticSyncMachineTests {
         #expect(run.machine.isCaughtUp(queued: 0))
     }
 
+    /// A server or proxy that closes the feed as soon as it opens (cleanly, every time) was
+    /// reopened, and the tables pulled, about ten times a second: such ends are failures, backed off
+    /// like the others, until a feed stays open for a while again.
+    @Test func aFeedClosedAsSoonAsItOpensIsBackedOff() {
+        var run = Run.synced()
+        var waits: [Duration] = []
+        var actions = run.handle(.feedEnded(.init(wasOpen: true, problem: nil)))
+        for _ in 0..<12 {
+            guard let wait = run.due(.openFeed, in: actions) else {
+                Issue.record("the feed is not reopened: \(actions)")
+                return
+            }
+            waits.append(wait)
+            _ = run.handle(.timer(.openFeed), after: wait)
+            _ = run.handle(.feedOpened)
+            actions = run.handle(.feedEnded(.init(wasOpen: true, problem: nil)), after: .milliseconds(5))
+        }
+        #expect(waits.suffix(4).allSatisfy { $0 >= .seconds(1) }, "\(waits)")
+        #expect(waits.reduce(.zero, +) >= .seconds(10), "12 reopenings in \(waits.reduce(.zero, +))")
+        // A feed that stays open a while and then ends is reopened soon again.
+        _ = run.handle(.timer(.openFeed), after: run.due(.openFeed, in: actions) ?? .zero)
+        _ = run.handle(.feedOpened)
+        actions = run.handle(.feedEnded(.init(wasOpen: true, problem: nil)), after: .seconds(60))
+        #expect(run.due(.openFeed, in: actions).map { $0 <= .milliseconds(200) } == true, "\(actions)")
+    }
+
     @Test func aFeedIsNeverReopenedSoonerThanTheServerAsked() {
         var run = Run.synced()
         var actions = run.handle(.feedEnded(.init(wasOpen: true, problem: Run.network, retryAfter: .seconds(3))))

@@ -171,6 +171,12 @@ struct AutomaticSyncMachine: Sendable {
     private(set) var retryNotBefore: Instant?
     private var workScheduled = false
     private var feedFailures = 0
+    /// When the feed last opened; failures are forgiven only once it has stayed open a while.
+    private var feedOpenedAt: ContinuousClock.Instant?
+    /// How long a feed must stay open for its end to count as normal (a proxy's read timeout, a
+    /// server's restart) rather than as one more failure: a feed a server or proxy closes as soon
+    /// as it opens was reopened, and the tables pulled, ten times a second.
+    static let healthyFeedLifetime = Duration.seconds(30)
     private(set) var feedState = FeedState.closed
     private(set) var offersFeed: Bool?
     private(set) var polling = false
@@ -284,7 +290,7 @@ struct AutomaticSyncMachine: Sendable {
             break
         case .feedOpened:
             feedState = .open
-            feedFailures = 0
+            feedOpenedAt = now
             downloadProblem = nil
             answered(now)
             // Not up to date before the feed says so: its ready, or the end of a resumed position's
@@ -299,7 +305,9 @@ struct AutomaticSyncMachine: Sendable {
                 downloadProblem = problem
                 if problem.meansUnreachable { failedToReach(problem, now) }
             }
-            feedFailures = end.wasOpen && end.problem == nil ? 1 : feedFailures + 1
+            let lived = end.wasOpen && feedOpenedAt.map { now - $0 >= Self.healthyFeedLifetime } == true
+            feedFailures = lived ? 1 : feedFailures + 1
+            feedOpenedAt = nil
             // Reconnecting is cheap and the feed is how the device hears of changes: retried fast
             // (from 100 ms, at most every maximumFeedRetryDelay), never sooner than the server asks.
             let wait = Backoff(initial: .milliseconds(100), maximum: configuration.maximumFeedRetryDelay)
