@@ -149,10 +149,21 @@ public struct OnlineTable: RemoteTable {
     /// ```swift
     /// let unfinished = try await todos.all(TableQuery().filter(.field("done").eq(false)))
     /// ```
+    ///
+    /// - Throws: `RemoteError` of the requests; `invalidResponse` when a next-page link leads back to
+    ///   a page already read (a server whose links do not advance would be followed forever).
     public func all(_ query: TableQuery, limit: Int = 1_000_000) async throws(RemoteError) -> [JSONObject] {
         var items: [JSONObject] = []
         var next: TableQuery? = query
+        var read: Set<TableQuery> = []
         while let current = next, items.count < limit {
+            guard read.insert(current).inserted else {
+                throw RemoteError(
+                    .invalidResponse,
+                    "querying '\(name)': the server's next-page link leads back to a page already read "
+                        + "(\(current.odataQueryString(protocolVersion: client.configuration.protocolVersion).prefix(200))); "
+                        + "stopped after \(items.count) items")
+            }
             let page = try await self.query(current)
             items += page.items
             next = page.items.isEmpty ? nil : page.nextPage

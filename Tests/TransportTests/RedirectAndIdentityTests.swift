@@ -86,6 +86,26 @@
             #expect(item?["version"] == "1")
         }
 
+        /// Next-page links that do not advance (the same page again, a malformed `Link` read as the
+        /// first page) were followed until the item limit, a million items later.
+        @Test(arguments: [
+            #"{"items":[{"id":"a"}],"nextLink":"http://h/tables/todo?$skip=0"}"#,
+            #"{"items":[{"id":"a"}],"nextLink":"http://h/tables/todo"}"#,
+        ])
+        func nextLinksThatLeadBackAreNotFollowedForever(page: String) async throws {
+            let server = try Self.answering { _ in Self.json("200 OK", page) }
+            defer { server.stop() }
+            let table = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url)).onlineTable("todo")
+            do {
+                _ = try await table.all(TableQuery())
+                Issue.record("a page read again and again was followed")
+            } catch {
+                #expect(error.code == .invalidResponse, "\(error)")
+                #expect(error.message.contains("leads back to a page already read"), "\(error)")
+            }
+            #expect(server.requests.withLock { $0.count } <= 3)
+        }
+
         @Test func aConflictWhoseBodyIsAnotherItemCarriesNoServerItem() async throws {
             let server = try Self.answering { head in
                 head.contains("/tables/todo/s1")

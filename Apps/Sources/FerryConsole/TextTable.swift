@@ -79,6 +79,7 @@ public enum TextTable: Sendable {
     /// title  Milk
     /// ```
     public static func renderExpanded(headers: [String], rows: [[String]], totalWidth: Int? = nil) -> String {
+        let headers = headers.map(clean)
         let nameWidth = headers.map(displayWidth).max() ?? 0
         let valueWidth = totalWidth.map { max(8, $0 - nameWidth - 2) }
         var lines: [String] = []
@@ -156,16 +157,37 @@ public enum TextTable: Sendable {
         return result + "…"
     }
 
-    private static func clean(_ cell: String) -> String {
+    /// `cell` as terminal text: line breaks as `⏎`, tabs as a space, and no character that a
+    /// terminal obeys instead of showing: a C0 control is shown as its control picture (ESC as
+    /// `␛`, so a value cannot clear the screen, retitle the window or recolour what follows), and
+    /// C1 controls and bidirectional overrides (which reorder the rest of the line) as `�`.
+    static func clean(_ cell: String) -> String {
         var text = ""
         for character in cell {
             switch character {
             case "\n", "\r\n", "\r": text.append("⏎")
             case "\t": text.append(" ")
-            default: text.append(character)
+            default:
+                guard character.unicodeScalars.contains(where: Self.isObeyed) else {
+                    text.append(character)
+                    continue
+                }
+                for scalar in character.unicodeScalars {
+                    switch scalar.value {
+                    case 0..<0x20: text.unicodeScalars.append(Unicode.Scalar(0x2400 + scalar.value)!)
+                    case 0x7F: text.append("␡")
+                    case _ where Self.isObeyed(scalar): text.append("\u{FFFD}")
+                    default: text.unicodeScalars.append(scalar)
+                    }
+                }
             }
         }
         return text
+    }
+
+    /// Whether a terminal acts on `scalar` rather than showing it.
+    private static func isObeyed(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.properties.generalCategory == .control || scalar.properties.isBidiControl
     }
 
     /// Narrows the widest columns until the line (with two spaces between columns) fits `total`.
