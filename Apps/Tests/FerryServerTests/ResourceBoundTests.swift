@@ -4,9 +4,10 @@ import ServerStorageCore
 import SyncCore
 import Testing
 
-/// Small requests that made the server build huge values (a second outside probe): each is
-/// refused before the work, over real HTTP, on the SQLite storage whose SQL path evaluates it.
-@Suite("Server resource bounds over HTTP", .timeLimit(.minutes(5)))
+/// Small requests that made the server build huge values, and smaller slips, found by a second
+/// outside probe: each checked over real HTTP, on the SQLite storage whose SQL path evaluates
+/// queries.
+@Suite("Server: what a second outside probe found", .timeLimit(.minutes(5)))
 struct ResourceBoundTests {
     private static func filter(_ text: String) -> String {
         "/tables/t?$filter=" + (text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text)
@@ -56,6 +57,29 @@ struct ResourceBoundTests {
         // Nothing of the refused patches was kept, and the item can still be read and replaced whole.
         let item = try await live.send("GET", "/tables/t/j1")
         #expect(item.status == 200 && item.json?.objectValue?["b"] == nil && item.json?.objectValue?["g"] == nil)
+        try await live.stop()
+    }
+
+    @Test func aMergePatchReadsDeletedAsAPutDoes() async throws {
+        let live = try await LiveServer.start(tables: [TableSettings(name: "t", softDelete: true)])
+        #expect(try await live.send("POST", "/tables/t", json: ["id": "d"]).status == 201)
+        let before = try await live.send("GET", "/tables/t/d").json?.objectValue?["version"]
+        for value: JSONValue in ["true", 1, .null, [true]] {
+            let reply = try await live.send(
+                "PATCH", "/tables/t/d", headers: [("ZUMO-API-VERSION", "3.0.0")], json: ["deleted": value])
+            #expect(reply.status == 400, "\(value): \(reply.status) \(reply.text)")
+        }
+        #expect(
+            try await live.send("GET", "/tables/t/d").json?.objectValue?["version"] == before,
+            "a refused patch changed the version")
+        try await live.stop()
+    }
+
+    @Test func healthSaysTheKindOfStorageNotWhereItIs() async throws {
+        let live = try await LiveServer.start(tables: [TableSettings(name: "t")])
+        let health = try await live.send("GET", "/health")
+        #expect(health.status == 200)
+        #expect(health.json?.objectValue?["storage"] == "memory", "\(health.text)")
         try await live.stop()
     }
 

@@ -120,7 +120,13 @@ extension TableService {
             case .mergePatch:
                 if context.version == .v3 { try checkUnchangedSystemProperties(body, current, includingVersion: false) }
                 for (key, value) in Self.userFields(body) { next.content[key] = value }
-                if context.version == .v3, case .bool(let flag)? = body["deleted"] { next.deleted = flag }
+                if context.version == .v3, let deleted = body["deleted"] {
+                    // As a PUT reads it: a flag of another type is refused, not ignored.
+                    guard case .bool(let flag) = deleted else {
+                        throw ProtocolError.badRequest("'deleted' must be true or false", code: "invalidItem")
+                    }
+                    next.deleted = flag
+                }
             case .jsonPatch:
                 let patched: JSONValue
                 do {

@@ -259,10 +259,13 @@ final class TableService: Sendable {
 
     func health() async throws -> TableResponse {
         let tables = try await storage.tableNames()
+        // The kind of storage, not where it is: anyone may ask (a file's path, a database's host,
+        // are the operator's to know; the start-up line says them).
+        let kind = storage.location.prefix { $0 != ":" }
         return .json(
             200,
             [
-                "status": "ok", "server": .string(Self.serverVersion), "storage": .string(storage.location),
+                "status": "ok", "server": .string(Self.serverVersion), "storage": .string(String(kind)),
                 "tables": .int(Int64(tables.count)),
             ])
     }
