@@ -170,9 +170,9 @@ struct AutomaticSyncTests {
         #expect(server.row("todo", id: "from-b") != nil)
     }
 
-    /// A server whose capabilities could not be read at first (it was down) is asked again after
-    /// the first sync: its change feed is used from then on, and a hint pulls the table.
-    @Test func aFeedThatCouldNotBeAskedForAtFirstIsUsedLater() async throws {
+    /// A device syncing `todo` by itself against a model server whose feed the test drives, once
+    /// the feed is open.
+    static func startedWithAFeed() async throws -> (ModelServer, FeedingRemote, SyncContext) {
         let server = ModelServer()
         let remote = FeedingRemote(server)
         let context = SyncContext(store: MemoryStore(), remote: remote)
@@ -180,6 +180,13 @@ struct AutomaticSyncTests {
             [SyncSubscription(table: "todo")],
             configuration: AutomaticSyncConfiguration(pushDelay: .milliseconds(5), pollInterval: .seconds(3_600)))
         try await eventually("the feed is opened") { remote.feedOpened }
+        return (server, remote, context)
+    }
+
+    /// A server whose capabilities could not be read at first (it was down) is asked again after
+    /// the first sync: its change feed is used from then on, and a hint pulls the table.
+    @Test func aFeedThatCouldNotBeAskedForAtFirstIsUsedLater() async throws {
+        let (server, remote, context) = try await Self.startedWithAFeed()
         try await eventually("the status says the feed is used") { context.status.snapshot.usesChangeFeed }
         server.seed("todo", [["id": "s", "title": "From the server"]])
         remote.hint("todo")
@@ -194,13 +201,7 @@ struct AutomaticSyncTests {
     /// from a hostile server) costs a few pulls, not one per event: before, every event queued
     /// behind the running pull, each with a status refresh, and memory grew by 14 MB/s.
     @Test func aStormOfHintsIsGatheredIntoAFewPulls() async throws {
-        let server = ModelServer()
-        let remote = FeedingRemote(server)
-        let context = SyncContext(store: MemoryStore(), remote: remote)
-        await context.startAutomaticSync(
-            [SyncSubscription(table: "todo")],
-            configuration: AutomaticSyncConfiguration(pushDelay: .milliseconds(5), pollInterval: .seconds(3_600)))
-        try await eventually("the feed is opened") { remote.feedOpened }
+        let (server, remote, context) = try await Self.startedWithAFeed()
         try await eventually("the first pull is over") { context.status.snapshot.isCaughtUp }
         server.seed("todo", [["id": "s", "title": "From the server"]])
         server.clearRequests()

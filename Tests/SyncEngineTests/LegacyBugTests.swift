@@ -38,16 +38,8 @@ struct LegacyBugTests {
     /// Bug #13: items without `updatedAt` cannot be paged by time; the pull says so instead of
     /// silently missing rows.
     @Test func itemsWithoutUpdatedAtAreReported() async throws {
-        struct NoTimes: RemoteTable {
-            func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
-            func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
-            func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
-            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
-            func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
-                RemotePage(items: [["id": "a"], ["id": "b"]])
-            }
-        }
-        let context = SyncContext(store: try TestStore(.memory).store) { _ in NoTimes() }
+        let noTimes = FixedPages { _ in RemotePage(items: [["id": "a"], ["id": "b"]]) }
+        let context = SyncContext(store: try TestStore(.memory).store) { _ in noTimes }
         let error = await expectSyncError(.invalidResponse) { try await context.table("t").pull(queryID: "q") }
         #expect(error?.description.contains("updatedAt") == true)
         #expect(try await context.table("t").query().items.isEmpty)

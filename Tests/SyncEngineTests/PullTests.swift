@@ -267,16 +267,10 @@ struct PullTests {
 
     /// A server that ignores the delta token cannot make the pull loop forever.
     @Test func aServerThatIgnoresTheDeltaTokenIsReported() async throws {
-        struct Stuck: RemoteTable {
-            func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
-            func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
-            func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
-            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
-            func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
-                RemotePage(items: [["id": "a", "updatedAt": "2024-01-01T00:00:00.000Z"]], nextPage: query)
-            }
+        let stuck = FixedPages { query in
+            RemotePage(items: [["id": "a", "updatedAt": "2024-01-01T00:00:00.000Z"]], nextPage: query)
         }
-        let context = SyncContext(store: try TestStore(.memory).store) { _ in Stuck() }
+        let context = SyncContext(store: try TestStore(.memory).store) { _ in stuck }
         await expectSyncError(.invalidResponse) { try await context.table("t").pull(queryID: "q") }
         #expect(try await context.table("t").item(id: "a") != nil)  // the first page was fine
     }
@@ -285,26 +279,20 @@ struct PullTests {
     /// deletions were applied before upserts and the deleted item stayed, past the pull's cursor.
     @Test(arguments: StoreKind.allCases)
     func aPageThatRepeatsAnIdMeansItsLastCopy(_ kind: StoreKind) async throws {
-        struct Repeating: RemoteTable {
-            func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
-            func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
-            func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
-            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
-            func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
-                let at = "2024-01-01T00:00:00.000Z"
-                return RemotePage(items: [
-                    ["id": 7, "title": "no valid id", "updatedAt": .string(at)],
-                    ["id": "gone", "title": "kept", "updatedAt": .string(at)],
-                    ["id": "back", "title": "deleted first", "updatedAt": .string(at), "deleted": true],
-                    ["id": "gone", "title": "kept", "updatedAt": .string(at), "deleted": true],
-                    ["id": "back", "title": "then back", "updatedAt": .string(at)],
-                ])
-            }
+        let at = "2024-01-01T00:00:00.000Z"
+        let repeating = FixedPages { _ in
+            RemotePage(items: [
+                ["id": 7, "title": "no valid id", "updatedAt": .string(at)],
+                ["id": "gone", "title": "kept", "updatedAt": .string(at)],
+                ["id": "back", "title": "deleted first", "updatedAt": .string(at), "deleted": true],
+                ["id": "gone", "title": "kept", "updatedAt": .string(at), "deleted": true],
+                ["id": "back", "title": "then back", "updatedAt": .string(at)],
+            ])
         }
         let test = try TestStore(kind)
         let store = test.store
         try await store.upsert("t", [["id": "gone", "title": "here before"]])
-        let context = SyncContext(store: store) { _ in Repeating() }
+        let context = SyncContext(store: store) { _ in repeating }
         let result = try await context.table("t").pull()
         #expect(try await context.table("t").item(id: "gone") == nil)
         #expect(try await context.table("t").item(id: "back")?["title"] == "then back")

@@ -143,3 +143,15 @@ func expectSyncError(
         return nil
     }
 }
+
+/// A remote table whose every query answers `page` (writes echo, reads find nothing): a server
+/// that answers pages some peer would not.
+struct FixedPages: RemoteTable {
+    let page: @Sendable (TableQuery) -> RemotePage
+
+    func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
+    func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
+    func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
+    func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
+    func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage { page(query) }
+}
