@@ -36,6 +36,9 @@ struct AttachmentDownloadTests {
         let etag = "\"\(Uploads.hex(bytes))\""
         #expect(whole.header("ETag") == etag && whole.header("Accept-Ranges") == "bytes")
         #expect(whole.header("Repr-Digest") == Uploads.digest(bytes) && whole.header("Content-Type") == "image/png")
+        // The uploader's type is served as is, but a browser may neither sniff another nor run it.
+        #expect(whole.header("X-Content-Type-Options") == "nosniff")
+        #expect(whole.header("Content-Security-Policy") == "sandbox")
 
         let tail = try await live.send("GET", Uploads.path, headers: alice + [("Range", "bytes=600000-")])
         #expect(tail.status == 206 && tail.body == Array(bytes[600_000...]))

@@ -41,6 +41,9 @@ extension TableService {
         var headers: [(name: String, value: String)] = [
             ("ETag", etag), ("Accept-Ranges", "bytes"), ("Content-Type", attachment.contentType),
             ("Repr-Digest", ItemAttachment.reprDigest(sha256: attachment.sha256)),
+            // The type is the uploader's word: a browser that opens the file from this origin must
+            // neither guess another type nor run it (an HTML upload would be a stored script).
+            ("X-Content-Type-Options", "nosniff"), ("Content-Security-Policy", "sandbox"),
         ]
         var status = 200
         var range: Range<Int64> = 0..<blob.size

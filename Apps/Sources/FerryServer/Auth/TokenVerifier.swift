@@ -57,6 +57,8 @@ public struct TokenVerifier: Sendable {
             case .object(let header)? = try? JSONValue(parsingUTF8: headerBytes)
         else { throw Failure(reason: "the header is not base64url-encoded JSON") }
         guard header["alg"] == "HS256" else { throw Failure(reason: "only HS256 tokens are accepted") }
+        // RFC 7515 §4.1.11: extensions the token says must be understood, which this verifier does not.
+        guard header["crit"] == nil else { throw Failure(reason: "the header names critical extensions ('crit')") }
         guard let signature = Self.base64URLDecoded(parts[2]) else {
             throw Failure(reason: "the signature is not base64url-encoded")
         }
@@ -70,14 +72,14 @@ public struct TokenVerifier: Sendable {
         let seconds = now.timeIntervalSince1970
         var expiresAt: Date?
         if let exp = claims["exp"] {
-            guard let value = exp.doubleValue else { throw Failure(reason: "'exp' is not a number") }
+            guard let value = exp.doubleValue, value.isFinite else { throw Failure(reason: "'exp' is not a number") }
             guard seconds < value else { throw Failure(reason: "the token has expired") }
             expiresAt = Date(timeIntervalSince1970: value)
         } else if requiresExpiry {
             throw Failure(reason: "the token has no expiry ('exp')")
         }
         if let nbf = claims["nbf"] {
-            guard let value = nbf.doubleValue else { throw Failure(reason: "'nbf' is not a number") }
+            guard let value = nbf.doubleValue, value.isFinite else { throw Failure(reason: "'nbf' is not a number") }
             guard seconds >= value else { throw Failure(reason: "the token is not valid yet") }
         }
         if let issuer, claims["iss"] != .string(issuer) { throw Failure(reason: "the issuer is not accepted") }
