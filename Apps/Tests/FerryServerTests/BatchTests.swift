@@ -218,6 +218,13 @@ struct BatchTests {
             #expect(reply.json?.objectValue?["error"]?.stringValue?.contains("\n") == false)
         }
         #expect(try await server.send("GET", "/tables/$batch").status == 405)
+        // A request without an id gets its position's, and the message says so when it is taken.
+        let positional = try await server.send(
+            "POST", "/tables/$batch",
+            json: ["requests": [["id": "2", "method": "GET", "url": "todo"], ["method": "GET", "url": "todo"]]])
+        #expect(positional.status == 400)
+        #expect(
+            positional.text.contains("requests[1] has no id, and the id of its position, '2'"), "\(positional.text)")
         // Nothing of a refused batch was applied.
         #expect(try await server.send("GET", "/tables/todo/b0").status == 404)
         // An entry above the single-request limit fails alone; the others apply.

@@ -55,7 +55,13 @@ extension TableService {
         for (index, entry) in requests.enumerated() {
             let parsed = try parseBatchEntry(entry, index: index, outer: request)
             if case .string(let id) = parsed.id, !seen.insert(id).inserted {
-                throw ProtocolError.badRequest("requests[\(index)]: the id '\(id)' is used twice", code: "invalidBatch")
+                let given = requests[index].objectValue?["id"] != nil
+                throw ProtocolError.badRequest(
+                    given
+                        ? "requests[\(index)]: the id '\(id)' is used twice"
+                        : "requests[\(index)] has no id, and the id of its position, '\(id)', is another request's; "
+                            + "give every request an id of its own",
+                    code: "invalidBatch")
             }
             inner.append(parsed)
         }
