@@ -1,3 +1,4 @@
+import Synchronization
 import SyncCore
 import SyncTesting
 import Testing
@@ -298,6 +299,39 @@ struct PullTests {
         #expect(try await context.table("t").item(id: "back")?["title"] == "then back")
         #expect(result.items.deleted == 1 && result.items.upserted == 1)
         #expect(result.items.skipped == 2 && result.items.invalid == 1)
+    }
+
+    /// An item a server dated in the far future (its clock jumped, a bug stamped 9999) is pulled,
+    /// but the saved delta token stays before it: the next incremental pull still brings what
+    /// changed after. Before, the token moved to 9999 and the device never pulled again.
+    @Test func anItemDatedInTheFarFutureDoesNotCarryTheDeltaTokenPastLaterChanges() async throws {
+        final class Rows: RemoteTable, Sendable {
+            let rows = Mutex<[JSONObject]>([
+                ["id": "a", "updatedAt": "2026-01-01T00:00:00.000Z"],
+                ["id": "future", "updatedAt": "9999-12-31T23:59:59.999Z"],
+            ])
+            func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { item }
+            func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject { item }
+            func delete(id: String, ifVersion version: String?) async throws(RemoteError) {}
+            func item(id: String) async throws(RemoteError) -> JSONObject? { nil }
+            func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
+                let all = rows.withLock { $0 }
+                do {
+                    return RemotePage(items: try QueryEvaluator().evaluate(query, over: all).items)
+                } catch {
+                    throw RemoteError(.badRequest, "\(error)")
+                }
+            }
+        }
+        let rows = Rows()
+        let context = SyncContext(store: try TestStore(.memory).store) { _ in rows }
+        let first = try await context.table("t").pull(queryID: "q", options: PullOptions(pageSize: 1))
+        #expect(first.items.upserted == 2 && first.pages == 2)
+        // A change the server makes now, dated now.
+        rows.rows.withLock { $0.append(["id": "b", "updatedAt": "2026-01-02T00:00:00.000Z"]) }
+        let second = try await context.table("t").pull(queryID: "q")
+        #expect(try await context.table("t").item(id: "b") != nil, "the change after the future item was never pulled")
+        #expect(second.items.received == 2, "b, and the future item again")
     }
 
     @Test(arguments: StoreKind.allCases)

@@ -150,10 +150,14 @@ extension SyncContext {
                 pending = PageFetch(
                     remote, request(after: next, offset: offset + items.count, remaining: nextRemaining))
             }
-            let stored = queryID.flatMap { _ in next?.stored }
-            let applied = try await write("pull") { [next] tx in
+            // The pull pages on past items dated in the future, but keeps the delta token at the last
+            // item dated sooner: the next pull asks for them again, with whatever changed meanwhile.
+            let stored = queryID.flatMap { _ in
+                PullPlan.lastPlausible(items, filter: filterKey, horizon: PullPlan.horizon())?.stored
+            }
+            let applied = try await write("pull") { tx in
                 let applied = try PullSteps.apply(items, table: table, in: tx)
-                if let queryID, let stored, next != nil {
+                if let queryID, let stored {
                     try tx.setDeltaToken(table: table, queryID: queryID, value: stored)
                 }
                 return applied
@@ -316,6 +320,26 @@ enum PullPlan {
                     .binary(.greaterThan, .field("id"), .literal(.string(deltaToken.id))))))
         guard let filter else { return after }
         return .binary(.and, filter, after)
+    }
+
+    /// How far past the device's clock an item's `updatedAt` may be and still move a saved delta
+    /// token. A server whose clock jumped ahead (or a bug that stamped 9999-12-31) would otherwise
+    /// move it past every change made after, and the device would never pull them.
+    static let futureTolerance: Int64 = 24 * 3_600_000
+
+    static func horizon() -> Timestamp {
+        Timestamp(millisecondsSince1970: ItemFields.now().millisecondsSince1970 + futureTolerance)
+    }
+
+    /// The delta token to save after a page: its last item dated no later than `horizon` (items come
+    /// in `updatedAt` order, so those after it are all dated later), or `nil` to keep the saved one.
+    static func lastPlausible(_ items: [JSONObject], filter: String, horizon: Timestamp) -> DeltaToken? {
+        for item in items.reversed() {
+            if let time = item.updatedAt, time <= horizon, let id = item.id {
+                return DeltaToken(updatedAt: time, id: id, filter: filter)
+            }
+        }
+        return nil
     }
 
     /// The delta token after a page: its last item, which must come after the previous delta token.
