@@ -301,7 +301,8 @@ struct HTTPClient: Sendable {
     /// the token would go where the redirect says. The request was not applied where it was sent;
     /// the push stops and keeps the operation, as when the server cannot be reached.
     static func redirected(_ method: String, _ url: URL, status: Int?, to location: String?) -> RemoteError {
-        let target = location.map { String($0.prefix(300).filter { !$0.isNewline }) }
+        // The server's text, shown as one bounded line without control characters.
+        let target = location.flatMap(HTTPResponse.displayLine)
         let whereTo = target.map { " to \($0)" } ?? ""
         return RemoteError(
             .network, status: status,

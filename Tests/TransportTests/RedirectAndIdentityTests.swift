@@ -55,6 +55,23 @@
             #expect(elsewhere.requests.withLock { $0.isEmpty }, "the other host got a request (and the token)")
         }
 
+        @Test func theNewAddressIsShownAsOneBoundedLineWithoutBidiOverrides() async throws {
+            let location = "https://elsewhere/\u{202E}" + String(repeating: "x", count: 2000)
+            let server = try Self.answering { _ in
+                "HTTP/1.1 301 Moved Permanently\r\nLocation: \(location)\r\nContent-Length: 0\r\n\r\n"
+            }
+            defer { server.stop() }
+            do {
+                _ = try await HTTPRemote(HTTPRemote.Configuration(serverURL: server.url)).onlineTable("todo").item(
+                    id: "a")
+                Issue.record("a redirect was followed")
+            } catch {
+                #expect(error.message.contains("redirected it to https://elsewhere/xxx"), "\(error.message)")
+                #expect(!error.message.unicodeScalars.contains { $0.properties.isBidiControl })
+                #expect(error.message.count < 600, "\(error.message.count) characters")
+            }
+        }
+
         @Test func anAcceptedWriteAnsweredWithAnotherItemIsAnInvalidResponse() async throws {
             let server = try Self.answering { head in
                 head.hasPrefix("POST")
