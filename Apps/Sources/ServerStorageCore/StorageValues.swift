@@ -183,11 +183,18 @@ public struct StorageQuery: Sendable, Hashable {
     public var includeTotalCount: Bool
     /// Whose rows the query sees.
     public var owner: OwnerScope
+    /// The most bytes of stored item text one page holds; `nil` for no bound. The page ends before
+    /// the row that would pass it, with ``StoragePage/hasMore`` set; a page always holds at least
+    /// one row, however large. A storage applies it while it reads, so a page of large items is
+    /// never read whole.
+    public var maximumBytes: Int?
 
     public init(
         filter: QueryExpression? = nil, orderBy: [SortKey] = [], skip: Int = 0, limit: Int? = nil,
-        includeDeleted: Bool = false, includeTotalCount: Bool = false, owner: OwnerScope = .all
+        includeDeleted: Bool = false, includeTotalCount: Bool = false, owner: OwnerScope = .all,
+        maximumBytes: Int? = nil
     ) {
+        self.maximumBytes = maximumBytes
         self.filter = filter
         self.orderBy = orderBy
         self.skip = skip

@@ -152,6 +152,14 @@ extension PostgreSQLServerStorage {
     static func decode(_ row: PostgresRow) throws -> StoredItem {
         let (id, text, created, updated, version, deleted, owner) = try row.decode(
             (String, String, Int64, Int64, Int64, Bool, String?).self)
+        return try item(id, text, created, updated, version, deleted, owner)
+    }
+
+    /// The item of a row's decoded columns (``columns``).
+    static func item(
+        _ id: String, _ text: String, _ created: Int64, _ updated: Int64, _ version: Int64, _ deleted: Bool,
+        _ owner: String?
+    ) throws -> StoredItem {
         guard case .object(let content) = try? JSONValue(parsing: text) else {
             throw StorageError(.corrupt, "the stored item '\(id)' is not a JSON object")
         }

@@ -38,6 +38,29 @@ struct PostgreSQLSession: Sendable {
         try await rows(PostgreSQLServerStorage.query(fragment))
     }
 
+    /// Runs one statement and hands its rows to `next` as they arrive, until it returns `false`
+    /// (the rest of the rows are then discarded as they arrive, never held): a page that needs
+    /// only some of a statement's rows does not wait for, or keep, all of them.
+    func reduceRows<State: Sendable>(
+        _ fragment: SQLFragment, into initial: State,
+        _ next: @escaping @Sendable (inout State, PostgresRow) throws -> Bool
+    ) async throws -> State {
+        let query = PostgreSQLServerStorage.query(fragment)
+        let connection = connection
+        let logger = logger
+        let limit = limit
+        let watch = watch
+        let read: @Sendable () async throws -> State = {
+            var state = initial
+            for try await row in try await connection.query(query, logger: logger) {
+                guard try next(&state, row) else { break }
+            }
+            return state
+        }
+        guard let statements else { return try await watch.bounded(connection, limit: limit, read) }
+        return try await statements.run(query.sql) { try await watch.bounded(connection, limit: limit, read) }
+    }
+
     /// Runs one statement and collects its rows.
     func rows(_ query: PostgresQuery, cancellable: Bool = true) async throws -> [PostgresRow] {
         let connection = connection

@@ -29,7 +29,8 @@ extension SQLiteServerStorage {
         if !query.includeDeleted { scope.append("deleted = 0") }
         let unfiltered = scope.isEmpty ? "1" : SQLFragment.joined(scope, separator: " AND ")
         let condition = split.sql.map { SQLFragment.joined([$0] + scope, separator: " AND ") } ?? unfiltered
-        let order = split.residual == nil ? try? compiler.order(query.orderBy, filter: query.filter) : nil
+        // With a residual filter, the order SQL gives need not rely on the filter's numeric fields.
+        let order = try? compiler.order(query.orderBy, filter: split.residual == nil ? query.filter : nil)
         let logger = configuration.logger
 
         return try await read("querying '\(table.name)'") { db in
@@ -43,7 +44,7 @@ extension SQLiteServerStorage {
             }
             if plan.residual == nil, plan.order != nil {
                 do {
-                    return try Self.run(db, sqlName, query, plan)
+                    return try Self.run(db, sqlName, table, query, plan)
                 } catch let error as DatabaseError
                     where error.resultCode == .SQLITE_ERROR || error.resultCode == .SQLITE_TOOBIG
                 {
@@ -62,28 +63,24 @@ extension SQLiteServerStorage {
     }
 
     /// Runs a query wholly in SQLite; one extra row tells whether more follow.
-    static func run(_ db: Database, _ sqlName: String, _ query: StorageQuery, _ plan: QueryPlanSQL) throws
-        -> StoragePage
-    {
+    static func run(
+        _ db: Database, _ sqlName: String, _ table: StorageTable, _ query: StorageQuery, _ plan: QueryPlanSQL
+    ) throws -> StoragePage {
         let skip = Int64(max(0, query.skip))
         let limit = query.limit.map { max(0, $0) }
         let fetchLimit = limit.flatMap { $0 == Int.max ? nil : Int64($0) + 1 }
         let order = plan.order ?? "id"
         let sql: SQLFragment =
             "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: sqlName)) WHERE \(plan.condition) ORDER BY \(order) \(SQLDialect.sqlite.page(limit: fetchLimit, offset: skip))"
-        var items = try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map(decode)
-        var hasMore = false
-        if let limit, items.count > limit {
-            items.removeLast(items.count - limit)
-            hasMore = true
-        }
-        var total: Int?
+        var gatherer = PageGatherer(query: query, table: table, mode: .paged)
+        try gather(db, sql, into: &gatherer)
+        var page = gatherer.page()
         if query.includeTotalCount {
-            total = try Int.fetchOne(
+            page.totalCount = try Int.fetchOne(
                 db, sql: "SELECT COUNT(*) FROM \(sqlName) WHERE \(plan.condition.sqliteText)",
                 arguments: plan.condition.statementArguments)
         }
-        return StoragePage(items: items, totalCount: total, hasMore: hasMore, plan: .database)
+        return page
     }
 
     /// Runs the residual filter, and the order when SQL does not, in the evaluator over the rows
@@ -94,7 +91,20 @@ extension SQLiteServerStorage {
         var sql: SQLFragment =
             "SELECT \(SQLFragment(text: columns)) FROM \(SQLFragment(text: sqlName)) WHERE \(plan.condition)"
         if let order = plan.order { sql = "\(sql) ORDER BY \(order)" }
-        let rows = try Row.fetchAll(db, sql: sql.sqliteText, arguments: sql.statementArguments).map(decode)
-        return query.evaluatedPage(of: rows, table: table, residual: plan.residual, sorted: plan.order != nil)
+        var gatherer = PageGatherer(
+            query: query, table: table,
+            mode: plan.order == nil ? .unordered(residual: plan.residual) : .ordered(residual: plan.residual))
+        try gather(db, sql, into: &gatherer)
+        return gatherer.page()
+    }
+
+    /// Offers the rows of `sql` to `gatherer` one by one, until it has what it needs: a page of
+    /// large items, or a filter SQL could not run, never has every row in memory at once.
+    static func gather(_ db: Database, _ sql: SQLFragment, into gatherer: inout PageGatherer) throws {
+        let rows = try Row.fetchCursor(db, sql: sql.sqliteText, arguments: sql.statementArguments)
+        while let row = try rows.next() {
+            let text: String = row[1]
+            guard try gatherer.offer(size: text.utf8.count, { try decode(row, text: text) }) else { break }
+        }
     }
 }

@@ -8,8 +8,12 @@ extension SQLiteServerStorage {
     static let columns = "id, item, created_at, updated_at, version, deleted, owner"
 
     static func decode(_ row: Row) throws -> StoredItem {
+        try decode(row, text: row[1])
+    }
+
+    /// Decodes a row whose item text (`row[1]`) was read already.
+    static func decode(_ row: Row, text: String) throws -> StoredItem {
         let id: String = row[0]
-        let text: String = row[1]
         guard case .object(let content) = try? JSONValue(parsing: text) else {
             throw StorageError(.corrupt, "the stored item '\(id)' is not a JSON object")
         }

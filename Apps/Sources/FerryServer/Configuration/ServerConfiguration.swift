@@ -174,6 +174,10 @@ public struct RequestLimits: Sendable, Hashable {
     /// The most bytes of read answers one batch returns (default 32 MiB): a read that would pass it
     /// is answered 413 instead. Writes always get their answer.
     public var maximumBatchAnswerSize: Int
+    /// The most bytes of stored items one query page returns (default 8 MiB): the page ends before
+    /// the item that would pass it, with a next-page link, so that a page of large items costs the
+    /// server and the client a bounded amount of memory. A page always holds at least one item.
+    public var maximumPageBytes: Int
     /// How long the outcome of a write sent with an `Idempotency-Key` is kept: a retry within it
     /// gets the recorded answer; a retry after it is applied as a new request.
     public var idempotencyRetention: Duration
@@ -204,8 +208,9 @@ public struct RequestLimits: Sendable, Hashable {
         idempotencyRetention: Duration = .seconds(24 * 3600), maximumChangeFeeds: Int = 10_000,
         maximumChangeFeedsPerUser: Int = 16, maximumAnonymousChangeFeeds: Int = 64,
         changeFeedHeartbeat: Duration = .seconds(15), changeFeedResumeMargin: Duration = .seconds(60),
-        batchWriteSlice: Duration = .milliseconds(100)
+        batchWriteSlice: Duration = .milliseconds(100), maximumPageBytes: Int = 8 << 20
     ) {
+        self.maximumPageBytes = maximumPageBytes
         self.batchWriteSlice = batchWriteSlice
         self.maximumAnonymousChangeFeeds = maximumAnonymousChangeFeeds
         self.changeFeedResumeMargin = changeFeedResumeMargin
@@ -239,6 +244,7 @@ public struct RequestLimits: Sendable, Hashable {
         guard maximumBatchAnswerSize >= 1 << 20 else {
             throw ConfigurationError("maximumBatchAnswerSize must be at least 1 MiB")
         }
+        guard maximumPageBytes >= 1024 else { throw ConfigurationError("maximumPageBytes must be at least 1024 bytes") }
         guard idempotencyRetention >= .seconds(60) else {
             throw ConfigurationError("idempotencyRetention must be at least 60 seconds")
         }

@@ -33,7 +33,8 @@ extension TableService {
                 StorageQuery(
                     filter: filter, orderBy: parsed.orderBy, skip: skip, limit: take,
                     includeDeleted: parsed.includeDeleted || context.includesDeleted,
-                    includeTotalCount: parsed.includeTotalCount, owner: scope))
+                    includeTotalCount: parsed.includeTotalCount, owner: scope,
+                    maximumBytes: configuration.limits.maximumPageBytes))
         }
         let evaluator = QueryEvaluator(schema: table.schema)
         let items = page.items.map {
