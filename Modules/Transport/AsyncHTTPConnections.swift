@@ -198,6 +198,28 @@
             return joined
         }
 
+        /// A TLS failure in words: the library's own description names OpenSSL reason codes and
+        /// source paths, which tell a person nothing.
+        static func tlsFailure(_ error: any Error) -> String {
+            let text = String(describing: error)
+            if let extra = error as? NIOSSLExtraError, extra == .failedToValidateHostname {
+                return "the TLS handshake failed: the server's certificate is for another host name"
+            }
+            if case .failedToLoadCertificate? = error as? NIOSSLError {
+                return "an additional trusted authority's certificate could not be loaded (not a PEM certificate?)"
+            }
+            if ["WRONG_VERSION_NUMBER", "PACKET_LENGTH_TOO_LONG", "HTTP_REQUEST", "RECORD_TOO_LARGE"].contains(where: {
+                text.contains($0)
+            }) {
+                return "the TLS handshake failed: the server does not speak TLS there (a plain http:// server?)"
+            }
+            if text.contains("CERTIFICATE_VERIFY_FAILED") {
+                return
+                    "the TLS handshake failed: the server's certificate is not trusted (an authority this device does not know, or expired)"
+            }
+            return "the TLS handshake failed"
+        }
+
         /// A failure of AsyncHTTPClient, NIO or TLS as the `URLError` `URLSession` gives for it.
         static func urlError(_ error: any Error) -> URLError {
             if let error = error as? URLError { return error }
@@ -221,11 +243,11 @@
                 if case .invalidEOFState = parser { return URLError(.networkConnectionLost) }
                 return described(.badServerResponse, "the server's answer is not valid HTTP: \(parser)")
             }
-            if let tls = error as? NIOSSLError {
-                return described(.secureConnectionFailed, "TLS failed: \(tls)")
+            if error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError {
+                return described(.secureConnectionFailed, tlsFailure(error))
             }
-            if let tls = error as? BoringSSLError {
-                return described(.secureConnectionFailed, "TLS failed: \(tls)")
+            if let unknown = error as? SocketAddressError.UnknownHost {
+                return described(.cannotFindHost, "the server's host name '\(unknown.host)' was not found")
             }
             if let channel = error as? ChannelError {
                 switch channel {
@@ -246,7 +268,8 @@
             if text.contains("connectionRefused") || text.contains("Connection refused") {
                 return URLError(.cannotConnectToHost)
             }
-            if text.contains("NXDOMAIN") || text.contains("lookup") || text.contains("resolve") {
+            // NIOPosix's connection error: "DNS error: SocketAddressError.UnknownHost: …".
+            if ["NXDOMAIN", "lookup", "resolve", "DNS error", "UnknownHost"].contains(where: { text.contains($0) }) {
                 return URLError(.cannotFindHost)
             }
             return described(.unknown, text)

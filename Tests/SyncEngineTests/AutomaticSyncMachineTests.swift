@@ -248,6 +248,27 @@ struct AutomaticSyncMachineTests {
         #expect(run.machine.downloadProblem?.status == 401)
     }
 
+    /// A server that refuses the feed (429: every place taken, or feeds turned off) still answers
+    /// pulls: the device polls meanwhile (it heard of no change at all before) and does not call
+    /// the server unreachable; once a feed is open again, polling stops.
+    @Test func aRefusedFeedIsPolledMeanwhileAndTheServerStillAnswers() {
+        var run = Run.synced()
+        let full = SyncProblem(code: .remote, message: "too many change feeds are open", status: 429)
+        let refused = run.handle(.feedEnded(.init(wasOpen: false, problem: full, retryAfter: .seconds(60))))
+        #expect(run.machine.reachability.isReachableForTests, "\(run.machine.reachability)")
+        #expect(run.due(.poll, in: refused) == .seconds(30), "\(refused)")
+        let poll = run.handle(.timer(.poll), after: .seconds(30))
+        #expect(poll.contains(.work(push: false, retryFailed: false, pull: ["todo", "notes"])), "\(poll)")
+        #expect(run.due(.poll, in: poll) == .seconds(30))
+        _ = run.handle(.workFinished(.success))
+        _ = run.handle(.timer(.openFeed), after: .seconds(30))
+        _ = run.handle(.feedOpened)
+        #expect(run.handle(.timer(.poll), after: .seconds(30)).isEmpty, "no polling once the feed is open")
+        // A feed that cannot connect at all still means the server is unreachable.
+        _ = run.handle(.feedEnded(.init(wasOpen: true, problem: Run.network)))
+        #expect(!run.machine.reachability.isReachableForTests)
+    }
+
     @Test func aFailedPushIsAnUploadProblemAndAFailedPullADownloadOne() {
         var run = Run.synced()
         _ = run.handle(.queueChanged)

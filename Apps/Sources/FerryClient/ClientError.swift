@@ -86,7 +86,8 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution, .invalidAttachmentName:
                 return ClientError(.usage, error.message)
             case .queuedOperations:
-                return ClientError(.failed, error.message, hint: "push first, or purge with --force")
+                return ClientError(
+                    .failed, error.message, hint: "push first, or purge with --force, which drops them too")
             case .pushInProgress:
                 return ClientError(
                     .failed, error.message, hint: "push again when the other push is done; nothing was sent twice")
@@ -132,7 +133,12 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case .offline?: "say `online` to reconnect"
         case .noServer?: "give --server URL"
         case .noAttachments?: "start the server with `ferry serve --attachments`"
-        case nil: "is the server running? check --server"
+        case nil:
+            switch (error?.underlying as? URLError)?.code {
+            case .secureConnectionFailed?: "check the URL's scheme (http or https) and --ca-file"
+            case .cannotFindHost?, .dnsLookupFailed?: "check the host name in --server"
+            default: "is the server running? check --server"
+            }
         }
     }
 }

@@ -107,9 +107,13 @@ public enum Rendering: Sendable {
             if let files {
                 object["files"] = ["sent": .int(Int64(files.sent)), "queued": .int(Int64(files.queued))]
             }
+            if !result.resolvedConflicts.isEmpty {
+                object["resolvedConflicts"] = resolvedConflictsJSON(result.resolvedConflicts)
+            }
             return JSONValue.object(object).serialized()
         case .table, .csv:
             var text = "pushed \(grouped(result.pushed)) operation\(result.pushed == 1 ? "" : "s")"
+            text += resolvedConflicts(result.resolvedConflicts)
             if !result.failed.isEmpty {
                 text +=
                     "; \(grouped(result.failed.count)) failed (see `conflicts`):\n"
@@ -123,6 +127,44 @@ public enum Rendering: Sendable {
         }
     }
 
+    /// `[{"table":…,"id":…,"operation":…,"took":"server"|"mine"}]`.
+    static func resolvedConflictsJSON(_ conflicts: [ResolvedConflict]) -> JSONValue {
+        .array(
+            conflicts.map { conflict in
+                [
+                    "table": .string(conflict.table), "id": .string(conflict.itemID),
+                    "operation": .string(conflict.kind.rawValue),
+                    "took": .string(conflict.resolution == .useServer ? "server" : "mine"),
+                ]
+            })
+    }
+
+    /// The lines saying which conflicts a push settled by itself, and which local changes that
+    /// dropped: the server's copy winning must never pass for a plain "pushed".
+    static func resolvedConflicts(_ conflicts: [ResolvedConflict]) -> String {
+        guard !conflicts.isEmpty else { return "" }
+        let dropped = conflicts.filter { $0.resolution == .useServer }
+        var text = ""
+        if !dropped.isEmpty {
+            let count = dropped.count
+            text +=
+                "\n\(grouped(count)) conflict\(count == 1 ? "" : "s") settled for the server: "
+                + "the server's copy replaced \(count == 1 ? "this local change" : "these local changes"), "
+                + "which \(count == 1 ? "is" : "are") not on the server:"
+            for conflict in dropped.prefix(20) {
+                text += "\n  \(conflict.kind) \(TextTable.clean(conflict.table))/\(TextTable.clean(conflict.itemID))"
+            }
+            if count > 20 { text += "\n  … and \(grouped(count - 20)) more" }
+        }
+        let kept = conflicts.count - dropped.count
+        if kept > 0 {
+            text +=
+                "\n\(grouped(kept)) conflict\(kept == 1 ? "" : "s") settled for this device: "
+                + "\(kept == 1 ? "its change was" : "their changes were") sent again over the server's"
+        }
+        return text
+    }
+
     /// A pull's outcome.
     public static func pull(_ result: PullResult, table: String, format: OutputFormat, width: Int? = nil) -> String {
         let items = result.items
@@ -134,6 +176,9 @@ public enum Rendering: Sendable {
                 "skipped": .int(Int64(items.skipped)), "invalid": .int(Int64(items.invalid)),
             ]
             if let push = result.push { object["pushedFirst"] = .int(Int64(push.pushed)) }
+            if let conflicts = result.push?.resolvedConflicts, !conflicts.isEmpty {
+                object["resolvedConflicts"] = resolvedConflictsJSON(conflicts)
+            }
             object["failed"] = .array((result.push?.failed ?? []).map { .object($0.json) })
             return JSONValue.object(object).serialized()
         case .table, .csv:
@@ -148,6 +193,7 @@ public enum Rendering: Sendable {
             if let push = result.push, push.pushed > 0 || !push.failed.isEmpty {
                 text = "pushed \(grouped(push.pushed)) first; " + text
             }
+            text += resolvedConflicts(result.push?.resolvedConflicts ?? [])
             if let failed = result.push?.failed, !failed.isEmpty {
                 text +=
                     "\n\(failed.count) operation\(failed.count == 1 ? "" : "s") of the push first failed (see `conflicts`):\n"

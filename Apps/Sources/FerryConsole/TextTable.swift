@@ -161,7 +161,7 @@ public enum TextTable: Sendable {
     /// terminal obeys instead of showing: a C0 control is shown as its control picture (ESC as
     /// `␛`, so a value cannot clear the screen, retitle the window or recolour what follows), and
     /// C1 controls and bidirectional overrides (which reorder the rest of the line) as `�`.
-    static func clean(_ cell: String) -> String {
+    public static func clean(_ cell: String) -> String {
         var text = ""
         for character in cell {
             switch character {

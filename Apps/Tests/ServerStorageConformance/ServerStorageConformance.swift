@@ -102,7 +102,8 @@ extension ConformanceCheck where Fixture == ServerStorageFixture {
 public enum ServerStorageConformanceSuite: Sendable {
     /// Every check.
     public static var checks: [ServerStorageCheck] {
-        crud + stamps + concurrency + fields + owners + queries + pages + changes + outcomes + transactions + sets + lifecycle
+        crud + stamps + concurrency + fields + owners + queries + pages + changes + outcomes + transactions + sets
+            + lifecycle
     }
 
     /// Reports the checks `fixture` cannot run by cancelling the current test with their names and

@@ -264,8 +264,10 @@ struct AutomaticSyncMachine: Sendable {
         case .timer(.work):
             workScheduled = false
         case .timer(.poll):
-            // Polling stops once the feed is there (it resumes from its position when it drops).
-            guard !feedMode else {
+            // Polling stops once the feed is open or opening (it resumes from its position when it
+            // drops); while a feed is refused or failing, the device polls rather than hear of
+            // nothing (each failure starts polling again).
+            guard !feedMode || feedState == .closed else {
                 polling = false
                 return []
             }
@@ -303,7 +305,14 @@ struct AutomaticSyncMachine: Sendable {
             guard online else { return [] }
             if let problem = end.problem {
                 downloadProblem = problem
-                if problem.meansUnreachable { failedToReach(problem, now) }
+                // 429 on the feed is the server's answer that it has no place for another feed
+                // (every place taken, or feeds turned off): the server answers, and pulls go on.
+                if problem.status == 429 {
+                    answered(now)
+                } else if problem.meansUnreachable {
+                    failedToReach(problem, now)
+                }
+                actions += startPolling(now)
             }
             let lived = end.wasOpen && feedOpenedAt.map { now - $0 >= Self.healthyFeedLifetime } == true
             feedFailures = lived ? 1 : feedFailures + 1
@@ -312,7 +321,7 @@ struct AutomaticSyncMachine: Sendable {
             // (from 100 ms, at most every maximumFeedRetryDelay), never sooner than the server asks.
             let wait = Backoff(initial: .milliseconds(100), maximum: configuration.maximumFeedRetryDelay)
                 .delay(after: feedFailures, retryAfter: end.retryAfter, using: &generator)
-            return [.refreshCounts, .schedule(.openFeed, at: now + wait)]
+            return actions + [.refreshCounts, .schedule(.openFeed, at: now + wait)]
         case .workFinished(let outcome):
             let problem = outcome.pushProblem ?? outcome.pullProblem
             guard let problem else {

@@ -91,7 +91,8 @@ enum PurgeSteps {
         if pending > 0, !force {
             throw SyncError(
                 .queuedOperations,
-                "purge of '\(table)': the table has \(pending) queued operations; push first, or purge with force")
+                "purge of '\(table)': the table has \(pending) queued operation\(pending == 1 ? "" : "s") not pushed yet"
+            )
         }
         var selection = query
         selection.select = nil

@@ -8,6 +8,9 @@ public struct PushResult: Sendable, Hashable {
     /// The longest wait the server asked for (`Retry-After`) when it failed operations for now
     /// (503, 429): a retry should not come sooner.
     public var retryAfter: Duration?
+    /// The conflicts the conflict handler settled during this push (counted in ``pushed`` too), in
+    /// queue order: what an app or a person is told, since `useServer` drops a local change.
+    public var resolvedConflicts: [ResolvedConflict] = []
 
     public init(pushed: Int = 0, failed: [OperationErrorRecord] = []) {
         self.pushed = pushed
@@ -16,6 +19,26 @@ public struct PushResult: Sendable, Hashable {
 
     /// Whether every operation went through.
     public var isComplete: Bool { failed.isEmpty }
+}
+
+/// A conflict the conflict handler settled during a push (``PushResult/resolvedConflicts``).
+public struct ResolvedConflict: Sendable, Hashable {
+    /// The item's table.
+    public var table: String
+    /// The item's id.
+    public var itemID: String
+    /// The local operation that conflicted.
+    public var kind: OperationKind
+    /// What the handler chose: `useServer` dropped the local change (or the server had deleted the
+    /// item, which always wins); `useClient` and `useMerged` sent it again and the server took it.
+    public var resolution: ConflictResolution
+
+    public init(table: String, itemID: String, kind: OperationKind, resolution: ConflictResolution) {
+        self.table = table
+        self.itemID = itemID
+        self.kind = kind
+        self.resolution = resolution
+    }
 }
 
 extension SyncContext {
@@ -279,6 +302,12 @@ extension SyncContext {
         switch outcome {
         case .pushed(let operation):
             result.pushed += 1
+            hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
+        case .resolved(let operation, let resolution):
+            result.pushed += 1
+            result.resolvedConflicts.append(
+                ResolvedConflict(
+                    table: operation.table, itemID: operation.itemID, kind: operation.kind, resolution: resolution))
             hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
         case .failed(let record, let retryAfter):
             pushPlan.erroredOperations.insert(record.operationID)

@@ -3,6 +3,8 @@
 extension SyncContext {
     enum PushOutcome: Sendable {
         case pushed(QueuedOperation)
+        /// Its conflict was settled by the handler (and, unless the server won, sent again).
+        case resolved(QueuedOperation, ConflictResolution)
         /// Failed, with the wait the server asked for, if any.
         case failed(OperationErrorRecord, retryAfter: Duration? = nil)
         /// The operation disappeared (its item was removed, or it collapsed away).
@@ -178,7 +180,7 @@ extension SyncContext {
             try await write("push") { tx in
                 try PushSteps.takeServer(operationID: operation.id, serverItem: live, in: tx)
             }
-            return .pushed(operation)
+            return .resolved(operation, .useServer)
         case .keep:
             let record = try await write("push") { tx in
                 try PushSteps.recordFailure(
@@ -201,7 +203,10 @@ extension SyncContext {
             try await write("push") { [merged] tx in
                 try PushSteps.rebase(operationID: operation.id, onto: live, merged: merged, in: tx)
             }
-            return try await pushOperation(id: operation.id, round: round + 1)
+            switch try await pushOperation(id: operation.id, round: round + 1) {
+            case .pushed(let sent): return .resolved(sent, resolution)
+            case let other: return other
+            }
         }
     }
 }

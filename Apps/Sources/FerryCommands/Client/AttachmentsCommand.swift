@@ -76,7 +76,7 @@ public struct AttachmentListCommand: DeviceCommand, Sendable {
 
             Example: ferry attachments list notes a1 --json
             """)
-    public static let readsOnly = true
+    public var needsExistingStore: Bool { true }
     @OptionGroup public var client: LocalOptions
     @Argument(help: "The item's table.") var table: String
     @Argument(help: "The item's id.") var id: String
@@ -140,7 +140,7 @@ public struct AttachmentGetCommand: DeviceCommand, Sendable {
               ferry attachments get notes a1 scan.pdf --output scan.pdf --server URL
               ferry attachments get notes a1 scan.pdf -o - | sha256sum
             """)
-    public static let readsOnly = true
+    public var needsExistingStore: Bool { true }
     @OptionGroup public var client: StatusOptions
     @Argument(help: "The item's table.") var table: String
     @Argument(help: "The item's id.") var id: String

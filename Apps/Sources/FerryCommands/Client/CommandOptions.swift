@@ -71,8 +71,8 @@ public struct OutputOptions: ParsableArguments, Sendable {
 public struct QueryOptions: ParsableArguments, Sendable {
     @Option(help: "An OData $filter (3.0 syntax).") var filter: String?
     @Option(help: "An OData $orderby, for example \"year desc,title\".") var orderby: String?
-    @Option(help: "At most this many items.") var top: Int?
-    @Option(help: "Skip this many items first.") var skip: Int?
+    @Option(parsing: .unconditional, help: "At most this many items.") var top: Int?
+    @Option(parsing: .unconditional, help: "Skip this many items first.") var skip: Int?
     @Option(help: "Only these fields, comma-separated.") var select: String?
     @Flag(help: "Include items marked deleted.") var includeDeleted = false
     @Flag(name: [.customShort("x"), .long], help: "One block per item, a field per line (for wide items).")

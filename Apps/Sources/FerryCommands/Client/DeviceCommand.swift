@@ -73,21 +73,23 @@ public protocol DeviceCommand: AsyncParsableCommand {
     associatedtype Options: DeviceOptions
     /// The store, server and output options; each command lists only those it uses.
     var client: Options { get }
-    /// Whether the command only reads the store (`query`, `get`, `status`): the CLI then refuses a
-    /// store that does not exist instead of creating it.
-    static var readsOnly: Bool { get }
+    /// Whether the command has nothing to work on in a new store: it only reads (`query`, `get`,
+    /// `status`), or works on what a store already holds (`push`, `purge`, `conflicts`, `watch`
+    /// without a server). The CLI then refuses a store that does not exist, naming its path,
+    /// instead of creating an empty one and reporting that all is well (a mistyped `--store`).
+    var needsExistingStore: Bool { get }
     func execute(on device: Device, output: CommandOutput) async throws
 }
 
 extension DeviceCommand {
-    public static var readsOnly: Bool { false }
+    public var needsExistingStore: Bool { false }
 
     /// The CLI path: open the device, run, close; any failure becomes one line and an exit code.
     public func run() async throws {
         do {
             let location = try StoreLocation(parsing: client.local.store)
-            // A read-only command never creates a store: a mistyped path is an error naming it.
-            if Self.readsOnly { try location.requireExisting() }
+            // Such a command never creates a store: a mistyped path is an error naming it.
+            if needsExistingStore { try location.requireExisting() }
             // A command that fails on a store it created (a pull that cannot reach the server, an
             // insert of bad JSON into a mistyped path) leaves no new store behind.
             let created = !location.exists

@@ -58,7 +58,7 @@ public struct DeleteCommand: DeviceCommand, Sendable {
 /// `ferry get TABLE ID`
 public struct GetCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(commandName: "get", abstract: "Show one local item.")
-    public static let readsOnly = true
+    public var needsExistingStore: Bool { true }
     @OptionGroup public var client: LocalOptions
     @Argument(help: "The table.") var table: String
     @Argument(help: "The item's id.") var id: String
@@ -82,7 +82,7 @@ public struct QueryCommand: DeviceCommand, Sendable {
             A table the store does not have, and a field no item has (in --filter or --select), are \
             errors that name the near names, not an empty answer.
             """)
-    public static let readsOnly = true
+    public var needsExistingStore: Bool { true }
     @OptionGroup public var client: LocalOptions
     @Argument(help: "The table.") var table: String
     @OptionGroup var query: QueryOptions
@@ -114,7 +114,11 @@ public struct QueryCommand: DeviceCommand, Sendable {
         try await Self.requireTable(table, on: device)
         let result = try await device.query(table, tableQuery)
         var items = result.items
-        if items.isEmpty { try await checkFields(of: tableQuery, on: device) }
+        if items.isEmpty {
+            try await checkFields(of: tableQuery, on: device)
+        } else {
+            try await checkOrderFields(of: tableQuery, on: device)
+        }
         let more = limited && items.count > Self.terminalLimit
         if more { items.removeLast(items.count - Self.terminalLimit) }
         let columns = try await selectedColumns(items, on: device)
@@ -156,6 +160,21 @@ public struct QueryCommand: DeviceCommand, Sendable {
                 table, try makeQuery(filter: "\(field) ne null", top: 1, includeDeleted: true))
             if having.items.isEmpty {
                 throw Self.noSuchField(field, in: table, known: Rendering.defaultColumns(sample))
+            }
+        }
+    }
+
+    /// A sort key on a field no item of the table has is an error naming the near field: the items
+    /// would otherwise come in `id` order as if sorted (`--orderby "titel desc"`).
+    func checkOrderFields(of tableQuery: TableQuery, on device: Device) async throws {
+        let named = Set(tableQuery.orderBy.flatMap { Self.fields(in: $0.expression) })
+            .subtracting(Rendering.systemColumns + ["id"])
+        for field in named.sorted() {
+            let having = try await device.query(
+                table, try makeQuery(filter: "\(field) ne null", top: 1, includeDeleted: true))
+            if having.items.isEmpty {
+                let sample = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true))
+                throw Self.noSuchField(field, in: table, known: Rendering.defaultColumns(sample.items))
             }
         }
     }

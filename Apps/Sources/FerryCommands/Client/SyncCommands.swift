@@ -14,6 +14,7 @@ public struct PushCommand: DeviceCommand, Sendable {
             """)
     @OptionGroup public var client: ClientOptions
     @Flag(help: "Show progress on stderr even when it is not a terminal (a line a second).") var progress = false
+    public var needsExistingStore: Bool { true }
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
@@ -54,7 +55,7 @@ public struct PullCommand: DeviceCommand, Sendable {
     @Argument(help: "The table.") var table: String
     @Option(help: "Only items matching this OData $filter.") var filter: String?
     @Option(help: "Remember where this pull ended, under this id, for incremental pulls.") var queryId: String?
-    @Option(help: "Items per request.") var pageSize: Int = 100
+    @Option(parsing: .unconditional, help: "Items per request.") var pageSize: Int = 100
     @Flag(help: "Show progress on stderr even when it is not a terminal (a line a second).") var progress = false
     public init() {}
 
@@ -91,14 +92,20 @@ public struct PurgeCommand: DeviceCommand, Sendable {
     @Argument(help: "The table.") var table: String
     @Option(help: "Only items matching this OData $filter.") var filter: String?
     @Flag(help: "Also drop the table's queued operations, errors and delta tokens.") var force = false
+    public var needsExistingStore: Bool { true }
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        // A forced purge also drops the table's queued operations: say how many changes were lost.
+        let dropped = force ? try await device.status().queued[table] ?? 0 : 0
         let removed = try await device.purge(table, query: try makeQuery(filter: filter), force: force)
-        output.print(
-            output.format.isJSON
-                ? #"{"purged":\#(removed)}"#
-                : "purged \(Rendering.grouped(removed)) item\(removed == 1 ? "" : "s") of '\(table)'")
+        var text = "purged \(Rendering.grouped(removed)) item\(removed == 1 ? "" : "s") of '\(table)'"
+        if dropped > 0 {
+            text +=
+                " and dropped \(Rendering.grouped(dropped)) queued operation\(dropped == 1 ? "" : "s") "
+                + "never pushed (\(dropped == 1 ? "that change is" : "those changes are") not on the server)"
+        }
+        output.print(output.format.isJSON ? #"{"purged":\#(removed),"droppedOperations":\#(dropped)}"# : text)
     }
 }
 
@@ -106,7 +113,7 @@ public struct PurgeCommand: DeviceCommand, Sendable {
 public struct StatusCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
         commandName: "status", abstract: "Show queued operations per table, errors and delta tokens.")
-    public static let readsOnly = true
+    public var needsExistingStore: Bool { true }
     @OptionGroup public var client: StatusOptions
     public init() {}
 
@@ -128,15 +135,18 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             ferry conflicts resolve ERROR --take mine --item '{"title":"merged"}'
             ferry conflicts resolve ERROR --take discard  drop my change, keep the local copy as before it
             ferry conflicts resolve ERROR --take change --operation update --item '{…}'
+            ferry conflicts resolve ERROR --take change --operation delete
             """)
     @OptionGroup public var client: LocalOptions
     @Argument(help: "list (the default) or resolve.") var action: String = "list"
     @Argument(help: "The error to resolve: its id, or its item's id.") var errorID: String?
     @Option(help: "How to resolve: server, mine, discard or change.") var take: String?
-    @Option(help: "With mine or change: the item to send, a JSON object.") var item: String?
+    @Option(help: "With mine or change: the item to send, a JSON object (change: needed for insert and update).")
+    var item: String?
     @Option(help: "With change: the new operation, insert, update or delete.") var operation: String?
     @Flag(name: [.customShort("x"), .long], help: "One block per error, its message whole (for long messages).")
     var expanded = false
+    public var needsExistingStore: Bool { true }
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
@@ -174,6 +184,13 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
         case "change":
             guard let operation, let kind = OperationKind(rawValue: operation) else {
                 throw ClientError(.usage, "--take change needs --operation insert, update or delete")
+            }
+            // The change is the item given: without one, an insert or update would send the whole
+            // local item over the server's, which is what `--take mine` says in so many words.
+            if kind != .delete, object == nil {
+                throw ClientError(
+                    .usage, "--take change --operation \(operation) needs --item with the item to send",
+                    hint: "to send the local item as it is over the server's, use --take mine")
             }
             return .changeOperation(kind, item: object)
         case nil: throw ClientError(.usage, "how to resolve?", hint: "--take server, mine, discard or change")

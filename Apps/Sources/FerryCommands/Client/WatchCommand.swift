@@ -22,10 +22,16 @@ public struct WatchCommand: DeviceCommand, Sendable {
     @OptionGroup public var client: ClientOptions
     @Argument(help: "The table.") var table: String
     @Option(help: "An OData $filter, e.g. \"done eq false\".") var filter: String?
-    @Option(help: "The most rows shown.") var top: Int = 50
+    @Option(parsing: .unconditional, help: "The most rows shown.") var top: Int = 50
     @Option(help: "Only these fields, comma-separated, in this order.") var select: String?
-    @Option(help: "Stop after this many seconds (default: until Ctrl-C).") var seconds: Double?
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (default: until Ctrl-C).") var seconds: Double?
     public init() {}
+
+    /// Without a server there is nothing to show in a new store (a mistyped `--store`); with one,
+    /// the first sync fills it, as `pull` does.
+    public var needsExistingStore: Bool {
+        do { return try client.serverSettings() == nil } catch { return false }
+    }
 
     public func execute(on device: Device, output: CommandOutput) async throws {
         guard top >= 1 else { throw ClientError(.usage, "--top must be at least 1") }

@@ -28,13 +28,18 @@ extension ServeCommand {
         return MetricsSettings(endpoint: .separate(host: host ?? "127.0.0.1", port: port))
     }
 
-    /// Where the metrics are, for the line that says where the server listens.
+    /// `1 declared table`, `3 declared tables`.
+    static func declaredTables(_ count: Int) -> String {
+        "\(count) declared table\(count == 1 ? "" : "s")"
+    }
+
     /// Where attachment content goes, for the start-up line: `attachments in <location>, ` or nothing.
     static func attachmentsNote(_ configuration: ServerConfiguration) -> String {
         guard configuration.attachments != nil, let blobs = configuration.blobStorage else { return "" }
         return "attachments in \(blobs.location), "
     }
 
+    /// Where the metrics are, for the line that says where the server listens.
     static func metricsNote(_ server: ReferenceServer, _ settings: MetricsSettings) -> String {
         guard server.metricsRegistry != nil else { return "metrics off" }
         guard let port = server.metricsPort, case .separate(let host, _) = settings.endpoint else {

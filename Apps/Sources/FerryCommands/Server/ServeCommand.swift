@@ -30,7 +30,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             valueName: "file"))
     var config: String?
 
-    @Option(help: "The port to listen on; 0 picks a free port (default: 8080).")
+    @Option(parsing: .unconditional, help: "The port to listen on; 0 picks a free port (default: 8080).")
     var port: Int?
 
     @Option(help: "The address to listen on (default: 127.0.0.1).")
@@ -70,6 +70,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     var trustProxy: Bool?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The largest request body, in bytes (default: \(RequestLimits().maximumBodySize)).", valueName: "bytes"))
     var maxBodySize: Int?
@@ -88,56 +89,67 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     var attachmentsDirectory: String?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The largest attachment, in bytes (default: \(AttachmentLimits().maximumFileSize)).", valueName: "bytes"))
     var attachmentMaxFileSize: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The most bytes one item's attachments take (default: \(AttachmentLimits().maximumItemSize)).",
             valueName: "bytes"))
     var attachmentMaxItemSize: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The most bytes one user's attachments take (default: \(AttachmentLimits().maximumUserSize)).",
             valueName: "bytes"))
     var attachmentMaxUserSize: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Seconds a connection may wait for a complete request head, also the keep-alive idle time (default: 30).",
             valueName: "seconds"))
     var idleTimeout: Double?
 
-    @Option(help: ArgumentHelp("Seconds a request body may take to arrive (default: 60).", valueName: "seconds"))
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Seconds a request body may take to arrive (default: 60).", valueName: "seconds"))
     var requestTimeout: Double?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The most connections open at once (default: \(ConnectionLimits().maximumConnections)).",
             valueName: "count"))
     var maxConnections: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The most requests in one batch, POST /tables/$batch (default: \(RequestLimits().maximumBatchRequests)).",
             valueName: "count"))
     var maxBatchRequests: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The most change feeds open at once, 429 above it; each also holds one of --max-connections (default: \(RequestLimits().maximumChangeFeeds)).",
             valueName: "count"))
     var maxFeeds: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "The most change feeds one token subject keeps open; with an auth secret, also one anonymous address (default: \(RequestLimits().maximumChangeFeedsPerUser)).",
             valueName: "count"))
     var maxFeedsPerUser: Int?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "With an auth secret, the most change feeds anonymous callers keep open together (default: \(RequestLimits().maximumAnonymousChangeFeeds)).",
             valueName: "count"))
@@ -151,6 +163,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     var protocolOnly: Bool?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Seconds a stop (SIGTERM, SIGINT) waits for requests in flight before it cancels them; change feeds end at once (default: 10).",
             valueName: "seconds"))
@@ -181,6 +194,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     var metrics: String?
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Serve /metrics on this port of its own instead (the server's port then answers 404 there); 0 picks a free port.",
             valueName: "port"))
@@ -260,7 +274,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                 StandardStreams.write("\(key) = \(value)  (\(source))\n")
             }
             StandardStreams.write(
-                "ferry serve: the settings are valid (database \(database), \(configuration.tables.count) declared tables)\n"
+                "ferry serve: the settings are valid (database \(database), \(Self.declaredTables(configuration.tables.count)))\n"
             )
             return
         }
@@ -314,14 +328,14 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         } catch let error as ServerStartError {
             await tracing?.finish()
             StandardStreams.writeError("error: \(error.message)\n")
-            throw ExitCode(1)
+            throw ExitCode(error.isBadValue ? 64 : 1)
         } catch let error as ConfigurationError {
             await tracing?.finish()
             throw Self.inSettingNames(error, settings: settings)
         }
         if let tracing { logger.info("ferry serve: sending traces to \(tracing.destination)") }
         let line =
-            "ferry serve: listening on \(server.url) (database \(database), \(configuration.tables.count) declared tables, \(Self.attachmentsNote(configuration))\(Self.metricsNote(server, configuration.metrics)))\n"
+            "ferry serve: listening on \(server.url) (database \(database), \(Self.declaredTables(configuration.tables.count)), \(Self.attachmentsNote(configuration))\(Self.metricsNote(server, configuration.metrics)))\n"
         StandardStreams.write(line)
         do {
             try await server.waitUntilStopped()

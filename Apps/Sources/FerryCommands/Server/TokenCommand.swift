@@ -27,7 +27,7 @@ public struct TokenCommand: ParsableCommand, Sendable {
             "The server's --auth-secret, at least 16 bytes (default: $FERRY_AUTH_SECRET).", valueName: "secret"))
     var secret: String?
 
-    @Option(help: ArgumentHelp("Seconds until the token expires.", valueName: "seconds"))
+    @Option(parsing: .unconditional, help: ArgumentHelp("Seconds until the token expires.", valueName: "seconds"))
     var expiresIn: Int = 3600
 
     @Option(help: ArgumentHelp("The 'iss' claim, when the server checks one.", valueName: "issuer"))

@@ -265,6 +265,9 @@ struct StopWatch: Service {
 public struct ServerStartError: Error, Sendable, CustomStringConvertible {
     /// What happened, in one line.
     public var message: String
+    /// Whether a setting's value is at fault (an address this machine does not have): `ferry
+    /// serve` then exits 64, as for any bad value, not 1.
+    public var isBadValue = false
     public var description: String { message }
 
     /// One line for a failure to listen: `cannot listen on 127.0.0.1:8080: the address is already
@@ -272,9 +275,16 @@ public struct ServerStartError: Error, Sendable, CustomStringConvertible {
     static func describing(
         _ error: any Error, host: String, port: Int, what: String? = nil, flag: String = "--port"
     ) -> any Error {
-        guard let failure = error as? IOError else { return error }
         let address = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
         let listen = "cannot listen on \(address)\(what.map { " for " + $0 } ?? "")"
+        let hostFlag = flag == "--port" ? "--host" : "--metrics-host"
+        if error is SocketAddressError || error is SocketAddressError.UnknownHost {
+            var failure = ServerStartError(
+                message: "\(listen): '\(host)' is not an address or a host name this machine knows (check \(hostFlag))")
+            failure.isBadValue = true
+            return failure
+        }
+        guard let failure = error as? IOError else { return error }
         switch failure.errnoCode {
         case EADDRINUSE:
             return ServerStartError(
@@ -282,8 +292,9 @@ public struct ServerStartError: Error, Sendable, CustomStringConvertible {
         case EACCES:
             return ServerStartError(message: "\(listen): permission denied (ports below 1024 need root)")
         case EADDRNOTAVAIL:
-            return ServerStartError(
-                message: "\(listen): no such local address (check \(flag == "--port" ? "--host" : "--metrics-host"))")
+            var failure = ServerStartError(message: "\(listen): no such local address (check \(hostFlag))")
+            failure.isBadValue = true
+            return failure
         default:
             return ServerStartError(message: "\(listen): \(String(cString: strerror(failure.errnoCode)))")
         }

@@ -97,7 +97,7 @@ struct TableResponder: HTTPResponder {
         let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
         Self.log(answer, method: method, path: path, milliseconds: milliseconds, to: logger, context: context.logger)
         let status = HTTPResponse.Status(code: answer.status)
-        guard let bytes = answer.body else { return Response(status: status, headers: fields) }
+        guard let bytes = answer.body, method != "HEAD" else { return Response(status: status, headers: fields) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 

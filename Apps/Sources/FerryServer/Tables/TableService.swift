@@ -179,10 +179,13 @@ final class TableService: Sendable {
         let id: String?
         switch request.route {
         case .invalidPath: throw ProtocolError.badRequest("the path is not valid UTF-8")
-        case .health where request.method == "GET": return .answered(try await health())
-        case .liveness where request.method == "GET":
+        // Health checks of load balancers often use HEAD: the status alone answers them.
+        case .health where request.method == "GET" || request.method == "HEAD": return .answered(try await health())
+        case .liveness where request.method == "GET" || request.method == "HEAD":
             return .answered(.json(200, ["status": "ok", "server": .string(Self.serverVersion)]))
         case .tableList where request.method == "GET": return .answered(try await tableList(request))
+        case .health, .liveness, .tableList:
+            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path); use GET")
         case .batch, .capabilities, .changes:
             guard configuration.offersPushExtensions else {
                 throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
@@ -206,7 +209,7 @@ final class TableService: Sendable {
             (name, id) = (table, nil)
         case .item(let table, let item):
             (name, id) = (table, item)
-        case .health, .liveness, .tableList, .metrics, .unknown:
+        case .metrics, .unknown:
             throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
         }
         let version = try Self.protocolVersion(request)

@@ -1,0 +1,161 @@
+import ArgumentParser
+import FerryClient
+import FerryServer
+import Foundation
+import ServerTestSupport
+import SyncCore
+import Testing
+import Transport
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@testable import FerryCommands
+
+/// What a third newcomer's walk through the README and the docs found: each point as the user
+/// meets it, with the binary as a process.
+@Suite("ferry, third pass", .timeLimit(.minutes(10)))
+struct ThirdPassCommandTests {
+    static func run(_ arguments: [String]) async throws -> (status: Int32, output: String, errors: String) {
+        try await FerryBinaryTests.run(arguments)
+    }
+
+    @Test func commandsThatWorkOnWhatAStoreHoldsNeverCreateOne() async throws {
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("ghost.sqlite").path
+        for command in [
+            ["conflicts"], ["conflicts", "resolve", "x", "--take", "server"], ["purge", "todo"],
+            ["purge", "todo", "--force"], ["push", "--server", "http://127.0.0.1:9"],
+            ["watch", "todo", "--seconds", "1"],
+        ] {
+            let result = try await Self.run(command + ["--store", store])
+            #expect(result.status == 5, "\(command): \(result.status) \(result.errors)")
+            #expect(result.errors.contains("no store at '\(store)'"), "\(command): \(result.errors)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    /// A device's change conflicts with another's; `--conflicts server` drops it: the push says so.
+    @Test func aConflictSettledForTheServerSaysWhichLocalChangeWasDropped() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let phone = ["--store", "sqlite:" + directory.appendingPathComponent("phone.sqlite").path]
+        let tablet = ["--store", "sqlite:" + directory.appendingPathComponent("tablet.sqlite").path]
+        let remote = ["--server", server.url]
+        #expect(try await Self.run(["insert", "todo", #"{"id":"u1","title":"base"}"#] + phone).status == 0)
+        #expect(try await Self.run(["push"] + phone + remote).status == 0)
+        #expect(try await Self.run(["pull", "todo"] + tablet + remote).status == 0)
+        #expect(try await Self.run(["update", "todo", "u1", #"{"title":"phone"}"#] + phone).status == 0)
+        #expect(try await Self.run(["push"] + phone + remote).status == 0)
+        #expect(try await Self.run(["update", "todo", "u1", #"{"title":"tablet"}"#] + tablet).status == 0)
+        let pushed = try await Self.run(["push", "--conflicts", "server"] + tablet + remote)
+        #expect(pushed.status == 0, "\(pushed.errors)")
+        #expect(pushed.output.contains("1 conflict settled for the server"), "\(pushed.output)")
+        #expect(pushed.output.contains("update todo/u1"), "\(pushed.output)")
+        // And in JSON, for scripts.
+        #expect(try await Self.run(["update", "todo", "u1", #"{"title":"phone 2"}"#] + phone).status == 0)
+        #expect(try await Self.run(["push"] + phone + remote).status == 0)
+        #expect(try await Self.run(["update", "todo", "u1", #"{"title":"tablet 2"}"#] + tablet).status == 0)
+        let json = try await Self.run(["push", "--conflicts", "server", "--json"] + tablet + remote)
+        let resolved = try JSONValue(parsing: json.output).objectValue?["resolvedConflicts"]?.arrayValue
+        #expect(resolved == [["table": "todo", "id": "u1", "operation": "update", "took": "server"]], "\(json.output)")
+    }
+
+    @Test func aChangedOperationNeedsTheItemItSends() async throws {
+        let command = try ConflictsCommand.parse([
+            "resolve", "e1", "--take", "change", "--operation", "update", "--store", "memory",
+        ])
+        #expect(throws: ClientError.self) { try command.resolution() }
+        do {
+            _ = try command.resolution()
+        } catch let error as ClientError {
+            #expect(error.message.contains("needs --item"), "\(error.message)")
+            #expect(error.hint?.contains("--take mine") == true)
+        }
+        let delete = try ConflictsCommand.parse([
+            "resolve", "e1", "--take", "change", "--operation", "delete", "--store", "memory",
+        ])
+        #expect(try delete.resolution() == .changeOperation(.delete, item: nil))
+    }
+
+    @Test func aForcedPurgeSaysWhichQueuedChangesItDropped() async throws {
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = ["--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path]
+        #expect(try await Self.run(["insert", "todo", #"{"id":"a"}"#] + store).status == 0)
+        let refused = try await Self.run(["purge", "todo"] + store)
+        #expect(refused.status == 1)
+        #expect(
+            refused.errors
+                == "error: purge of 'todo': the table has 1 queued operation not pushed yet (push first, or purge with --force, which drops them too)\n",
+            "\(refused.errors)")
+        let forced = try await Self.run(["purge", "todo", "--force"] + store)
+        #expect(forced.output.contains("dropped 1 queued operation never pushed"), "\(forced.output)")
+        let json = try await Self.run(["purge", "todo", "--force", "--json"] + store)
+        #expect(try JSONValue(parsing: json.output) == ["purged": 0, "droppedOperations": 0], "\(json.output)")
+    }
+
+    @Test func aSortKeyNoItemHasIsAnErrorNamingTheNearField() async throws {
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = ["--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path]
+        #expect(try await Self.run(["insert", "todo", #"{"id":"a","title":"Milk"}"#] + store).status == 0)
+        let typo = try await Self.run(["query", "todo", "--orderby", "titel desc"] + store)
+        #expect(typo.status == 64, "\(typo.output)")
+        #expect(typo.errors.contains("no item of 'todo' has a field 'titel'"), "\(typo.errors)")
+        #expect(typo.errors.contains("did you mean 'title'?"), "\(typo.errors)")
+        #expect(try await Self.run(["query", "todo", "--orderby", "title desc"] + store).status == 0)
+        #expect(try await Self.run(["query", "todo", "--orderby", "updatedAt desc"] + store).status == 0)
+    }
+
+    @Test func negativeNumbersGetTheirRangeMessage() async throws {
+        let top = try await Self.run(["query", "todo", "--top", "-1", "--store", "memory"])
+        #expect(top.status == 64)
+        #expect(!top.errors.contains("missing value"), "\(top.errors)")
+        let token = try await Self.run([
+            "token", "--subject", "a", "--expires-in", "-5", "--secret", String(repeating: "s", count: 20),
+        ])
+        #expect(token.status == 64)
+        #expect(token.errors.contains("--expires-in must be between"), "\(token.errors)")
+    }
+
+    @Test func aHostThatIsNoAddressIsABadValue() async throws {
+        let result = try await Self.run(["serve", "--host", "999.1.1.1", "--port", "0", "--db", "memory"])
+        #expect(result.status == 64, "\(result.errors)")
+        #expect(result.errors.contains("'999.1.1.1' is not an address or a host name"), "\(result.errors)")
+        #expect(!result.errors.contains("socketAddressError"), "\(result.errors)")
+    }
+
+    /// `https://` to a plain HTTP server: the TLS failure in words, without library internals.
+    @Test func aTLSFailureIsSaidInWords() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let secure = server.url.replacingOccurrences(of: "http://", with: "https://")
+        let result = try await Self.run(["pull", "todo", "--store", "memory", "--server", secure])
+        #expect(result.status == 3)
+        #expect(result.errors.contains("the server does not speak TLS there"), "\(result.errors)")
+        #expect(result.errors.contains("check the URL's scheme"), "\(result.errors)")
+        #expect(!result.errors.contains("BoringSSL") && !result.errors.contains(".build"), "\(result.errors)")
+    }
+
+    /// Load balancers check health with HEAD; other methods are 405, as server.md says.
+    @Test func healthAnswersHeadAndRefusesOtherMethods() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        for path in ["/health", "/health/ready", "/health/live"] {
+            var head = URLRequest(url: URL(string: server.url + path)!)
+            head.httpMethod = "HEAD"
+            let (_, headAnswer) = try await URLSession.shared.data(for: head)
+            #expect((headAnswer as? HTTPURLResponse)?.statusCode == 200, "HEAD \(path)")
+            var post = URLRequest(url: URL(string: server.url + path)!)
+            post.httpMethod = "POST"
+            let (body, postAnswer) = try await URLSession.shared.data(for: post)
+            #expect((postAnswer as? HTTPURLResponse)?.statusCode == 405, "POST \(path)")
+            #expect(String(decoding: body, as: UTF8.self).contains("methodNotAllowed"))
+        }
+    }
+}
