@@ -22,6 +22,20 @@ struct PushTests {
         #expect(try await device.operations().isEmpty)
     }
 
+    /// A push whose operations partly went through did sync: the time is recorded (a device said
+    /// "never synced with a server" with an item the server had taken).
+    @Test(arguments: StoreKind.allCases)
+    func aPushThatPartlyWentThroughRecordsTheSyncTime(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        for id in ["a", "b"] { try await device.table().insert(["id": .string(id)]) }
+        server.inject(.status(400, "refused"), on: .insert, itemID: "b")
+        #expect(try await device.context.lastSyncedAt() == nil)
+        let result = try await device.context.push()
+        #expect(result.pushed == 1 && result.failed.count == 1)
+        #expect(try await device.context.lastSyncedAt() != nil)
+    }
+
     /// No connection could be made (offline, refused): nothing was applied, so the operation is
     /// pending again, later edits collapse into it, and the next push sends it without asking first.
     @Test(arguments: StoreKind.allCases)

@@ -102,7 +102,7 @@ struct SystemdUnitTests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         let line = try await ServeCommandTests.firstLine(of: output.fileHandleForReading, from: process)
-        #expect(line.hasPrefix("ferry serve: listening on http://127.0.0.1:") && line.contains("1 declared tables"))
+        #expect(line.hasPrefix("ferry serve: listening on http://127.0.0.1:") && line.contains("1 declared table,"))
         let url = try #require(line.split(separator: " ").first { $0.hasPrefix("http://") }.map(String.init))
         let (_, response) = try await URLSession.shared.data(from: URL(string: url + "/health/ready")!)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)

@@ -21,6 +21,8 @@ struct ResponseDeliveryTests {
         var configuration = ServerConfiguration(
             host: "127.0.0.1", port: 0, tables: [TableSettings(name: "big")], logger: logger)
         configuration.connections = connections
+        // One page of 20 MB is the point here (delivery, not paging): above the 8 MiB page budget.
+        configuration.limits.maximumPageBytes = 32 << 20
         let storage = try sqliteStorage(.memory, logger: .quietTest)
         try await storage.prepare([StorageTable(name: "big")])
         let filler = String(repeating: "x", count: 500_000)

@@ -82,7 +82,8 @@ extension SyncContext {
                 }
                 return result
             }
-            if result.pushed > 0 && result.isComplete { try await recordSync() }
+            // Operations reached the server even when others failed: the store did sync.
+            if result.pushed > 0 { try await recordSync() }
             return result
         } catch {
             throw SyncError.wrapping(error, "push")

@@ -50,8 +50,8 @@ public actor SyncContext {
 
     func setFeedPosition(_ position: String) { feedPosition = position }
 
-    /// When this store last pushed or pulled successfully (kept in the store, so that a new
-    /// process knows it too), or `nil` if it never did.
+    /// When this store last pulled, or pushed operations the server took (even when others of the
+    /// same push failed), kept in the store so that a new process knows it too; `nil` if it never did.
     ///
     /// ```swift
     /// if let last = try await context.lastSyncedAt() { print("last sync \(last.iso8601)") }

@@ -1,5 +1,6 @@
 public import ArgumentParser
 public import FerryClient
+import FerryConsole
 import Foundation
 import SyncCore
 import Synchronization
@@ -41,6 +42,10 @@ public struct WatchCommand: DeviceCommand, Sendable {
         if server != nil { try await device.startAutomaticSync([table]) }
         let stream = await device.observe(table, query: query)
         let redraws = output.format == .table && isatty(1) == 1
+        // Library warnings would land in the middle of a view drawn on the same terminal.
+        let ownsTerminal = redraws && isatty(2) == 1
+        if ownsTerminal { TerminalView.isDrawing = true }
+        defer { if ownsTerminal { TerminalView.isDrawing = false } }
         let table = table
         let statuses = await device.syncStatusUpdates()
         let view = WatchView(
