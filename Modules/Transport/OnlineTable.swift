@@ -78,6 +78,9 @@ public struct OnlineTable: RemoteTable {
     func outcome(of write: RemoteWrite, _ response: HTTPResponse) throws(RemoteError) -> JSONObject? {
         switch write.kind {
         case .insert:
+            // The table's URL itself answered 404: no such endpoint (for an update or a delete, a
+            // 404 is about the item).
+            if let missing = noTableEndpoint(response, action: "inserting into '\(name)'") { throw missing }
             return try expectItem(response, id: write.itemID, "inserting into '\(name)'")
         case .update:
             return try expectItem(response, id: write.itemID, "updating '\(write.itemID)' in '\(name)'")
@@ -132,13 +135,7 @@ public struct OnlineTable: RemoteTable {
         }
         let response = try await client.send("GET", try client.url(table: name, query: text))
         let endpoint = client.displayURL(table: name)
-        if response.status == 404, response.errorBodyCode != "invalidTableName" {
-            let said = response.errorBodyMessage.map { " (the server says: \($0))" } ?? ""
-            throw RemoteError(
-                .notFound, status: 404,
-                "there is no table endpoint at \(endpoint)\(said); the server has no table "
-                    + "'\(name)', or the server URL (--server) is not the base URL of a table-protocol server")
-        }
+        if let missing = noTableEndpoint(response) { throw missing }
         guard response.status == 200 else { throw failure(response, "querying '\(name)'") }
         return try PageDecoding.decode(
             response, protocolVersion: client.configuration.protocolVersion, table: name, endpoint: endpoint)
@@ -231,6 +228,20 @@ public struct OnlineTable: RemoteTable {
 
     /// The error of a refused request about the item `id`; a 409 or 412 carries the server's item
     /// only when the body is that item (another item's fields must not be taken for its own).
+    /// A 404 from the table's own URL (a query, an insert) means there is no table endpoint there
+    /// (a wrong server URL, or a server that does not speak the table protocol): `notFound` naming
+    /// the table and the URL. Ferry's server says `invalidTableName` for a name it refuses.
+    func noTableEndpoint(_ response: HTTPResponse, action: String? = nil) -> RemoteError? {
+        guard response.status == 404, response.errorBodyCode != "invalidTableName" else { return nil }
+        let said = response.errorBodyMessage.map { " (the server says: \($0))" } ?? ""
+        return RemoteError(
+            .notFound, status: 404,
+            (action.map { $0 + ": " } ?? "")
+                + "there is no table endpoint at \(client.displayURL(table: name))\(said); "
+                + "the server has no table '\(name)', or the server URL (--server) is not the base URL of a "
+                + "table-protocol server")
+    }
+
     func failure(_ response: HTTPResponse, id: String? = nil, _ action: String) -> RemoteError {
         let serverItem: JSONObject? =
             if [409, 412].contains(response.status), let item = try? response.item(), let answered = item.id,

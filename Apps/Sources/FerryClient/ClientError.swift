@@ -83,7 +83,8 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
                 return ClientError(.unauthorized, error.message, hint: "give a valid token with --token")
             case .itemNotFound, .notFound, .attachmentNotFound:
                 return ClientError(.notFound, error.message)
-            case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution, .invalidAttachmentName:
+            case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution, .invalidAttachmentName,
+                .invalidTableName, .itemExists:
                 return ClientError(.usage, error.message)
             case .queuedOperations:
                 return ClientError(

@@ -196,6 +196,20 @@ public actor Device {
 
     /// Merges `changes` into the local item (which must exist) and queues the update.
     public func update(_ table: String, id: String, changes: JSONObject) async throws -> JSONObject {
+        // An update that would do nothing, or not what it says, is refused rather than passed over.
+        if let given = changes["id"], given != .string(id) {
+            throw ClientError(
+                .usage, "the change names the id \(given.serialized()), but the item is '\(id)': an id cannot change",
+                hint: "insert an item with the new id, and delete this one")
+        }
+        if changes["deleted"] == .bool(true) {
+            throw ClientError(.usage, "an update cannot delete an item", hint: "`delete \(table) \(id)` does")
+        }
+        guard changes.keys.contains(where: { $0 != "id" && !Rendering.systemColumns.contains($0) }) else {
+            throw ClientError(
+                .usage, "nothing to change: the change holds no field of the item",
+                hint: #"give the fields to change, for example '{"done":true}'"#)
+        }
         let handle = context.table(table)
         guard var item = try await handle.item(id: id) else {
             throw ClientError(

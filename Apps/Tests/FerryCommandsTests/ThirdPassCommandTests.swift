@@ -158,4 +158,64 @@ struct ThirdPassCommandTests {
             #expect(String(decoding: body, as: UTF8.self).contains("methodNotAllowed"))
         }
     }
+
+    @Test func anUpdateThatWouldDoNothingOrSomethingElseIsRefused() async throws {
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = ["--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path]
+        #expect(try await Self.run(["insert", "todo", #"{"id":"u1","title":"Milk"}"#] + store).status == 0)
+        for (change, words) in [
+            (#"{"id":"u2"}"#, "an id cannot change"), (#"{"deleted":true}"#, "an update cannot delete"),
+            ("{}", "nothing to change"), (#"{"version":"x","updatedAt":"y"}"#, "nothing to change"),
+        ] {
+            let result = try await Self.run(["update", "todo", "u1", change] + store)
+            #expect(result.status == 64, "\(change): \(result.errors)")
+            #expect(result.errors.contains(words), "\(change): \(result.errors)")
+        }
+        // The item as `get` prints it, edited, is still an update.
+        let edited = try await Self.run(
+            ["update", "todo", "u1", #"{"id":"u1","title":"Oat milk","deleted":false}"#] + store)
+        #expect(edited.status == 0, "\(edited.errors)")
+    }
+
+    @Test func wrongInputExitsAs64AndNoServerIsNotAnOutage() async throws {
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = ["--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path]
+        #expect(try await Self.run(["insert", "bad/table", #"{"id":"a"}"#] + store).status == 64)
+        #expect(try await Self.run(["insert", "todo", #"{"id":"a"}"#] + store).status == 0)
+        let twice = try await Self.run(["insert", "todo", #"{"id":"a"}"#] + store)
+        #expect(twice.status == 64, "\(twice.errors)")
+        let push = try await Self.run(["push"] + store)
+        #expect(push.status == 64, "\(push.errors)")
+        #expect(
+            push.errors == "error: no server to push to (give --server URL, or set $FERRY_SERVER)\n", "\(push.errors)")
+        #expect(try await Self.run(["pull", "todo"] + store).status == 64)
+        // Without a server, a table the store does not have is named, not watched empty.
+        let watch = try await Self.run(["watch", "todoo", "--seconds", "1"] + store)
+        #expect(watch.status == 5 && watch.errors.contains("did you mean 'todo'?"), "\(watch.errors)")
+    }
+
+    /// A push to a URL that is no table endpoint says so as a pull does, each status said once.
+    @Test func aPushToAURLThatIsNoTableEndpointSaysSo() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = ["--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path]
+        #expect(try await Self.run(["insert", "todo", #"{"id":"a"}"#] + store).status == 0)
+        let push = try await Self.run(["push", "--server", server.url + "/nothing"] + store)
+        #expect(push.status == 2)
+        let errors = try await Self.run(["conflicts", "--json"] + store)
+        let message = try JSONValue(parsing: errors.output).arrayValue?.first?.objectValue?["message"]?.stringValue
+        #expect(
+            message?.contains("there is no table endpoint at \(server.url)/nothing/tables/todo") == true,
+            "\(message ?? "-")")
+        #expect(message?.contains("the server URL (--server) is not the base URL") == true)
+        #expect(message?.components(separatedBy: "HTTP 404").count == 2, "\(message ?? "-")")
+        #expect(
+            RemoteError(status: 501, "the server answered HTTP 501 (Not Implemented)").description.components(
+                separatedBy: "HTTP 501"
+            ).count == 2)
+    }
 }

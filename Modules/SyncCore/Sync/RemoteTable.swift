@@ -210,7 +210,8 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String {
-        if let status { return "\(message) (HTTP \(status))" }
+        // A message that names its status already ("the server answered HTTP 501 …") keeps it once.
+        if let status, !message.contains("HTTP \(status)") { return "\(message) (HTTP \(status))" }
         return message
     }
 

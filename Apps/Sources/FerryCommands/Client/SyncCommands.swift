@@ -18,6 +18,7 @@ public struct PushCommand: DeviceCommand, Sendable {
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        try await Self.requireServer(device, for: "push to")
         let output = output.askingForProgress(progress)
         let pending = output.showsProgress ? try await device.status().operations.count : nil
         let files = try await device.queuedAttachmentCount()
@@ -42,6 +43,15 @@ public struct PushCommand: DeviceCommand, Sendable {
     }
 }
 
+extension PushCommand {
+    /// A device without a server has nothing to push to or pull from: the command line lacks
+    /// `--server` (exit 64), which is not a server that could not be reached.
+    static func requireServer(_ device: Device, for what: String) async throws {
+        guard await device.server == nil else { return }
+        throw ClientError(.usage, "no server to \(what)", hint: "give --server URL, or set $FERRY_SERVER")
+    }
+}
+
 /// `ferry pull TABLE [--filter …] [--query-id ID]`
 public struct PullCommand: DeviceCommand, Sendable {
     public static let configuration = CommandConfiguration(
@@ -60,6 +70,7 @@ public struct PullCommand: DeviceCommand, Sendable {
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
+        try await PushCommand.requireServer(device, for: "pull from")
         let output = output.askingForProgress(progress)
         let query = try makeQuery(filter: filter)
         let progress = await Progress.watch(device, output: output)

@@ -39,6 +39,8 @@ public struct WatchCommand: DeviceCommand, Sendable {
         let query = try makeQuery(filter: filter, top: top, select: select)
         let columns = select.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let server = await device.server?.url.absoluteString
+        // Without a server nothing will fill a table the store does not have (a mistyped name).
+        if server == nil { try await QueryCommand.requireTable(table, on: device) }
         if server != nil { try await device.startAutomaticSync([table]) }
         let stream = await device.observe(table, query: query)
         let redraws = output.format == .table && isatty(1) == 1
