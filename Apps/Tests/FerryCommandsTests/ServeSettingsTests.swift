@@ -165,7 +165,8 @@ struct ServeSettingsTests {
         defer { files.remove() }
         for (json, message) in [
             (#"{"maxConections": 5}"#, "has an unknown setting 'maxConections' (did you mean 'maxConnections'?)"),
-            (#"{"port": 1"#, "is not a JSON object of settings"), ("[1, 2]", "is not a JSON object of settings"),
+            (#"{"port": 1"#, "is not valid JSON: invalid JSON at byte 10: unterminated object"),
+            ("[1, 2]", "is not a JSON object of settings"),
         ] {
             let file = try files.config(json)
             await #expect(throws: ConfigurationError.self, "\(json)") {

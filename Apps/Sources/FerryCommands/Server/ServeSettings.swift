@@ -2,6 +2,7 @@ import Configuration
 import FerryServer
 import Foundation
 import Synchronization
+import SyncCore
 import SystemPackage
 
 /// One setting of `ferry serve`, with the three names it goes by: its key in a configuration file
@@ -207,7 +208,14 @@ struct ServeSettings: Sendable {
                 ? "it cannot be read (\((error as NSError).localizedDescription))" : "there is no such file"
             throw ConfigurationError("cannot read the configuration file \(file): \(reason)")
         }
-        guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        let document: JSONValue
+        do {
+            document = try JSONValue(parsingUTF8: data)
+        } catch {
+            // The parser's message names the place: `byte 41: expected ',' or '}'`.
+            throw ConfigurationError("the configuration file \(file) is not valid JSON: \(error)")
+        }
+        guard case .object(let object) = document else {
             throw ConfigurationError("the configuration file \(file) is not a JSON object of settings")
         }
         let keys = all.map(\.key)
