@@ -126,7 +126,9 @@ let package = Package(
             path: "Tests/ServerStorageConformance"
         ),
         // Line editing with history and completion, and text tables: the REPL's terminal side.
-        .target(name: "FerryConsole", path: "Sources/FerryConsole"),
+        .target(
+            name: "FerryConsole", dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Sources/FerryConsole"),
         // Devices (a store, a sync context, a switchable connection) and result rendering, shared by
         // the CLI, the REPL and the demo.
         .target(
@@ -257,7 +259,8 @@ let package = Package(
             path: "Tests/FerryServerTests"
         ),
         .testTarget(
-            name: "FerryConsoleTests", dependencies: ["FerryConsole", "ServerTestSupport"],
+            name: "FerryConsoleTests",
+            dependencies: ["FerryConsole", "ServerTestSupport", .product(name: "Logging", package: "swift-log")],
             path: "Tests/FerryConsoleTests"),
         .testTarget(
             name: "EndToEndTests",

@@ -251,9 +251,12 @@ public actor ReplSession {
                     throw ClientError(.usage, "which tables?", hint: "auto on TABLE [TABLE…]")
                 }
                 try await device.startAutomaticSync(tables)
-                output.print("\(current) now syncs \(tables.joined(separator: ", ")) by itself")
+                await holdBackLogsWhileSyncing()
+                output.print(
+                    "\(current) now syncs \(tables.joined(separator: ", ")) by itself (`auto` says how it goes)")
             case "off":
                 await device.stopAutomaticSync()
+                await holdBackLogsWhileSyncing()
                 output.print("\(current) syncs only when asked")
             default:
                 throw ClientError(.usage, "auto on [TABLE…] | auto off | auto")
@@ -296,6 +299,16 @@ public actor ReplSession {
             try await command.execute(on: try currentDevice(), output: commandOutput)
             await refreshTables()
         }
+    }
+
+    /// On a terminal, library warnings of automatic sync (one a second while the server is away)
+    /// would land in the middle of the prompt: while a device syncs by itself they are held back,
+    /// and `auto` says how the sync goes. Piped sessions keep every line.
+    private func holdBackLogsWhileSyncing() async {
+        guard isatty(0) == 1, isatty(2) == 1 else { return }
+        var syncing = false
+        for device in devices.values where await device.automaticTables != nil { syncing = true }
+        TerminalView.holdsBackLogs = syncing
     }
 
     func currentDevice() throws -> Device {

@@ -100,21 +100,3 @@ public enum StandardStreams: Sendable {
         #endif
     }
 }
-
-/// Whether a view redrawn in place owns the terminal (`ferry watch` on a terminal). The
-/// executable's log handler then holds back library lines below `error`: they would land in the
-/// middle of the view, whose status line already says what they say ("server unreachable: …").
-///
-/// ```swift
-/// TerminalView.isDrawing = true
-/// defer { TerminalView.isDrawing = false }
-/// ```
-public enum TerminalView: Sendable {
-    private static let drawing = Atomic<Bool>(false)
-
-    /// Whether a view is drawn in place now.
-    public static var isDrawing: Bool {
-        get { drawing.load(ordering: .relaxed) }
-        set { drawing.store(newValue, ordering: .relaxed) }
-    }
-}

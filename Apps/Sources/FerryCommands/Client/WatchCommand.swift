@@ -46,8 +46,8 @@ public struct WatchCommand: DeviceCommand, Sendable {
         let redraws = output.format == .table && isatty(1) == 1
         // Library warnings would land in the middle of a view drawn on the same terminal.
         let ownsTerminal = redraws && isatty(2) == 1
-        if ownsTerminal { TerminalView.isDrawing = true }
-        defer { if ownsTerminal { TerminalView.isDrawing = false } }
+        if ownsTerminal { TerminalView.holdsBackLogs = true }
+        defer { if ownsTerminal { TerminalView.holdsBackLogs = false } }
         let table = table
         let statuses = await device.syncStatusUpdates()
         let view = WatchView(
