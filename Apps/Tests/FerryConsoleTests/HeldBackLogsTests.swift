@@ -1,5 +1,6 @@
 import FerryConsole
 import Logging
+import ServerTestSupport
 import Synchronization
 import Testing
 
@@ -7,24 +8,11 @@ import Testing
 /// lines below `error` are held back; errors and every line at other times pass.
 @Suite("Held-back log lines", .serialized)
 struct HeldBackLogsTests {
-    final class Recorder: Sendable {
-        let levels = Mutex<[Logger.Level]>([])
-    }
-
-    struct Recording: LogHandler {
-        let recorder: Recorder
-        var logLevel: Logger.Level = .trace
-        var metadata: Logger.Metadata = [:]
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) { recorder.levels.withLock { $0.append(event.level) } }
-    }
-
     @Test func linesBelowErrorWaitWhileTheTerminalIsHeld() {
-        let recorder = Recorder()
-        let logger = Logger(label: "test") { _ in HoldingBackLogHandler(Recording(recorder: recorder)) }
+        let captured = CapturedLog()
+        let logger = Logger(label: "test") { _ in
+            HoldingBackLogHandler(CapturingLogHandler(captured: captured, logLevel: .trace))
+        }
         logger.warning("before")
         TerminalView.holdsBackLogs = true
         logger.warning("during")
@@ -32,6 +20,6 @@ struct HeldBackLogsTests {
         logger.error("during")
         TerminalView.holdsBackLogs = false
         logger.warning("after")
-        #expect(recorder.levels.withLock { $0 } == [.warning, .error, .warning])
+        #expect(captured.entries.withLock { $0.map(\.level) } == [.warning, .error, .warning])
     }
 }

@@ -1,6 +1,7 @@
 import FerryServer
 import Foundation
 import Logging
+import ServerTestSupport
 import SyncCore
 import Synchronization
 import Testing
