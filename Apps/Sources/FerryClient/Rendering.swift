@@ -372,7 +372,10 @@ public enum Rendering: Sendable {
                 case .unreachable(let since, let reason)?:
                     // Automatic sync knows since when; a status taken once only knows it now.
                     let when = status.sync == nil ? "" : " since \(Self.ago(from: since, to: now))"
-                    lines.append("server \(server): unreachable\(when): \(reason.message)")
+                    // A refused token is an answer: the server is there, the credentials are not right.
+                    let state =
+                        reason.code == .unauthorized || reason.status == 403 ? "refuses the token" : "unreachable"
+                    lines.append("server \(server): \(state)\(when): \(reason.message)")
                 }
             }
             // "everything synced" only when the server answers (or there is none to ask).

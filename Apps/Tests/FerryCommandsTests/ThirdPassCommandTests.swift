@@ -2,6 +2,7 @@ import ArgumentParser
 import FerryClient
 import FerryServer
 import Foundation
+import Logging
 import ServerTestSupport
 import SyncCore
 import Testing
@@ -217,5 +218,23 @@ struct ThirdPassCommandTests {
             RemoteError(status: 501, "the server answered HTTP 501 (Not Implemented)").description.components(
                 separatedBy: "HTTP 501"
             ).count == 2)
+    }
+
+    /// A server that refuses the token is there: `status` says it refuses the token, not that it
+    /// cannot be reached.
+    @Test func statusSaysARefusedTokenIsARefusal() async throws {
+        var logger = Logger(label: "ferry.cli-test")
+        logger.logLevel = .critical
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, logger: logger)
+        configuration.authSecret = String(repeating: "k", count: 32)
+        let server = try await ReferenceServer.start(
+            configuration, storage: try await ServerDatabase.memory.open(logger: logger), ownsStorage: true)
+        defer { Task { try? await server.shutdown() } }
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = ["--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path]
+        #expect(try await Self.run(["insert", "todo", #"{"id":"a"}"#] + store).status == 0)
+        let status = try await Self.run(["status", "--server", server.url] + store)
+        #expect(status.output.contains("server \(server.url): refuses the token: "), "\(status.output)")
     }
 }
