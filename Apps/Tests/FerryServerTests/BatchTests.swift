@@ -177,6 +177,14 @@ struct BatchTests {
         #expect(document["batch"]?.objectValue?["maxRequests"] == .int(Int64(RequestLimits().maximumBatchRequests)))
         #expect(document["idempotency"]?.objectValue?["header"] == "Idempotency-Key")
         #expect(document["idempotency"]?.objectValue?["retentionSeconds"] == .int(86_400))
+        #expect(document["changes"]?.objectValue?["url"] == "$changes")
+        // Feeds turned off: none is offered, so that clients poll from the start.
+        var limits = RequestLimits()
+        limits.maximumChangeFeeds = 0
+        let feedless = try await LiveServer.start(tables: Self.tables, limits: limits)
+        defer { Task { try await feedless.stop() } }
+        let offer = try await feedless.send("GET", "/tables/$capabilities").json?.objectValue ?? [:]
+        #expect(offer["changes"] == nil && offer["batch"] != nil, "\(offer)")
     }
 
     @Test func batchesBeyondTheLimitsOrMalformedAreRefusedWithOneClearLine() async throws {

@@ -322,11 +322,15 @@ extension TableService {
                 "header": "Idempotency-Key",
                 "retentionSeconds": .int(limits.idempotencyRetention.components.seconds),
             ],
-            "changes": [
+        ]
+        // A server whose feeds are turned off (`maximumChangeFeeds` 0) does not offer one: its
+        // clients poll from the start rather than meet a 429 on every attempt.
+        if limits.maximumChangeFeeds > 0 {
+            answer["changes"] = [
                 "url": .string(Self.changesSegment), "format": "text/event-stream",
                 "heartbeatSeconds": .int(max(1, limits.changeFeedHeartbeat.components.seconds)),
-            ],
-        ]
+            ]
+        }
         // Attachments only when the server stores their content: a key more, which clients that
         // do not know it ignore.
         if let attachments = configuration.attachments, configuration.blobStorage != nil {
