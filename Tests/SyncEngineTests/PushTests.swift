@@ -36,6 +36,20 @@ struct PushTests {
         #expect(try await device.context.lastSyncedAt() != nil)
     }
 
+    /// An update queued for an item the server never had (no prior insert, no version) answered 404
+    /// is no deletion on the server: even a handler that takes the server's side keeps the item,
+    /// and the operation fails with words that say so.
+    @Test(arguments: StoreKind.allCases)
+    func anUpdateTheServerNeverHadIsAFailureNotADeletion(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer(), handler: .clientWins)
+        try await device.table().update(["id": "never", "title": "Mine"])
+        let result = try await device.context.push()
+        #expect(result.pushed == 0 && result.failed.count == 1, "\(result)")
+        #expect(result.failed.first?.message.contains("never inserted there") == true, "\(result.failed)")
+        #expect(try await device.table().item(id: "never")?["title"] == "Mine")
+        #expect(try await device.operations().map(\.kind) == [.update])
+    }
+
     /// No connection could be made (offline, refused): nothing was applied, so the operation is
     /// pending again, later edits collapse into it, and the next push sends it without asking first.
     @Test(arguments: StoreKind.allCases)

@@ -216,6 +216,42 @@ struct TypedModelTests {
         observed.stop()
     }
 
+    /// A change to a row that does not decode leaves the models as they were: no result repeats.
+    @Test(arguments: StoreKind.allCases)
+    func anObservationDoesNotRepeatAResultForARowItSkips(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let chores = device.context.table(Chore.self)
+        let good = try await chores.insert(Chore(title: "Good"))
+        let observed = Observed(chores.observe(TableQuery().orderBy("title")))
+        try await observed.wait { $0 == [good] }
+        try await device.table("chore").insert(Self.misfits[0])
+        try await Task.sleep(for: .milliseconds(300))
+        let more = try await chores.insert(Chore(title: "More"))
+        try await observed.wait { $0 == [good, more] }
+        observed.stop()
+        let values = observed.values
+        #expect(zip(values, values.dropFirst()).allSatisfy { $0 != $1 }, "\(values.map { $0.map(\.title) })")
+    }
+
+    /// A model never inserted has the id every such model shares: an update or a delete of it is
+    /// refused (an update wrote the zero UUID, and a push could then remove it).
+    @Test func aModelNeverInsertedCannotBeUpdatedOrDeleted() async throws {
+        let device = try Device(kind: .memory, server: ModelServer())
+        let chores = device.context.table(Chore.self)
+        for action in ["update", "delete"] {
+            let error = await expectSyncError(.invalidItem) {
+                if action == "update" {
+                    _ = try await chores.update(Chore(title: "Never inserted"))
+                } else {
+                    try await chores.delete(Chore(title: "Never inserted"))
+                }
+            }
+            #expect(error?.message.contains("cannot \(action) a Chore whose id is unassigned") == true)
+        }
+        #expect(try await device.table("chore").query().items.isEmpty)
+        #expect(try await device.operations().isEmpty)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func theStrictPolicyThrows(_ kind: StoreKind) async throws {
         let device = try Device(kind: kind, server: ModelServer())

@@ -113,6 +113,16 @@ extension SyncContext {
             switch operation.kind {
             case .delete:
                 return try await complete(operation, serverItem: nil)  // already gone: the goal is reached
+            case .update where operation.baseItem == nil && (attempt.body["version"] ?? .null) == .null:
+                // An update queued for an item this device never had from the server (no base, no
+                // version): the server never had it either, which is no deletion to give in to (a
+                // conflict settled for the server removed the local item). It fails and stays.
+                return try await failure(
+                    operation,
+                    RemoteError(
+                        .notFound, status: error.status ?? 404,
+                        "\(place): the server has no item '\(operation.itemID)' to update: it was never inserted "
+                            + "there (resolve the error with an insert)"))
             case .update:
                 return try await conflict(
                     operation, clientItem: attempt.body, serverItem: nil, status: error.status ?? 404,

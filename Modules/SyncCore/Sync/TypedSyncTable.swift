@@ -66,15 +66,29 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         return try decode(try await table.insert(object))
     }
 
-    /// Replaces a stored model and queues an update; returns it as stored.
+    /// Replaces a stored model and queues an update; returns it as stored. A model whose id is
+    /// ``SyncModelID/unassigned`` was never inserted: ``SyncError/Code/invalidItem``.
     @discardableResult
     public func update(_ item: Item) async throws(SyncError) -> Item {
-        try decode(try await table.update(try encode(item)))
+        try requireAssignedID(item, "update")
+        return try decode(try await table.update(try encode(item)))
     }
 
-    /// Deletes a model and queues a delete.
+    /// Deletes a model and queues a delete. A model whose id is ``SyncModelID/unassigned`` was
+    /// never inserted: ``SyncError/Code/invalidItem``.
     public func delete(_ item: Item) async throws(SyncError) {
+        try requireAssignedID(item, "delete")
         try await table.delete(try encode(item))
+    }
+
+    /// An update or delete of a model never inserted would write to the one id every such model
+    /// shares (the zero UUID): refused.
+    private func requireAssignedID(_ item: Item, _ action: String) throws(SyncError) {
+        guard (item as? any SyncModel)?.hasUnassignedID == true else { return }
+        throw SyncError(
+            .invalidItem,
+            "table '\(name)': cannot \(action) a \(modelName) whose id is unassigned: insert it first (the insert gives it an id)"
+        )
     }
 
     /// Deletes the model with `id` and queues a delete.
@@ -133,7 +147,15 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
             let runner = Task {
                 do {
-                    for try await items in objects { continuation.yield(try table.decode(items)) }
+                    // Only a result that differs from the last: a change to a row that does not
+                    // decode (and is skipped) leaves the models as they were.
+                    var last: [JSONObject]?
+                    for try await items in objects {
+                        let decoded = try table.decodeWithSources(items)
+                        if decoded.sources == last { continue }
+                        last = decoded.sources
+                        continuation.yield(decoded.items)
+                    }
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
@@ -212,13 +234,21 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
 
     /// Decodes stored items by the policy: one that does not fit is reported, and skipped or thrown.
     func decode(_ objects: [JSONObject]) throws(SyncError) -> [Item] {
+        try decodeWithSources(objects).items
+    }
+
+    /// ``decode(_:)``, with the stored items the models came from (those that decoded).
+    func decodeWithSources(_ objects: [JSONObject]) throws(SyncError) -> (items: [Item], sources: [JSONObject]) {
         var items: [Item] = []
+        var sources: [JSONObject] = []
         items.reserveCapacity(objects.count)
+        sources.reserveCapacity(objects.count)
         // The ids that decoded, to clear earlier reports of them; only collected when there are some.
         var decodedIDs: [String]? = context.undecodable.isEmpty ? nil : []
         for object in objects {
             do {
                 items.append(try model(of: object))
+                sources.append(object)
                 if let id = object.id { decodedIDs?.append(id) }
             } catch {
                 context.undecodable.report(error)
@@ -226,6 +256,6 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
             }
         }
         if let decodedIDs { context.undecodable.clear(table: name, model: modelName, ids: decodedIDs) }
-        return items
+        return (items, sources)
     }
 }
