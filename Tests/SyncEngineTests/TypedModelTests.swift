@@ -233,6 +233,17 @@ struct TypedModelTests {
         #expect(zip(values, values.dropFirst()).allSatisfy { $0 != $1 }, "\(values.map { $0.map(\.title) })")
     }
 
+    /// UUID ids are taken as they are (stored in lower case, they were not found by `uuidString`).
+    @Test func uuidIDsAreTakenAsTheyAre() async throws {
+        let device = try Device(kind: .memory, server: ModelServer())
+        let chores = device.context.table(Chore.self)
+        let chore = try await chores.insert(Chore(title: "Bins"))
+        #expect(try await chores.item(id: chore.id.uuidString) == nil, "stored in lower case")
+        #expect(try await chores.item(id: chore.id) == chore)
+        try await chores.delete(id: chore.id)
+        #expect(try await chores.item(id: chore.id) == nil)
+    }
+
     /// A model never inserted has the id every such model shares: an update or a delete of it is
     /// refused (an update wrote the zero UUID, and a push could then remove it).
     @Test func aModelNeverInsertedCannotBeUpdatedOrDeleted() async throws {
