@@ -238,7 +238,7 @@ public struct OnlineTable: RemoteTable {
             .notFound, status: 404,
             (action.map { $0 + ": " } ?? "")
                 + "there is no table endpoint at \(client.displayURL(table: name))\(said); "
-                + "the server has no table '\(name)', or the server URL (--server) is not the base URL of a "
+                + "the server has no table '\(name)', or the server URL is not the base URL of a "
                 + "table-protocol server")
     }
 
@@ -273,7 +273,7 @@ enum PageDecoding {
             return RemoteError(
                 .invalidResponse, status: response.status,
                 "querying '\(table)': \(endpoint) answered \(what), not a page of the table protocol \(version) "
-                    + "(\(shape)); check that the server URL (--server) leads to a table-protocol server")
+                    + "(\(shape)); check that the server URL leads to a table-protocol server")
         }
         let json: JSONValue
         if response.body.isEmpty { throw invalid("an empty body") }

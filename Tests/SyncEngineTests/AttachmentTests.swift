@@ -229,9 +229,11 @@ struct AttachmentTests {
         await expectSyncError(.invalidAttachmentName) {
             try await phone.table().attach(file: file, to: "a", name: "../x")
         }
-        await expectSyncError(.attachmentFile) {
-            try await phone.table().attach(file: file.appending(path: "missing"), to: "a", name: "x")
+        let missing = await expectSyncError(.attachmentFile) {
+            try await phone.table().attach(
+                file: file.deletingLastPathComponent().appending(path: "missing"), to: "a", name: "x")
         }
+        #expect(missing?.message == "cannot import 'missing': no such file", "\(missing?.message ?? "-")")
         let bare = try Device("bare", kind: .memory, server: server)
         await expectSyncError(.attachmentsNotConfigured) {
             try await bare.table().attach(file: file, to: "a", name: "x")

@@ -36,7 +36,7 @@ struct QueryAnswerTests {
         let message = try #require(error?.message)
         #expect(message.contains("'todo'"), "\(message)")
         #expect(message.contains("http://wrongpath.test/api/tables/todo"), "\(message)")
-        #expect(message.contains("--server"), "\(message)")
+        #expect(message.contains("the server URL is not the base URL"), "\(message)")
         #expect(message.contains("Cannot GET /api/tables/todo"), "\(message)")
         #expect(!message.contains("\n"))
         #expect(!message.contains("$top"), "the URL is shown without the query: \(message)")

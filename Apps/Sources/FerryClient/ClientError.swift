@@ -82,7 +82,8 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             case .unauthorized:
                 return ClientError(.unauthorized, error.message, hint: "give a valid token with --token")
             case .itemNotFound, .notFound, .attachmentNotFound:
-                return ClientError(.notFound, error.message)
+                let wrongURL = error.message.contains("no table endpoint")
+                return ClientError(.notFound, error.message, hint: wrongURL ? "check --server" : nil)
             case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution, .invalidAttachmentName,
                 .invalidTableName, .itemExists:
                 return ClientError(.usage, error.message)

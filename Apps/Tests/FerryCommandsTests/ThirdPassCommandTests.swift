@@ -212,7 +212,7 @@ struct ThirdPassCommandTests {
         #expect(
             message?.contains("there is no table endpoint at \(server.url)/nothing/tables/todo") == true,
             "\(message ?? "-")")
-        #expect(message?.contains("the server URL (--server) is not the base URL") == true)
+        #expect(message?.contains("the server URL is not the base URL") == true)
         #expect(message?.components(separatedBy: "HTTP 404").count == 2, "\(message ?? "-")")
         #expect(
             RemoteError(status: 501, "the server answered HTTP 501 (Not Implemented)").description.components(

@@ -165,9 +165,13 @@ extension SyncContext {
     /// if !report.push.isComplete { showErrors() }
     /// ```
     ///
+    /// With no subscriptions (none given, and automatic sync not started) it only pushes: with an
+    /// empty queue it returns at once without asking the server. Name the tables to pull
+    /// (`synchronize([SyncSubscription(table: "todo")])`) for a barrier that reaches the server.
+    ///
     /// - Throws: ``SyncError`` — `network`, `unauthorized`, `cancelled`, or the error of a pull.
     @discardableResult
-    public func synchronize(_ subscriptions: [SyncSubscription]? = nil) async throws -> SyncReport {
+    public func synchronize(_ subscriptions: [SyncSubscription]? = nil) async throws(SyncError) -> SyncReport {
         var report = SyncReport()
         report.push = try await push()
         for subscription in subscriptions ?? registeredSubscriptions {
