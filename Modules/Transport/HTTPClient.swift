@@ -87,6 +87,11 @@ struct HTTPClient: Sendable {
         _ method: String, _ url: URL, body: JSONValue? = nil, data: Data? = nil, headers: [String: String] = [:],
         retries: Bool = true, idempotent: Bool = false
     ) async throws(RemoteError) -> HTTPResponse {
+        // Another scheme would go nowhere until the request timed out (90 s for `ftp://`).
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw RemoteError(
+                .network, "the server URL's scheme '\(url.scheme ?? "")' is not http or https", wasNotSent: true)
+        }
         let isSafe = (method == "GET" || idempotent) && retries
         var attempt = 1
         var refreshedToken = false

@@ -72,6 +72,18 @@
             }
         }
 
+        /// A URL of another scheme (`ftp://`) went nowhere until the request timed out, 90 s.
+        @Test func aServerURLOfAnotherSchemeFailsAtOnceUnsent() async throws {
+            let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: "ftp://127.0.0.1:9")!))
+            do {
+                _ = try await remote.onlineTable("todo").insert(["id": "a"])
+                Issue.record("an ftp URL was used")
+            } catch {
+                #expect(error.code == .network && error.wasNotSent, "\(error)")
+                #expect(error.message == "the server URL's scheme 'ftp' is not http or https", "\(error.message)")
+            }
+        }
+
         @Test func anAcceptedWriteAnsweredWithAnotherItemIsAnInvalidResponse() async throws {
             let server = try Self.answering { head in
                 head.hasPrefix("POST")
