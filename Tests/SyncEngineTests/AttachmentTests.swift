@@ -233,7 +233,7 @@ struct AttachmentTests {
             try await phone.table().attach(
                 file: file.deletingLastPathComponent().appending(path: "missing"), to: "a", name: "x")
         }
-        #expect(missing?.message == "cannot import 'missing': no such file", "\(missing?.message ?? "-")")
+        #expect(missing?.message == "cannot import 'missing': no such file or directory", "\(missing?.message ?? "-")")
         let bare = try Device("bare", kind: .memory, server: server)
         await expectSyncError(.attachmentsNotConfigured) {
             try await bare.table().attach(file: file, to: "a", name: "x")

@@ -82,7 +82,8 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             case .unauthorized:
                 return ClientError(.unauthorized, error.message, hint: "give a valid token with --token")
             case .itemNotFound, .notFound, .attachmentNotFound:
-                let wrongURL = error.message.contains("no table endpoint")
+                // The one 404 a server's answer throws: no table endpoint at that URL.
+                let wrongURL = error.remoteError?.code == .notFound
                 return ClientError(.notFound, error.message, hint: wrongURL ? "check --server" : nil)
             case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution, .invalidAttachmentName,
                 .invalidTableName, .itemExists:
@@ -110,16 +111,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case let error as CocoaError:
             // A file-system failure (a read-only directory, a missing parent): the path and the
             // system's reason, not Foundation's error dump.
-            let reason: String
-            switch error.code {
-            case .fileWriteNoPermission, .fileReadNoPermission: reason = "permission denied"
-            case .fileNoSuchFile, .fileReadNoSuchFile: reason = "no such file or directory"
-            case .fileWriteOutOfSpace: reason = "no space left on the device"
-            case .fileWriteVolumeReadOnly: reason = "the volume is read-only"
-            case .fileWriteFileExists: reason = "a file is in the way"
-            default: reason = "the file system refused (code \(error.code.rawValue))"
-            }
-            return ClientError(.failed, "cannot use '\(error.filePath ?? "?")': \(reason)")
+            return ClientError(.failed, "cannot use '\(error.filePath ?? "?")': \(FileProblem.reason(error))")
         case let error as JSONParseError:
             return ClientError(.usage, "invalid JSON: \(error)", hint: #"write items as '{"title":"Milk"}'"#)
         default:

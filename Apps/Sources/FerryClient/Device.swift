@@ -254,6 +254,11 @@ public actor Device {
         try await context.purge(table, query: query, force: force)
     }
 
+    /// How many operations of `table` wait in the queue.
+    public func queuedOperationCount(_ table: String) async throws -> Int {
+        try await store.operationCount(table: table)
+    }
+
     /// Queued operations per table, the errors, and the delta tokens.
     public func status() async throws -> DeviceStatus {
         let operations = try await context.queuedOperations()

@@ -42,26 +42,8 @@ extension SyncContext {
             return try await files.importFile(at: file, moving: false)
         } catch {
             throw SyncError(
-                .attachmentFile, "cannot import '\(file.lastPathComponent)': \(Self.fileProblem(error))",
+                .attachmentFile, "cannot import '\(file.lastPathComponent)': \(FileProblem.reason(error))",
                 underlying: error)
-        }
-    }
-
-    /// A file system error in a few words ("no such file"), not Foundation's dump of its domain,
-    /// code and user info.
-    static func fileProblem(_ error: any Error) -> String {
-        let failure = error as NSError
-        switch (failure.domain, failure.code) {
-        case (NSCocoaErrorDomain, NSFileReadNoSuchFileError), (NSCocoaErrorDomain, NSFileNoSuchFileError),
-            (NSPOSIXErrorDomain, Int(ENOENT)):
-            return "no such file"
-        case (NSCocoaErrorDomain, NSFileReadNoPermissionError), (NSCocoaErrorDomain, NSFileWriteNoPermissionError),
-            (NSPOSIXErrorDomain, Int(EACCES)):
-            return "permission denied"
-        case (NSCocoaErrorDomain, NSFileWriteOutOfSpaceError), (NSPOSIXErrorDomain, Int(ENOSPC)):
-            return "no space left on the device"
-        default:
-            return failure.localizedDescription
         }
     }
 

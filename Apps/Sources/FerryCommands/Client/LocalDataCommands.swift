@@ -151,31 +151,29 @@ public struct QueryCommand: DeviceCommand, Sendable {
     /// error naming the near field (as --select's), for a table that has items at all.
     func checkFields(of tableQuery: TableQuery, on device: Device) async throws {
         guard let filter = tableQuery.filter else { return }
-        let named = Self.fields(in: filter).subtracting(Rendering.systemColumns + ["id"])
-        guard !named.isEmpty else { return }
         let sample = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true)).items
         guard !sample.isEmpty else { return }
-        for field in named.sorted() {
-            let having = try await device.query(
-                table, try makeQuery(filter: "\(field) ne null", top: 1, includeDeleted: true))
-            if having.items.isEmpty {
-                throw Self.noSuchField(field, in: table, known: Rendering.defaultColumns(sample))
-            }
-        }
+        try await requireFields(Self.fields(in: filter), on: device, sample: sample)
     }
 
     /// A sort key on a field no item of the table has is an error naming the near field: the items
     /// would otherwise come in `id` order as if sorted (`--orderby "titel desc"`).
     func checkOrderFields(of tableQuery: TableQuery, on device: Device) async throws {
-        let named = Set(tableQuery.orderBy.flatMap { Self.fields(in: $0.expression) })
-            .subtracting(Rendering.systemColumns + ["id"])
-        for field in named.sorted() {
+        try await requireFields(Set(tableQuery.orderBy.flatMap { Self.fields(in: $0.expression) }), on: device)
+    }
+
+    /// The first of `named` (system fields aside) that no item of the table has is an error naming
+    /// the near field among `sample`'s (read when needed).
+    private func requireFields(_ named: Set<String>, on device: Device, sample: [JSONObject]? = nil) async throws {
+        for field in named.subtracting(Rendering.systemColumns + ["id"]).sorted() {
             let having = try await device.query(
                 table, try makeQuery(filter: "\(field) ne null", top: 1, includeDeleted: true))
-            if having.items.isEmpty {
-                let sample = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true))
-                throw Self.noSuchField(field, in: table, known: Rendering.defaultColumns(sample.items))
+            guard having.items.isEmpty else { continue }
+            var known = sample ?? []
+            if sample == nil {
+                known = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true)).items
             }
+            throw Self.noSuchField(field, in: table, known: Rendering.defaultColumns(known))
         }
     }
 

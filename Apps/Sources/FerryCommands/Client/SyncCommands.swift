@@ -108,7 +108,7 @@ public struct PurgeCommand: DeviceCommand, Sendable {
 
     public func execute(on device: Device, output: CommandOutput) async throws {
         // A forced purge also drops the table's queued operations: say how many changes were lost.
-        let dropped = force ? try await device.status().queued[table] ?? 0 : 0
+        let dropped = force ? try await device.queuedOperationCount(table) : 0
         let removed = try await device.purge(table, query: try makeQuery(filter: filter), force: force)
         var text = "purged \(Rendering.grouped(removed)) item\(removed == 1 ? "" : "s") of '\(table)'"
         if dropped > 0 {
