@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import ServerTestSupport
 import SyncCore
+import Synchronization
 import Testing
 import Transport
 
@@ -236,5 +237,24 @@ struct ThirdPassCommandTests {
         #expect(try await Self.run(["insert", "todo", #"{"id":"a"}"#] + store).status == 0)
         let status = try await Self.run(["status", "--server", server.url] + store)
         #expect(status.output.contains("server \(server.url): refuses the token: "), "\(status.output)")
+    }
+
+    /// `watch` hears of rows and of the sync's status from two tasks: a view written slowly (a
+    /// full pipe) must not let a newer one pass it, or the last line shows rows that are gone.
+    @Test func aSlowlyWrittenViewIsNotOvertakenByANewerOne() async throws {
+        let lines = Mutex<[String]>([])
+        let output = CommandOutput(format: .jsonLines, showsProgress: false) { text in
+            // The first view takes a while to leave, as into a pipe nobody reads for a moment.
+            if text.contains("gone") { Thread.sleep(forTimeInterval: 0.3) }
+            lines.withLock { $0.append(text) }
+        }
+        let view = WatchView(table: "todo", place: "here", output: output, redraws: false)
+        let older = Task.detached { view.show(items: [["id": "a", "title": "gone"], ["id": "b"]]) }
+        try await Task.sleep(for: .milliseconds(100))
+        view.show(items: [["id": "b"]])
+        await older.value
+        let written = lines.withLock { $0 }
+        #expect(written.count == 2)
+        #expect(written.last?.contains("gone") == false, "the last view is stale: \(written)")
     }
 }

@@ -127,49 +127,46 @@ final class WatchView: Sendable {
         state = Mutex(State(synced: !waitsForFirstSync))
     }
 
+    // Rows and status come from two tasks: each view is decided and written under the state's
+    // lock, so views leave in the order of the changes (two written at once could end with the
+    // older one, and a stale last view).
+
     func show(items: [JSONObject]) {
-        let status = state.withLock { state in
+        state.withLock { state in
             state.items = items
-            return state.status
-        }
-        switch output.format {
-        case .json, .jsonLines:
-            printJSON()
-        case .table, .csv:
-            draw(items, status)
+            switch output.format {
+            case .json, .jsonLines: printJSON(&state)
+            case .table, .csv: draw(items, state.status)
+            }
         }
     }
 
     func show(status: SyncStatus.Snapshot) {
-        let (items, changed) = state.withLock { state in
-            defer { state.status = status }
+        state.withLock { state in
+            let changed = state.status?.summary != status.summary
+            state.status = status
             // The first sync is over once it caught up, or failed (then the local rows are all
             // there is to show).
             if status.isCaughtUp || status.downloadProblem != nil || status.uploadProblem != nil || !status.isOnline {
                 state.synced = true
             }
-            return (state.items, state.status?.summary != status.summary)
-        }
-        switch output.format {
-        case .json, .jsonLines:
-            printJSON()
-        case .table, .csv:
-            // A table is drawn again with the new status line.
-            guard let items, changed else { return }
-            draw(items, status)
+            switch output.format {
+            case .json, .jsonLines:
+                printJSON(&state)
+            case .table, .csv:
+                // A table is drawn again with the new status line.
+                guard let items = state.items, changed else { return }
+                draw(items, status)
+            }
         }
     }
 
     /// Prints the rows as one JSON array per line, once the first sync is over, never the same
     /// rows twice in a row.
-    private func printJSON() {
-        let rows: [JSONObject]? = state.withLock { state in
-            guard state.synced, let items = state.items, items != state.printed else { return nil }
-            state.printed = items
-            return items
-        }
-        guard let rows else { return }
-        output.print(JSONValue.array(rows.map(JSONValue.object)).serialized())
+    private func printJSON(_ state: inout State) {
+        guard state.synced, let items = state.items, items != state.printed else { return }
+        state.printed = items
+        output.print(JSONValue.array(items.map(JSONValue.object)).serialized())
     }
 
     private func draw(_ items: [JSONObject], _ status: SyncStatus.Snapshot?) {
