@@ -87,11 +87,7 @@ struct HTTPClient: Sendable {
         _ method: String, _ url: URL, body: JSONValue? = nil, data: Data? = nil, headers: [String: String] = [:],
         retries: Bool = true, idempotent: Bool = false
     ) async throws(RemoteError) -> HTTPResponse {
-        // Another scheme would go nowhere until the request timed out (90 s for `ftp://`).
-        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw RemoteError(
-                .network, "the server URL's scheme '\(url.scheme ?? "")' is not http or https", wasNotSent: true)
-        }
+        try Self.checkSendable(url)
         let isSafe = (method == "GET" || idempotent) && retries
         var attempt = 1
         var refreshedToken = false
@@ -134,11 +130,25 @@ struct HTTPClient: Sendable {
         }
     }
 
+    /// Refuses, unsent, a URL no request could go to: another scheme than http or https would go
+    /// nowhere until the request timed out (90 s for `ftp://`); a port above 65535 stopped the
+    /// process in NIO's socket address (a Swift runtime trap, not an error).
+    static func checkSendable(_ url: URL) throws(RemoteError) {
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw RemoteError(
+                .network, "the server URL's scheme '\(url.scheme ?? "")' is not http or https", wasNotSent: true)
+        }
+        if let port = url.port, !(1...65_535).contains(port) {
+            throw RemoteError(.network, "the server URL's port \(port) is not 1 to 65535", wasNotSent: true)
+        }
+    }
+
     /// Opens a long-lived `GET` (a change feed): the head, then the body as it arrives. Asks the
     /// token provider again once after a 401. `timeout` is the longest wait between bytes.
     func openStream(_ url: URL, headers: [String: String], timeout: Double) async throws(RemoteError) -> (
         status: Int, headers: [String: String], body: AsyncThrowingStream<[UInt8], any Error>
     ) {
+        try Self.checkSendable(url)
         var refreshedToken = false
         var token = try await currentToken(forceRefresh: false)
         while true {

@@ -84,6 +84,20 @@
             }
         }
 
+        /// A port above 65535 stopped the process (a runtime trap in NIO's socket address), for a
+        /// request and for the change feed alike.
+        @Test func aServerURLWithAPortOutOfRangeFailsAtOnceUnsent() async throws {
+            let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: "http://127.0.0.1:65536")!))
+            do {
+                _ = try await remote.onlineTable("todo").insert(["id": "a"])
+                Issue.record("a port above 65535 was used")
+            } catch {
+                #expect(error.code == .network && error.wasNotSent, "\(error)")
+                #expect(error.message == "the server URL's port 65536 is not 1 to 65535", "\(error.message)")
+            }
+            await #expect(throws: RemoteError.self) { _ = try await remote.changeFeed(tables: ["todo"], after: nil) }
+        }
+
         @Test func anAcceptedWriteAnsweredWithAnotherItemIsAnInvalidResponse() async throws {
             let server = try Self.answering { head in
                 head.hasPrefix("POST")

@@ -106,6 +106,23 @@ struct AttachmentCommandTests {
         return byName
     }
 
+    /// A table nobody has written yet pulls empty from a server with attachments, as from one
+    /// without: its attachment rows were a 404 ("no table"), and a pull, or automatic sync, failed
+    /// on it for good.
+    @Test func aTableNobodyWroteYetPullsEmptyWithAttachmentsOn() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (server, url, _) = try await Self.serve(directory)
+        defer { server.terminate() }
+        let rows = try await Self.request("GET", "\(url)/tables/$attachments/neverwritten")
+        #expect(rows.status == 200, "\(String(decoding: rows.body, as: UTF8.self))")
+        let pulled = try await Self.ferry([
+            "pull", "neverwritten", "--server", url, "--store", "sqlite:\(directory)/phone.ferry",
+        ])
+        #expect(pulled.status == 0, "\(pulled.errors)")
+        #expect(pulled.output.hasPrefix("pulled 0 items of 'neverwritten'"), "\(pulled.output)")
+    }
+
     @Test func aFileAttachedOfflineReachesAnotherDeviceByteIdentical() async throws {
         let directory = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }

@@ -257,4 +257,18 @@ struct ThirdPassCommandTests {
         #expect(written.count == 2)
         #expect(written.last?.contains("gone") == false, "the last view is stale: \(written)")
     }
+
+    /// A port above 65535 stopped `ferry` with a Swift runtime trap and a backtrace (exit 132),
+    /// leaving the store it had just made.
+    @Test func aServerPortOutOfRangeIsAUsageError() async throws {
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("device.sqlite").path
+        let pulled = try await Self.run(["pull", "todo", "--server", "http://127.0.0.1:70000", "--store", store])
+        #expect(pulled.status == 64, "\(pulled.status) \(pulled.errors)")
+        #expect(
+            pulled.errors.hasPrefix("error: the port of 'http://127.0.0.1:70000' is not 1 to 65535"), "\(pulled.errors)"
+        )
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
 }

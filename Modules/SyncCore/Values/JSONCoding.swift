@@ -79,6 +79,11 @@ extension JSONValue {
 private struct JSONParser {
     let bytes: UnsafeBufferPointer<UInt8>
     var index = 0
+    /// By nesting depth, how many members the last object parsed there had: the room a new
+    /// object's dictionary starts with (the rows of a page look alike). Room for 8 members in
+    /// every object took about 700 bytes for `{}` or `{"a":0}`: a 4.5 MB page of 1.5 million
+    /// of them took the CLI to 1.15 GB.
+    var membersSeen: [Int] = []
 
     init(bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -133,13 +138,18 @@ private struct JSONParser {
             throw fail("nesting deeper than \(JSONValue.maximumNestingDepth)")
         }
         index += 1
-        // Rows have a handful of members: room for them up front saves the first resizes.
-        var members = JSONObject(minimumCapacity: 8)
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return .object([:])
         }
+        // Room for as many members as the object before at this depth had (a handful for the
+        // first): growing a dictionary member by member rehashes it several times.
+        if membersSeen.count <= depth {
+            membersSeen.append(contentsOf: repeatElement(8, count: depth + 1 - membersSeen.count))
+        }
+        var members = JSONObject(minimumCapacity: membersSeen[depth] * 2)
+        defer { membersSeen[depth] = members.count }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {

@@ -34,6 +34,10 @@ public struct ServerOptions: ParsableArguments, Sendable {
         guard let url = URL(string: text), url.scheme == "http" || url.scheme == "https", url.host != nil else {
             throw ClientError(.usage, "'\(text)' is not a server URL", hint: "for example http://127.0.0.1:8080")
         }
+        if let port = url.port, !(1...65_535).contains(port) {
+            throw ClientError(
+                .usage, "the port of '\(text)' is not 1 to 65535", hint: "for example http://127.0.0.1:8080")
+        }
         let version: ProtocolVersion
         switch protocolVersion {
         case 2: version = .v2

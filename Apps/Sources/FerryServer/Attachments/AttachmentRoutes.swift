@@ -67,7 +67,8 @@ extension TableService {
         -> RequestContext
     {
         let version = try Self.protocolVersion(request)
-        let table = try await resolve(name, creating: false)
+        // A query finds a table nobody has written yet empty, as a query of its items does.
+        let table = try await resolve(name, creating: operation == .query)
         let identity = try authenticate(request, table: table)
         if table.requiresAuth && identity == nil {
             throw ProtocolError(table.unauthorizedStatus, "unauthorized", "table '\(name)' requires a valid token")
