@@ -225,3 +225,56 @@ struct EventTests {
         #expect(reason?.contains("lost") == true)
     }
 }
+
+@Suite("Errors table: the server's deletion")
+struct DeletedOnServerResolutionTests {
+    /// An update of an item another device deleted on the server, failed and kept.
+    static func updateOfADeletedItem(_ device: Device) async throws -> OperationErrorRecord {
+        device.server.seed("todo", [["id": "a", "title": "base"]])
+        try await device.table().pull()
+        try await device.table().update(["id": "a", "title": "mine"])
+        device.server.softDelete("todo", ids: ["a"])
+        let failed = try await device.context.push().failed
+        return try #require(failed.first)
+    }
+
+    /// Keeping mine of an item the server deleted was "resolved" and failed again at every push:
+    /// the deletion wins, as in a conflict handler, and the resolution applied says so.
+    @Test(arguments: StoreKind.allCases)
+    func keepingMineOfAnItemTheServerDeletedTakesTheDeletion(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let error = try await Self.updateOfADeletedItem(device)
+        let applied = try await device.context.resolveError(error.id, .useClient)
+        #expect(applied == .useServer)
+        #expect(try await device.table().item(id: "a") == nil)
+        #expect(try await device.operations().isEmpty)
+        #expect(try await device.context.push().failed.isEmpty)
+    }
+
+    /// An insert of the id the server keeps for its deleted item would be refused (409) at every push.
+    @Test(arguments: StoreKind.allCases)
+    func insertingAgainTheIdOfAnItemTheServerDeletedIsRefused(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let error = try await Self.updateOfADeletedItem(device)
+        await expectSyncError(.invalidResolution) {
+            try await device.context.resolveError(error.id, .changeOperation(.insert, item: ["title": "again"]))
+        }
+        #expect(try await device.table().item(id: "a")?["title"] == "mine")
+    }
+
+    /// An update queued for an item the server never had (404, no base): keeping mine sends it as
+    /// an insert, once.
+    @Test(arguments: StoreKind.allCases)
+    func keepingMineOfAnItemTheServerNeverHadInsertsIt(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        try await device.store.write { tx in
+            try tx.upsert("todo", [["id": "n", "title": "never sent"]])
+            _ = try tx.appendOperation(OperationDraft(table: "todo", itemID: "n", kind: .update))
+        }
+        let error = try #require(try await device.context.push().failed.first)
+        #expect(error.statusCode == 404)
+        #expect(try await device.context.resolveError(error.id, .useClient) == .useClient)
+        #expect(try await device.context.push().failed.isEmpty)
+        #expect(device.server.row("todo", id: "n")?["title"] == "never sent")
+    }
+}

@@ -270,6 +270,11 @@ struct PushTests {
         #expect(try await device.table().item(id: "a")?["title"] == "theirs")
         #expect(try await device.table().item(id: "a")?.version == server.row("todo", id: "a")?.version)
         #expect(try await device.operations().isEmpty)
+        // The copy the conflict left is the one a pull gives (it kept `deleted: false`, which a
+        // filter on `deleted` then told apart from another device's copy).
+        let other = try Device("other", kind: kind, server: server)
+        try await other.table().pull()
+        #expect(try await device.table().item(id: "a") == other.table().item(id: "a"))
     }
 
     @Test(arguments: StoreKind.allCases)

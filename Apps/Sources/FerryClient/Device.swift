@@ -301,7 +301,10 @@ public actor Device {
         return bases
     }
 
-    public func resolve(_ errorID: String, _ resolution: ErrorResolution) async throws {
+    /// Resolves a recorded error; returns the resolution applied (the server's deletion wins over
+    /// keeping the local item: ``SyncContext/resolveError(_:_:)``).
+    @discardableResult
+    public func resolve(_ errorID: String, _ resolution: ErrorResolution) async throws -> ErrorResolution {
         try await context.resolveError(errorID, resolution)
     }
 }

@@ -5,6 +5,16 @@ enum ItemFields {
     static let serverOwned = ["createdAt", "updatedAt", "version", "deleted"]
 
     /// Whether `field` is a server-owned system property (case-insensitive, as the servers read them).
+    /// The local copy of a live server item, under `id`: local items are never deleted ones, so
+    /// the `deleted` flag is not stored (a copy that kept it matched `deleted eq false` on one
+    /// device and not on another that pulled the same item).
+    static func localCopy(of server: JSONObject, id: String) -> JSONObject {
+        var stored = server
+        stored["id"] = .string(id)
+        stored.removeValue(forKey: "deleted")
+        return stored
+    }
+
     static func isServerOwned(_ field: String) -> Bool {
         field != "id" && SystemProperty.isSystemProperty(field)
     }

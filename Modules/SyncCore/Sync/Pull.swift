@@ -407,10 +407,7 @@ enum PullSteps {
             if item.isDeleted {
                 deletions.append(id)
             } else {
-                // Local items are never deleted ones: the flag is not stored.
-                var stored = item
-                stored.removeValue(forKey: "deleted")
-                upserts.append(stored)
+                upserts.append(ItemFields.localCopy(of: item, id: id))
             }
         }
         if !deletions.isEmpty { page.deleted = try tx.delete(table, ids: deletions) }

@@ -37,14 +37,27 @@ extension SyncContext {
     /// try await context.push()
     /// ```
     ///
+    /// **Deletions win**, as in a conflict handler: a server item that was deleted cannot be brought
+    /// back through the protocol, so ``ErrorResolution/useClient`` and ``ErrorResolution/useMerged(_:)``
+    /// of an insert or update act as ``ErrorResolution/useServer`` when the server deleted the item
+    /// (the local item is removed), and the resolution returned says so. (Sending the local item
+    /// again would meet the same refusal at every push.)
+    ///
     /// Throws ``SyncError/Code/notFound`` when the error or its operation no longer exists (the stale
     /// error is then removed), ``SyncError/Code/invalidResolution`` when the resolution needs a server
-    /// item the error does not have, and ``SyncError/Code/invalidItem`` for an item with another id.
-    public func resolveError(_ errorID: String, _ resolution: ErrorResolution) async throws(SyncError) {
+    /// item the error does not have or would insert an id the server keeps for a deleted item, and
+    /// ``SyncError/Code/invalidItem`` for an item with another id.
+    ///
+    /// - Returns: The resolution applied: `resolution`, or ``ErrorResolution/useServer`` where the
+    ///   server's deletion won.
+    @discardableResult
+    public func resolveError(_ errorID: String, _ resolution: ErrorResolution) async throws(SyncError)
+        -> ErrorResolution
+    {
         try checkCancellation("resolve error '\(errorID)'")
-        let stale: Bool
+        let applied: ErrorResolution?
         do {
-            stale = try await holding([Self.pushGate]) {
+            applied = try await holding([Self.pushGate]) {
                 try await write("resolve error '\(errorID)'") { tx in
                     try ErrorSteps.resolve(errorID: errorID, resolution, in: tx)
                 }
@@ -52,10 +65,11 @@ extension SyncContext {
         } catch {
             throw SyncError.wrapping(error, "resolve error '\(errorID)'")
         }
-        if stale {
+        guard let applied else {
             throw SyncError(
                 .notFound, "the operation of error '\(errorID)' is no longer queued (the error was removed)")
         }
+        return applied
     }
 
     /// Removes local items of a table. See ``SyncTable/purge(_:force:)``.
@@ -124,21 +138,40 @@ enum PurgeSteps {
 }
 
 enum ErrorSteps {
-    /// Applies a resolution; returns `true` when the error was stale (its operation is gone) and was
-    /// removed instead.
-    static func resolve(errorID: String, _ resolution: ErrorResolution, in tx: any StoreTransaction) throws -> Bool {
+    /// Applies a resolution; returns the one applied (see ``SyncContext/resolveError(_:_:)``), or
+    /// `nil` when the error was stale (its operation is gone) and was removed instead.
+    static func resolve(errorID: String, _ resolution: ErrorResolution, in tx: any StoreTransaction) throws
+        -> ErrorResolution?
+    {
         guard let record = try tx.operationError(id: errorID) else {
             throw SyncError(.notFound, "no operation error with id '\(errorID)'")
         }
         guard var operation = try tx.operation(id: record.operationID) else {
             try tx.deleteOperationErrors(ids: [errorID])
-            return true
+            return nil
         }
         let table = operation.table
         let id = JSONValue.string(operation.itemID)
         let server = record.serverItem.flatMap { $0.isDeleted ? nil : $0 }
         let serverGone =
             record.serverItem?.isDeleted == true || record.statusCode == 404 || record.statusCode == 410
+        // Deleted there, not merely never sent there: a 404 of an update without a base or a
+        // version is an item the server never had (2.0 answers 404 for a deleted item too).
+        let deletedOnServer =
+            record.serverItem?.isDeleted == true || record.statusCode == 410
+            || (record.statusCode == 404 && (operation.baseItem != nil || operation.kind == .delete))
+        var resolution = resolution
+        switch resolution {
+        case .useClient, .useMerged:
+            if deletedOnServer && operation.kind != .delete { resolution = .useServer }
+        case .changeOperation(.insert, _) where deletedOnServer:
+            throw SyncError(
+                .invalidResolution,
+                "the server deleted '\(operation.itemID)' and keeps its id: an insert of it would be refused (409); "
+                    + "insert the item under a new id, or take the server's deletion")
+        default:
+            break
+        }
         let local = try tx.item(table, id: operation.itemID)
         func checked(_ item: JSONObject?) throws -> JSONObject? {
             guard let item else { return nil }
@@ -175,7 +208,7 @@ enum ErrorSteps {
                 case .delete: try store(operation.baseItem ?? operation.item)
                 }
             }
-            return false
+            return resolution
         case .useServer:
             guard server != nil || serverGone else {
                 throw SyncError(
@@ -186,7 +219,7 @@ enum ErrorSteps {
                 try QueuedEdits.dropOperation(queued, in: tx)
             }
             try store(server)
-            return false
+            return resolution
         case .useClient, .useMerged:
             var merged: JSONObject?
             if case .useMerged(let item) = resolution { merged = item }
@@ -200,6 +233,10 @@ enum ErrorSteps {
                 if let server {
                     operation.kind = .update
                     operation.baseItem = server
+                } else if record.statusCode == 404 {
+                    // The server never had it (a deletion there went the other way above): mine
+                    // gets there as an insert.
+                    operation.kind = .insert
                 }
             case .delete:
                 let deleted = given ?? operation.item ?? ["id": id]
@@ -230,6 +267,6 @@ enum ErrorSteps {
         if operation.kind != .delete { operation.item = nil }
         try QueuedEdits.deleteErrors(of: operation.id, table: table, in: tx)
         try tx.updateOperation(operation)
-        return false
+        return resolution
     }
 }

@@ -112,10 +112,7 @@ enum PushSteps {
             if let local, let localTime = local.updatedAt, let serverTime = server.updatedAt, localTime > serverTime {
                 return nil  // a pull stored a newer copy meanwhile
             }
-            var stored = server
-            stored["id"] = .string(operation.itemID)
-            stored.removeValue(forKey: "deleted")
-            return stored
+            return ItemFields.localCopy(of: server, id: operation.itemID)
         }
         next.baseItem = server
         if next.kind == .delete {
@@ -242,9 +239,8 @@ enum PushSteps {
         for queued in try tx.operations(table: operation.table, itemID: operation.itemID) {
             try QueuedEdits.dropOperation(queued, in: tx)
         }
-        if var server = serverItem {
-            server["id"] = .string(operation.itemID)
-            try tx.upsert(operation.table, [server])
+        if let server = serverItem {
+            try tx.upsert(operation.table, [ItemFields.localCopy(of: server, id: operation.itemID)])
         } else {
             try tx.delete(operation.table, ids: [operation.itemID])
         }

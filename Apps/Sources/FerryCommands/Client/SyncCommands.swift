@@ -177,10 +177,25 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             else {
                 throw ClientError(.notFound, "no error '\(errorID)'", hint: "`conflicts` lists them")
             }
-            try await device.resolve(error.id, resolution)
-            output.print(
-                output.format.isJSON
-                    ? #"{"resolved":\#(JSONValue.string(errorID).serialized())}"# : "resolved \(errorID)")
+            let applied = try await device.resolve(error.id, resolution)
+            // Keeping mine of an item the server deleted takes the deletion (deletions win).
+            let deletionWon: Bool
+            switch (resolution, applied) {
+            case (.useClient, .useServer), (.useMerged, .useServer): deletionWon = true
+            default: deletionWon = false
+            }
+            if output.format.isJSON {
+                output.print(
+                    JSONValue.object([
+                        "resolved": .string(errorID), "took": .string(deletionWon ? "server" : take ?? ""),
+                    ]).serialized())
+            } else if deletionWon {
+                output.print(
+                    "resolved \(errorID): the server deleted it, and a deletion wins (it cannot be brought back): "
+                        + "removed here too")
+            } else {
+                output.print("resolved \(errorID)")
+            }
         default:
             throw ClientError(.usage, "unknown action '\(action)'", hint: "list or resolve")
         }
