@@ -147,7 +147,7 @@ public actor ReplSession {
     public func run(editor: LineEditor?) async -> Bool {
         let names = commandNames
         let completionState = CompletionState()
-        await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
+        await completionState.update(commands: names, tables: tables, devices: knownDevices)
         let editor =
             editor
             ?? LineEditor(historyFile: Self.historyFile) { line, _ in
@@ -175,23 +175,34 @@ public actor ReplSession {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let words = (try? ShellWords.split(trimmed)) ?? []
-            if words == ["exit"] || words == ["quit"] { break }
+            if words.first == "exit" || words.first == "quit" { break }
             let task = Task { try await self.execute(trimmed) }
             interrupter.set(task)
             do {
                 try await task.value
             } catch  where task.isCancelled {
-                output.print("cancelled (what was not sent stays queued; `status` shows it)")
+                output.print(Self.cancelled(words.first ?? ""))
             } catch {
                 failed = true
                 let failure = ClientError.from(error)
-                output.print(style.error("error:") + failure.report.dropFirst("error:".count))
+                // Hints name CLI commands (`ferry query todo --top 1`); here they are typed without `ferry`.
+                let report = failure.report.dropFirst("error:".count).replacingOccurrences(of: "`ferry ", with: "`")
+                output.print(style.error("error:") + report)
             }
             interrupter.set(nil)
-            await completionState.update(commands: names, tables: tables, devices: Array(devices.keys))
+            await completionState.update(commands: names, tables: tables, devices: knownDevices)
         }
         for device in devices.values { try? await device.close() }
         return failed && !editor.isInteractive
+    }
+
+    /// What a command cancelled by Ctrl-C leaves behind.
+    static func cancelled(_ command: String) -> String {
+        switch command {
+        case "push": "cancelled (what was not sent stays queued; `status` shows it)"
+        case "pull": "cancelled (the items pulled so far are kept; with --query-id the next pull goes on from there)"
+        default: "cancelled"
+        }
     }
 
     /// Cancels the command running now, as Ctrl-C does.
@@ -215,90 +226,138 @@ public actor ReplSession {
             }
             try await use(name, store: store)
             output.print("using \(name)")
+        case "devices", "offline", "online", "restart":
+            guard rest.isEmpty else {
+                throw ClientError(
+                    .usage, "\(first) takes no arguments, not '\(rest.joined(separator: " "))'", hint: "`help \(first)`"
+                )
+            }
+            try await runWithoutArguments(first)
+        case "auto":
+            try await auto(rest)
+        default:
+            try await runDeviceCommand(words)
+        }
+    }
+
+    /// `devices`, `offline`, `online`, `restart`.
+    private func runWithoutArguments(_ command: String) async throws {
+        switch command {
         case "devices":
             var rows: [[String]] = []
             for (name, device) in devices.sorted(by: { $0.key < $1.key }) {
                 let status = try await device.status()
                 rows.append([
                     name == current ? "* " + name : "  " + name, status.store, status.online ? "online" : "offline",
-                    String(status.operations.count), String(status.errors.count),
+                    Rendering.grouped(status.operations.count), Rendering.grouped(status.errors.count),
                 ])
+            }
+            let closed = Self.storedDevices(in: stores).filter { devices[$0] == nil }
+            if !closed.isEmpty {
+                rows += closed.map { ["  " + $0, "sqlite:\(stores)/\($0).sqlite", "not opened", "", ""] }
             }
             output.print(
                 TextTable.render(
                     headers: ["device", "store", "network", "queued", "errors"], rows: rows,
                     totalWidth: output.remeasured().terminalWidth))
         case "offline", "online":
-            try await currentDevice().setOnline(first == "online")
-            if first == "online" { offline.remove(current) } else { offline.insert(current) }
-            output.print("\(current) is \(first)")
-        case "restart":
-            try await currentDevice().restart()
-            output.print("\(current) restarted (store closed and reopened)")
-        case "auto":
+            try await currentDevice().setOnline(command == "online")
+            if command == "online" { offline.remove(current) } else { offline.insert(current) }
+            output.print("\(current) is \(command)")
+        default:  // restart
+            // An app restarted starts its automatic sync again: so does the device.
             let device = try currentDevice()
-            switch rest.first {
-            case nil:
-                let tables = await device.automaticTables
-                let summary = await device.syncStatus.summary
+            let automatic = await device.automaticTables
+            try await device.restart()
+            if let automatic {
+                try await device.startAutomaticSync(automatic)
                 output.print(
-                    tables.map { "\(current) syncs \($0.joined(separator: ", ")) by itself: \(summary)" }
-                        ?? "\(current) syncs only when asked (auto on [TABLE…] starts automatic sync)")
-            case "on":
-                var tables = Array(rest.dropFirst())
-                if tables.isEmpty { tables = try await device.tableNames() }
-                guard !tables.isEmpty else {
-                    throw ClientError(.usage, "which tables?", hint: "auto on TABLE [TABLE…]")
-                }
-                try await device.startAutomaticSync(tables)
-                await holdBackLogsWhileSyncing()
-                output.print(
-                    "\(current) now syncs \(tables.joined(separator: ", ")) by itself (`auto` says how it goes)")
-            case "off":
-                await device.stopAutomaticSync()
-                await holdBackLogsWhileSyncing()
-                output.print("\(current) syncs only when asked")
-            default:
-                throw ClientError(.usage, "auto on [TABLE…] | auto off | auto")
+                    "\(current) restarted (store closed and reopened); it syncs \(automatic.joined(separator: ", ")) by itself again"
+                )
+            } else {
+                output.print("\(current) restarted (store closed and reopened)")
             }
-        default:
-            let parsed: any ParsableCommand
-            guard commandNames.contains(first) else {
-                throw ClientError(
-                    .usage, "unknown command '\(first)'", hint: Suggestion.hint(for: first, among: commandNames))
-            }
-            do {
-                parsed = try ReplCommands.parseAsRoot(words)
-            } catch {
-                let message = ReplCommands.message(for: error).split(whereSeparator: \.isNewline).first ?? ""
-                throw ClientError(
-                    .usage, message.prefix(1).lowercased() + message.dropFirst(),
-                    hint: "`help \(first)` shows its options")
-            }
-            guard let command = parsed as? any DeviceCommand else {
-                if let group = commandGroups.first(where: { $0.configuration.commandName == first }) {
-                    let actions = group.configuration.subcommands.compactMap { $0.configuration.commandName }
-                    throw ClientError(
-                        .usage, "\(first) what?", hint: "\(first) \(actions.joined(separator: "|")); `help \(first)`")
-                }
-                throw ClientError(.usage, "unknown command '\(first)'", hint: "`help` lists the commands")
-            }
-            if command.client.namesADevice {
-                throw ClientError(
-                    .usage, "--store, --server and --token name a device here",
-                    hint: "use `use NAME --store …`, or start the REPL with --server")
-            }
-            let format = command.client.outputFormat
-            // The terminal is measured for each command: a resize between commands is followed.
-            var commandOutput = output.remeasured()
-            commandOutput.format = format
-            // Progress goes to stderr, drawn and cleared while the command runs (the line editor is
-            // idle then), when stderr is a terminal, as in the CLI.
-            commandOutput.showsProgress = format == .table && isatty(2) == 1
-            commandOutput.readsStandardInput = false
-            try await command.execute(on: try currentDevice(), output: commandOutput)
-            await refreshTables()
         }
+    }
+
+    /// The devices of earlier sessions: the stores in the stores directory.
+    static func storedDevices(in stores: String) -> [String] {
+        guard stores != "memory", let files = try? FileManager.default.contentsOfDirectory(atPath: stores) else {
+            return []
+        }
+        return files.filter { $0.hasSuffix(".sqlite") }.map { String($0.dropLast(".sqlite".count)) }.sorted()
+    }
+
+    /// `auto`, `auto on [TABLE…]`, `auto off`.
+    private func auto(_ rest: [String]) async throws {
+        let device = try currentDevice()
+        switch rest.first {
+        case nil:
+            let tables = await device.automaticTables
+            let summary = await device.syncStatus.summary
+            output.print(
+                tables.map { "\(current) syncs \($0.joined(separator: ", ")) by itself: \(summary)" }
+                    ?? "\(current) syncs only when asked (auto on [TABLE…] starts automatic sync)")
+        case "on":
+            var tables: [String] = []
+            for table in rest.dropFirst() where !tables.contains(table) { tables.append(table) }
+            if tables.isEmpty { tables = try await device.tableNames() }
+            guard !tables.isEmpty else {
+                throw ClientError(.usage, "which tables?", hint: "auto on TABLE [TABLE…]")
+            }
+            try await device.startAutomaticSync(tables)
+            await holdBackLogsWhileSyncing()
+            output.print(
+                "\(current) now syncs \(tables.joined(separator: ", ")) by itself (`auto` says how it goes)")
+        case "off":
+            await device.stopAutomaticSync()
+            await holdBackLogsWhileSyncing()
+            output.print("\(current) syncs only when asked")
+        default:
+            throw ClientError(.usage, "auto on [TABLE…] | auto off | auto")
+        }
+    }
+
+    /// A device command (`insert`, `pull`, …), parsed as the CLI's.
+    private func runDeviceCommand(_ words: [String]) async throws {
+        let first = words[0]
+        let parsed: any ParsableCommand
+        guard commandNames.contains(first) else {
+            throw ClientError(
+                .usage, "unknown command '\(first)'",
+                hint: ReplHelp.cliOnly[first] ?? Suggestion.hint(for: first, among: commandNames))
+        }
+        do {
+            parsed = try ReplCommands.parseAsRoot(words)
+        } catch {
+            let message = ReplCommands.message(for: error).split(whereSeparator: \.isNewline).first ?? ""
+            throw ClientError(
+                .usage, message.prefix(1).lowercased() + message.dropFirst(),
+                hint: "`help \(first)` shows its options")
+        }
+        guard let command = parsed as? any DeviceCommand else {
+            if let group = commandGroups.first(where: { $0.configuration.commandName == first }) {
+                let actions = group.configuration.subcommands.compactMap { $0.configuration.commandName }
+                throw ClientError(
+                    .usage, "\(first) what?", hint: "\(first) \(actions.joined(separator: "|")); `help \(first)`")
+            }
+            throw ClientError(.usage, "unknown command '\(first)'", hint: "`help` lists the commands")
+        }
+        if command.client.namesADevice {
+            throw ClientError(
+                .usage, "--store, --server and --token name a device here",
+                hint: "use `use NAME --store …`, or start the REPL with --server")
+        }
+        let format = command.client.outputFormat
+        // The terminal is measured for each command: a resize between commands is followed.
+        var commandOutput = output.remeasured()
+        commandOutput.format = format
+        // Progress goes to stderr, drawn and cleared while the command runs (the line editor is
+        // idle then), when stderr is a terminal, as in the CLI.
+        commandOutput.showsProgress = format == .table && isatty(2) == 1
+        commandOutput.readsStandardInput = false
+        try await command.execute(on: try currentDevice(), output: commandOutput)
+        await refreshTables()
     }
 
     /// On a terminal, library warnings of automatic sync (one a second while the server is away)
@@ -316,12 +375,15 @@ public actor ReplSession {
         return device
     }
 
+    /// The devices of this session and those whose stores earlier sessions left.
+    private var knownDevices: [String] { Array(Set(devices.keys).union(Self.storedDevices(in: stores))).sorted() }
+
     private func refreshTables() async {
         tables = (try? await devices[current]?.tableNames()) ?? tables
     }
 
     /// The REPL's own commands, beside the device commands.
-    static let replCommandNames = ["help", "exit", "quit", "use", "devices", "offline", "online", "restart", "auto"]
+    static let replCommandNames = ReplHelp.replCommands.flatMap(\.names)
 
     var commandNames: [String] {
         Self.replCommandNames
@@ -347,8 +409,13 @@ public actor ReplSession {
             return ReplHelp.forREPL(
                 ReplCommands.helpMessage(for: command).trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        if let topic, !Self.replCommandNames.contains(topic) {
-            throw ClientError(.usage, "no command '\(topic)'", hint: Suggestion.hint(for: topic, among: commandNames))
+        if let topic, let entry = ReplHelp.replCommands.first(where: { $0.names.contains(topic) }) {
+            return "usage: \(entry.usage)\n\n\(entry.what)"
+        }
+        if let topic {
+            throw ClientError(
+                .usage, "no command '\(topic)'",
+                hint: ReplHelp.cliOnly[topic] ?? Suggestion.hint(for: topic, among: commandNames))
         }
         var rows = deviceCommands.map { [$0.configuration.commandName ?? "", $0.configuration.abstract] }
         rows += commandGroups.map { group in
@@ -358,13 +425,7 @@ public actor ReplSession {
                 group.configuration.abstract,
             ]
         }
-        rows += [
-            ["use NAME [--store S]", "switch to device NAME (created with its own store the first time)"],
-            ["devices", "list the devices"], ["offline / online", "cut or restore this device's connection"],
-            ["restart", "close and reopen this device's store, as an app restart"],
-            ["auto on [TABLE…] / off", "let this device sync by itself (push after writes, pull on changes)"],
-            ["help [COMMAND]", "this list, or one command's options"], ["exit", "leave (Ctrl-D too)"],
-        ]
+        rows += ReplHelp.replCommands.map { [$0.usage, $0.summary] }
         return TextTable.render(
             headers: ["command", "what it does"], rows: rows, maximumWidth: 80,
             totalWidth: output.remeasured().terminalWidth)

@@ -2,6 +2,60 @@ import ArgumentParser
 import Foundation
 import Synchronization
 
+/// The REPL's own commands, for `help` and `help COMMAND`.
+struct ReplCommandHelp: Sendable {
+    var names: [String]
+    var usage: String
+    /// One line, for the list.
+    var summary: String
+    /// What `help COMMAND` says.
+    var what: String
+}
+
+extension ReplHelp {
+    static let replCommands: [ReplCommandHelp] = [
+        ReplCommandHelp(
+            names: ["use"], usage: "use NAME [--store sqlite:PATH|lmdb:PATH|memory]",
+            summary: "switch to device NAME (created with its own store the first time)",
+            what: """
+                Switches to device NAME. The first time, NAME gets a store of its own (in the stores directory, \
+                or the one --store names); a store an earlier session left is opened again, with its queue.
+                """),
+        ReplCommandHelp(
+            names: ["devices"], usage: "devices", summary: "list the devices",
+            what: "Lists this session's devices (the one in use starred) and the stores earlier sessions left."),
+        ReplCommandHelp(
+            names: ["offline", "online"], usage: "offline | online",
+            summary: "cut or restore this device's connection",
+            what: "Cuts this device's connection (writes are queued, push and pull fail) or restores it."),
+        ReplCommandHelp(
+            names: ["restart"], usage: "restart", summary: "close and reopen this device's store, as an app restart",
+            what: "Closes this device's store and opens it again, as an app restart; automatic sync starts again."),
+        ReplCommandHelp(
+            names: ["auto"], usage: "auto on [TABLE…] | auto off | auto",
+            summary: "let this device sync by itself (push after writes, pull on changes)",
+            what: """
+                auto on [TABLE…]: this device syncs the tables by itself (every table it has when none is \
+                named): it pushes right after local writes and pulls when the server's change feed says a \
+                table changed. auto off stops it; auto says how it goes.
+                """),
+        ReplCommandHelp(
+            names: ["help"], usage: "help [COMMAND]", summary: "this list, or one command's options",
+            what: "Lists the commands, or shows one command's options (help attachments add)."),
+        ReplCommandHelp(
+            names: ["exit", "quit"], usage: "exit | quit", summary: "leave (Ctrl-D too)",
+            what: "Leaves the REPL (Ctrl-D too). Queued changes stay in each device's store."),
+    ]
+
+    /// CLI commands that are not the REPL's, and what to use here instead.
+    static let cliOnly: [String: String] = [
+        "watch": "`watch` is the CLI's; here `auto on TABLE` syncs live and `query TABLE` shows the rows",
+        "serve": "`serve` is the CLI's: start the server in another terminal (`ferry serve`)",
+        "repl": "this is the REPL already",
+        "demo": "`demo` is the CLI's (`ferry demo`)",
+    ]
+}
+
 /// What Tab completes: command names first, then table names or device names.
 final class CompletionState: Sendable {
     private let state = Mutex<(commands: [String], tables: [String], devices: [String])>(([], [], []))

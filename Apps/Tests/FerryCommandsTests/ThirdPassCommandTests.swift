@@ -271,4 +271,52 @@ struct ThirdPassCommandTests {
         )
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
     }
+
+    /// What a newcomer met in the REPL's own commands: `help` of them printed the whole list,
+    /// `restart` turned automatic sync off without a word, `devices` forgot the stores of earlier
+    /// sessions, extra words were ignored or took `exit 3` for a device command, hints named
+    /// `ferry …` commands, `watch` was only "unknown".
+    @Test func theReplsOwnCommandsSayWhatTheyDo() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let transcript = Transcript()
+        let session = try ReplSession(
+            server: ServerSettings(url: URL(string: server.url)!), policy: .keep, stores: directory.path,
+            output: transcript.output)
+        try await session.use("tablet", store: nil)
+        try await session.use("phone", store: nil)
+        try await session.execute("help auto")
+        #expect(transcript.value.hasPrefix("usage: auto on [TABLE…] | auto off | auto\n"), "\(transcript.value)")
+        try await session.execute("insert todo '{\"id\":\"a\"}'")
+        try await session.execute("auto on todo todo")
+        #expect(transcript.value.contains("phone now syncs todo by itself"), "\(transcript.value)")
+        try await session.execute("restart")
+        #expect(transcript.value.contains("phone restarted (store closed and reopened); it syncs todo by itself again"))
+        #expect(await session.devices["phone"]?.automaticTables == ["todo"])
+        await #expect(throws: ClientError.self) { try await session.execute("restart now") }
+        await #expect(throws: ClientError.self) { try await session.execute("devices extra") }
+        for command in ["watch todo", "help watch"] {
+            do {
+                try await session.execute(command)
+                Issue.record("'\(command)' was accepted")
+            } catch {
+                #expect(ClientError.from(error).hint?.contains("auto on TABLE") == true, "\(error)")
+            }
+        }
+        await session.devices["phone"]?.stopAutomaticSync()
+
+        // A session of its own: the devices of the one before are listed, a hint is without
+        // `ferry`, and `exit 3` leaves.
+        let next = Transcript()
+        let later = try ReplSession(server: nil, policy: .keep, stores: directory.path, output: next.output)
+        try await later.use("phone", store: nil)
+        let (editor, input) = try scriptedEditor("devices\nquery todo --filter 'nosuch eq 1'\nexit 3\nstatus")
+        _ = await later.run(editor: editor)
+        close(input)
+        #expect(next.value.contains("tablet  sqlite:\(directory.path)/tablet.sqlite  not opened"), "\(next.value)")
+        #expect(next.value.contains("(`query todo --top 1` shows its fields)"), "\(next.value)")
+        #expect(!next.value.contains("ferry(phone)> status"), "\(next.value)")
+    }
 }

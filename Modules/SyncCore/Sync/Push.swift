@@ -78,7 +78,7 @@ extension SyncContext {
                 do {
                     try await pushAttachments()
                 } catch {
-                    throw Self.afterOperations(result, error)
+                    throw Self.afterOperations(result, error, doing: "push of attachments")
                 }
                 return result
             }
@@ -90,12 +90,14 @@ extension SyncContext {
         }
     }
 
-    /// An attachment transfer's failure after operations went through: its message says they did
-    /// (`3 operations pushed; then uploading 'scan.pdf' of notes/a1 failed: …`), so that nobody
+    /// A failure after operations went through (the server went away midway, an attachment
+    /// transfer failed): its message says they did (`13,000 operations pushed; then POST … failed`,
+    /// `3 operations pushed; then uploading 'scan.pdf' of notes/a1 failed: …`), so that nobody
     /// takes the push for one that sent nothing.
-    static func afterOperations(_ result: PushResult, _ error: any Error) -> any Error {
-        guard result.pushed > 0 else { return error }
-        let error = SyncError.wrapping(error, "push of attachments")
+    static func afterOperations(_ result: PushResult, _ error: any Error, doing: String) -> SyncError {
+        let error = SyncError.wrapping(error, doing)
+        // A cancellation says already how many went (`push cancelled after 3 operations`).
+        guard result.pushed > 0, error.operationsPushed == 0, error.code != .cancelled else { return error }
         var stopped = SyncError(
             error.code, SyncError.pushedPrefix(result.pushed) + error.message, underlying: error.underlying)
         stopped.operationsPushed = result.pushed
@@ -119,7 +121,12 @@ extension SyncContext {
             }
             try await pushQueue(into: &result)
         } catch {
-            let error = SyncError.wrapping(error, "push stopped after \(result.pushed) operations")
+            var failure: any Error = error
+            if let stopped = error as? PushStopped {
+                result.pushed += stopped.completed
+                failure = stopped.error
+            }
+            let error = Self.afterOperations(result, failure, doing: "push")
             hub.emit(.pushFinished(result, stoppedBy: error.description))
             throw error
         }
@@ -454,7 +461,14 @@ extension SyncContext {
                         table: attempt.operation.table, itemID: attempt.operation.itemID, kind: attempt.operation.kind))
             }
         }
-        throw SyncError.wrapping(error, place)
+        throw PushStopped(error: SyncError.wrapping(error, place), completed: accepted.count)
+    }
+
+    /// A push stopped by a failure, with the operations it completed on its way out (to be counted
+    /// as pushed: the failure's message says how many went through).
+    struct PushStopped: Error {
+        var error: SyncError
+        var completed: Int
     }
 
     /// The operations of attempts that did not reach the server and become pending again: all but

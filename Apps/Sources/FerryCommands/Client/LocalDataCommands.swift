@@ -102,7 +102,7 @@ public struct QueryCommand: DeviceCommand, Sendable {
                 filter: query.filter, top: 0, count: true, includeDeleted: query.includeDeleted)
             try await Self.requireTable(table, on: device)
             let total = try await device.query(table, tableQuery).totalCount ?? 0
-            if total == 0 { try await checkFields(of: tableQuery, on: device) }
+            try await checkFields(of: tableQuery, on: device)
             output.print(Rendering.count(total, format: output.format))
             return
         }
@@ -114,11 +114,9 @@ public struct QueryCommand: DeviceCommand, Sendable {
         try await Self.requireTable(table, on: device)
         let result = try await device.query(table, tableQuery)
         var items = result.items
-        if items.isEmpty {
-            try await checkFields(of: tableQuery, on: device)
-        } else {
-            try await checkOrderFields(of: tableQuery, on: device)
-        }
+        // Also when items matched: `nosuch1 eq nosuch2` is null = null, every item.
+        try await checkFields(of: tableQuery, on: device)
+        if !items.isEmpty { try await checkOrderFields(of: tableQuery, on: device) }
         let more = limited && items.count > Self.terminalLimit
         if more { items.removeLast(items.count - Self.terminalLimit) }
         let columns = try await selectedColumns(items, on: device)
@@ -147,8 +145,8 @@ public struct QueryCommand: DeviceCommand, Sendable {
         throw ClientError(.notFound, message ?? missing, hint: message == nil ? hint : missing + "; " + hint)
     }
 
-    /// When a query matched nothing: a field of its filter that no item of the table has is an
-    /// error naming the near field (as --select's), for a table that has items at all.
+    /// A field of the query's filter that no item of the table has is an error naming the near
+    /// field (as --select's), for a table that has items at all.
     func checkFields(of tableQuery: TableQuery, on device: Device) async throws {
         guard let filter = tableQuery.filter else { return }
         let sample = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true)).items
