@@ -312,10 +312,12 @@ struct ThirdPassCommandTests {
         let next = Transcript()
         let later = try ReplSession(server: nil, policy: .keep, stores: directory.path, output: next.output)
         try await later.use("phone", store: nil)
-        let (editor, input) = try scriptedEditor("devices\nquery todo --filter 'nosuch eq 1'\nexit 3\nstatus")
+        let (editor, input) = try scriptedEditor("devices\nquery todo --filter 'nosuch1 eq nosuch2'\nexit 3\nstatus")
         _ = await later.run(editor: editor)
         close(input)
         #expect(next.value.contains("tablet  sqlite:\(directory.path)/tablet.sqlite  not opened"), "\(next.value)")
+        // Every item matched (null = null), and the unknown field is still named.
+        #expect(next.value.contains("no item of 'todo' has a field 'nosuch1'"), "\(next.value)")
         #expect(next.value.contains("(`query todo --top 1` shows its fields)"), "\(next.value)")
         #expect(!next.value.contains("ferry(phone)> status"), "\(next.value)")
     }
