@@ -175,6 +175,13 @@ public struct HTTPRemote: RemoteService {
     public func tableNames() async throws(RemoteError) -> [String] {
         let url = try client.tablesURL()
         let response = try await client.send("GET", url)
+        if OnlineTable.isNoEndpoint(response) {
+            throw RemoteError(
+                .noEndpoint, status: 404,
+                "there is no table endpoint at \(client.displayURL(table: "")) (it answered "
+                    + "\(response.isHTML ? "a web page" : "that it has no such resource")); "
+                    + "the server URL is not the base URL of a table-protocol server")
+        }
         if response.status == 404 {
             throw RemoteError(
                 .notFound, status: 404,

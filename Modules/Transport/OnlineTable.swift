@@ -124,7 +124,8 @@ public struct OnlineTable: RemoteTable {
     /// A table that exists but has no rows is a page with no items (Ferry's server answers so for
     /// a dynamic table nobody has written to yet). A 404 is not: it means there is no table endpoint
     /// at that URL (a wrong server URL, or a server that does not speak the table protocol), and it
-    /// throws `notFound` with a message that names the table and the URL. A 200 whose body is not
+    /// throws `notFound` with a message that names the table and the URL (`noEndpoint` when the
+    /// answer is plainly not a table endpoint's: a web page, or Ferry's `noSuchResource`). A 200 whose body is not
     /// a page of the protocol spoken (3.0.0: `{"items": […]}`; 2.0.0: an array or `{"results": […]}`)
     /// throws `invalidResponse`.
     public func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage {
@@ -235,11 +236,18 @@ public struct OnlineTable: RemoteTable {
         guard response.status == 404, response.errorBodyCode != "invalidTableName" else { return nil }
         let said = response.errorBodyMessage.map { " (the server says: \($0))" } ?? ""
         return RemoteError(
-            .notFound, status: 404,
+            Self.isNoEndpoint(response) ? .noEndpoint : .notFound, status: 404,
             (action.map { $0 + ": " } ?? "")
                 + "there is no table endpoint at \(client.displayURL(table: name))\(said); "
                 + "the server has no table '\(name)', or the server URL is not the base URL of a "
                 + "table-protocol server")
+    }
+
+    /// Whether a 404 comes from something that is no table endpoint: Ferry's server names a path
+    /// it has no resource at (`noSuchResource`), and a web server answers with an HTML page. A
+    /// table endpoint's 404 is about the table or the item.
+    static func isNoEndpoint(_ response: HTTPResponse) -> Bool {
+        response.status == 404 && (response.errorBodyCode == "noSuchResource" || response.isHTML)
     }
 
     func failure(_ response: HTTPResponse, id: String? = nil, _ action: String) -> RemoteError {
@@ -253,6 +261,10 @@ public struct OnlineTable: RemoteTable {
             }
         if response.status == 404, response.errorBodyCode == "invalidTableName" {
             return RemoteError(.invalidTableName, status: 404, "\(action): \(response.errorMessage)")
+        }
+        if response.status == 404, Self.isNoEndpoint(response), let missing = noTableEndpoint(response, action: action)
+        {
+            return missing
         }
         return response.failure(action, serverItem: serverItem)
     }

@@ -42,9 +42,10 @@ struct QueryAnswerTests {
         #expect(!message.contains("$top"), "the URL is shown without the query: \(message)")
         #expect(!message.contains("secret"), "nor the password: \(message)")
 
-        // The online API says the same; an HTML body is not quoted.
+        // The online API says the same; an HTML body is not quoted, and a web page is plainly no
+        // table endpoint (`noEndpoint`: a push stops on it rather than taking it for a missing item).
         let online = await #expect(throws: RemoteError.self) { _ = try await table.query(TableQuery()) }
-        #expect(online?.code == .notFound)
+        #expect(online?.code == .noEndpoint)
         #expect(online?.message.contains("http://wrongpath.test/api/tables/todo") == true)
         #expect(online?.message.contains("<html") == false, "\(online?.message ?? "")")
     }

@@ -83,7 +83,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
                 return ClientError(.unauthorized, error.message, hint: "give a valid token with --token")
             case .itemNotFound, .notFound, .attachmentNotFound:
                 // The one 404 a server's answer throws: no table endpoint at that URL.
-                let wrongURL = error.remoteError?.code == .notFound
+                let wrongURL = error.remoteError?.code == .notFound || error.remoteError?.code == .noEndpoint
                 return ClientError(.notFound, error.message, hint: wrongURL ? "check --server" : nil)
             case .invalidQuery, .invalidItem, .invalidOperation, .invalidResolution, .invalidAttachmentName,
                 .invalidTableName, .itemExists:
@@ -102,6 +102,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             case .network: return ClientError(.unreachable, error.description, hint: networkHint(error))
             case .unauthorized: return ClientError(.unauthorized, error.description, hint: "give --token")
             case .notFound: return ClientError(.notFound, error.description)
+            case .noEndpoint: return ClientError(.notFound, error.description, hint: "check --server")
             default: return ClientError(.failed, error.description)
             }
         case let error as QueryError:

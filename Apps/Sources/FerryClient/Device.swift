@@ -106,13 +106,17 @@ public actor Device {
 
     /// Whether the server answers now, asked with one request that waits at most `timeout`; `nil`
     /// without a server, or while the device is offline. Any answer counts (a server of the family
-    /// that does not list its tables answers 404); a 401 or 403 is a refusal of the token.
+    /// that does not list its tables answers 404); a 401 or 403 is a refusal of the token; a web
+    /// page or Ferry's "no such resource" is no table endpoint (a wrong path in the URL).
     public func checkServer(timeout: Duration = .seconds(5)) async -> ServerReachability? {
         guard let server, isOnline else { return nil }
         let probe = server.remote(timeout: timeout, retry: .init(maximumAttempts: 1))
         let now = Timestamp(millisecondsSince1970: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
         do {
             _ = try await probe.tableNames()
+        } catch  where error.code == .noEndpoint {
+            // Something answers, but it is no table-protocol server (a wrong path, a web page).
+            return .unreachable(since: now, reason: SyncProblem(error))
         } catch  where error.code == .notFound || error.code == .badRequest {
             // An answer, even a refusal of the path: the server is there.
         } catch  where error.status.map({ $0 < 500 && $0 != 401 && $0 != 403 && $0 != 429 }) ?? false {

@@ -374,7 +374,9 @@ public enum Rendering: Sendable {
                     let when = status.sync == nil ? "" : " since \(Self.ago(from: since, to: now))"
                     // A refused token is an answer: the server is there, the credentials are not right.
                     let state =
-                        reason.code == .unauthorized || reason.status == 403 ? "refuses the token" : "unreachable"
+                        reason.code == .unauthorized || reason.status == 403
+                        ? "refuses the token"
+                        : reason.status == 404 ? "is no table-protocol server" : "unreachable"
                     lines.append("server \(server): \(state)\(when): \(reason.message)")
                 }
             }

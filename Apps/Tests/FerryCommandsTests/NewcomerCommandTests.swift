@@ -441,7 +441,9 @@ struct RemoteCommandTests {
         #expect(try JSONValue(parsing: query.output) == [["id": "a", "title": "Milk"]])
         let notListing = try await Self.run(["remote", "tables", "--server", server.url + "/api"])
         #expect(notListing.status == 5)
-        #expect(notListing.errors.contains("does not list its tables"), "\(notListing.errors)")
+        // A wrong path is said to be one (it was "the server does not list its tables").
+        #expect(notListing.errors.contains("there is no table endpoint at"), "\(notListing.errors)")
+        #expect(notListing.errors.hasSuffix("(check --server)\n"), "\(notListing.errors)")
         let noServer = try await Self.run(["remote", "tables"])
         #expect(noServer.status == 64 || !noServer.errors.isEmpty)
         try await server.shutdown()

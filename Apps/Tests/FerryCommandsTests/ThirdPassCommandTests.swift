@@ -198,7 +198,8 @@ struct ThirdPassCommandTests {
         #expect(watch.status == 5 && watch.errors.contains("did you mean 'todo'?"), "\(watch.errors)")
     }
 
-    /// A push to a URL that is no table endpoint says so as a pull does, each status said once.
+    /// A push to a URL that is no table endpoint says so as a pull does, each status said once, and
+    /// stops.
     @Test func aPushToAURLThatIsNoTableEndpointSaysSo() async throws {
         let server = try await startServer()
         defer { Task { try? await server.shutdown() } }
@@ -207,14 +208,18 @@ struct ThirdPassCommandTests {
         let store = ["--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path]
         #expect(try await Self.run(["insert", "todo", #"{"id":"a"}"#] + store).status == 0)
         let push = try await Self.run(["push", "--server", server.url + "/nothing"] + store)
-        #expect(push.status == 2)
+        // The push stops (it recorded the 404 as a failed operation to resolve): nothing to resolve.
+        #expect(push.status == 5, "\(push.errors)")
+        let message = push.errors
+        #expect(message.contains("there is no table endpoint at \(server.url)/nothing/tables/todo"), "\(message)")
+        #expect(message.contains("the server URL is not the base URL"))
+        #expect(message.contains("(check --server)"), "\(message)")
+        #expect(message.components(separatedBy: "HTTP 404").count <= 2, "\(message)")
         let errors = try await Self.run(["conflicts", "--json"] + store)
-        let message = try JSONValue(parsing: errors.output).arrayValue?.first?.objectValue?["message"]?.stringValue
-        #expect(
-            message?.contains("there is no table endpoint at \(server.url)/nothing/tables/todo") == true,
-            "\(message ?? "-")")
-        #expect(message?.contains("the server URL is not the base URL") == true)
-        #expect(message?.components(separatedBy: "HTTP 404").count == 2, "\(message ?? "-")")
+        #expect(errors.output.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "\(errors.output)")
+        // `status` no longer calls it reachable.
+        let status = try await Self.run(["status", "--server", server.url + "/nothing"] + store)
+        #expect(status.output.contains("/nothing: is no table-protocol server: "), "\(status.output)")
         #expect(
             RemoteError(status: 501, "the server answered HTTP 501 (Not Implemented)").description.components(
                 separatedBy: "HTTP 501"
@@ -320,5 +325,41 @@ struct ThirdPassCommandTests {
         #expect(next.value.contains("no item of 'todo' has a field 'nosuch1'"), "\(next.value)")
         #expect(next.value.contains("(`query todo --top 1` shows its fields)"), "\(next.value)")
         #expect(!next.value.contains("ferry(phone)> status"), "\(next.value)")
+    }
+
+    /// A server URL with a wrong path (`…/metrics`) answered every write 404: an insert was recorded
+    /// as a failed operation to "resolve", and an update or a delete could be taken for a deletion
+    /// on the server. The push stops instead, keeps every operation and says to check the URL.
+    @Test func aPushToAURLThatIsNoTableEndpointStopsAndKeepsEverything() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = StoreLocation.sqlite(directory.appendingPathComponent("device.sqlite").path)
+        let good = try Device(name: "device", store: store, server: ServerSettings(url: URL(string: server.url)!))
+        _ = try await good.insert("todo", ["id": "u", "title": "on the server"])
+        _ = try await good.insert("todo", ["id": "d", "title": "on the server"])
+        _ = try await good.push()
+        try await good.close()
+        // The same device, its server URL mistyped.
+        let wrong = try Device(
+            name: "device", store: store, server: ServerSettings(url: URL(string: server.url + "/metrics")!))
+        _ = try await wrong.insert("todo", ["id": "n", "title": "new"])
+        _ = try await wrong.update("todo", id: "u", changes: ["title": "mine, edited"])
+        try await wrong.delete("todo", id: "d")
+        do {
+            _ = try await wrong.push()
+            Issue.record("a push to a wrong URL went through")
+        } catch {
+            let failure = ClientError.from(error)
+            #expect(failure.code == .notFound, "\(failure)")
+            #expect(failure.message.contains("there is no table endpoint at"), "\(failure)")
+            #expect(failure.hint == "check --server", "\(failure)")
+        }
+        let status = try await wrong.status()
+        #expect(status.operations.count == 3)
+        #expect(status.errors.isEmpty)
+        #expect(try await wrong.query("todo", TableQuery()).items.count == 2)
+        try await wrong.close()
     }
 }

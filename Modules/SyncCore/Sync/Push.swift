@@ -437,10 +437,10 @@ extension SyncContext {
         sent: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)],
         remaining: [PushSteps.Attempt], unknown: Bool
     ) async throws {
-        guard error.code == .network || error.code == .cancelled || error.code == .unauthorized else { return }
+        guard [.network, .cancelled, .unauthorized, .noEndpoint].contains(error.code) else { return }
         let place =
             "push of \(attempts.first.map { "\($0.operation.kind) \($0.operation.table)/\($0.operation.itemID)" } ?? "")"
-        let failedOneMayHaveArrived = error.code != .unauthorized && !error.wasNotSent
+        let failedOneMayHaveArrived = error.code != .unauthorized && error.code != .noEndpoint && !error.wasNotSent
         var notSent = Self.pendingAgain(remaining)
         if unknown {
             if !failedOneMayHaveArrived { notSent += Self.pendingAgain(attempts) }

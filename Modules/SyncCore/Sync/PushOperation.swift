@@ -91,7 +91,7 @@ extension SyncContext {
     }
 
     /// Handles a refused or failed attempt: conflicts go to the handler, other refusals are recorded,
-    /// and a failure that stops the push (network, cancellation, 401) is thrown.
+    /// and a failure that stops the push (network, cancellation, 401, no table endpoint) is thrown.
     func handle(_ error: RemoteError, of attempt: PushSteps.Attempt, round: Int) async throws -> PushOutcome {
         let operation = attempt.operation
         let remote = remote.table(operation.table)
@@ -106,7 +106,7 @@ extension SyncContext {
             // The outcome is unknown: the operation stays in flight with the body it sent, and the
             // next push checks the server before sending it again.
             throw SyncError.wrapping(error, place)
-        case .unauthorized:
+        case .unauthorized, .noEndpoint:
             try await write("push") { tx in try PushSteps.markNotApplied(operationID: operation.id, in: tx) }
             throw SyncError.wrapping(error, place)
         case .notFound:

@@ -141,6 +141,10 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
         public static let conflict = Code("conflict")
         /// 404 or 410: the item does not exist (or is soft-deleted) on the server.
         public static let notFound = Code("notFound")
+        /// 404 from something that is no table endpoint (a server URL with a wrong path, a web
+        /// page): it says nothing about the item, so the push stops and keeps the operation, as
+        /// for ``network`` (an update taken for a deletion on the server could lose the item).
+        public static let noEndpoint = Code("noEndpoint")
         /// 400 or another 4xx not listed above: the server refused the request as it is.
         public static let badRequest = Code("badRequest")
         /// 5xx: the server failed.

@@ -125,6 +125,7 @@ extension SyncError {
             case .unauthorized: return SyncError(.unauthorized, "\(context): \(error)", underlying: error)
             case .cancelled: return SyncError(.cancelled, "\(context): cancelled", underlying: error)
             case .invalidTableName: return SyncError(.invalidTableName, "\(context): \(error)", underlying: error)
+            case .noEndpoint: return SyncError(.notFound, "\(context): \(error)", underlying: error)
             default: return SyncError(.remote, "\(context): \(error)", underlying: error)
             }
         }

@@ -210,7 +210,8 @@ final class TableService: Sendable {
         case .item(let table, let item):
             (name, id) = (table, item)
         case .metrics, .unknown:
-            throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
+            // A code of its own: a client tells a wrong URL from a missing table or item by it.
+            throw ProtocolError(404, "noSuchResource", "no such resource; tables are at /tables/{name}")
         }
         let version = try Self.protocolVersion(request)
         let operation: TableOperation
