@@ -127,16 +127,24 @@ public enum Rendering: Sendable {
         }
     }
 
-    /// `[{"table":…,"id":…,"operation":…,"took":"server"|"mine"}]`.
+    /// `[{"table":…,"id":…,"operation":…,"took":"server"|"mine"|"merged"}]`.
     static func resolvedConflictsJSON(_ conflicts: [ResolvedConflict]) -> JSONValue {
         .array(
             conflicts.map { conflict in
                 [
                     "table": .string(conflict.table), "id": .string(conflict.itemID),
                     "operation": .string(conflict.kind.rawValue),
-                    "took": .string(conflict.resolution == .useServer ? "server" : "mine"),
+                    "took": .string(Self.took(conflict.resolution)),
                 ]
             })
+    }
+
+    static func took(_ resolution: ConflictResolution) -> String {
+        switch resolution {
+        case .useServer: "server"
+        case .useMerged: "merged"
+        default: "mine"
+        }
     }
 
     /// The lines saying which conflicts a push settled by itself, and which local changes that
@@ -156,11 +164,18 @@ public enum Rendering: Sendable {
             }
             if count > 20 { text += "\n  … and \(grouped(count - 20)) more" }
         }
-        let kept = conflicts.count - dropped.count
+        let merged = conflicts.filter { if case .useMerged = $0.resolution { true } else { false } }.count
+        let kept = conflicts.count - dropped.count - merged
         if kept > 0 {
             text +=
                 "\n\(grouped(kept)) conflict\(kept == 1 ? "" : "s") settled for this device: "
                 + "\(kept == 1 ? "its change was" : "their changes were") sent again over the server's"
+        }
+        if merged > 0 {
+            text +=
+                "\n\(grouped(merged)) conflict\(merged == 1 ? "" : "s") merged: "
+                + "\(merged == 1 ? "the local change was" : "the local changes were") merged with the server's "
+                + "copy and sent"
         }
         return text
     }

@@ -330,4 +330,18 @@ struct SecondPassCommandTests {
         #expect(drawn.hasSuffix("\r\u{1B}[K"), "the last progress line is cleared")
         #expect(transcript.value.hasPrefix("imported 25,000 items into 'todo'"), "\(transcript.value)")
     }
+
+    /// `--conflicts merge` said the local change was "sent again over the server's", as for
+    /// `client`; a mistyped table was matched to another case first ('tod' → 'Todo').
+    @Test func mergedConflictsAndNearNamesAreSaidRight() {
+        let text = Rendering.resolvedConflicts([
+            ResolvedConflict(table: "todo", itemID: "a", kind: .update, resolution: .useMerged(["id": "a"])),
+            ResolvedConflict(table: "todo", itemID: "b", kind: .update, resolution: .useClient),
+        ])
+        #expect(text.contains("1 conflict merged: the local change was merged with the server's copy and sent"))
+        #expect(text.contains("1 conflict settled for this device: its change was sent again over the server's"))
+        #expect(Rendering.took(.useMerged([:])) == "merged")
+        #expect(Suggestion.nearest(to: "tod", among: ["Todo", "todo"]) == "todo")
+        #expect(Suggestion.nearest(to: "TOD", among: ["todo", "TODO"]) == "TODO")
+    }
 }

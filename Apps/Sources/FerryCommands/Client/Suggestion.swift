@@ -9,8 +9,11 @@ enum Suggestion {
 
     /// The name closest to `word` when it is within two edits (and closer than the word is long).
     static func nearest(to word: String, among names: [String]) -> String? {
-        let scored = names.map { (name: $0, distance: distance(word.lowercased(), $0.lowercased())) }
-        guard let best = scored.min(by: { $0.distance < $1.distance }), best.distance <= 2,
+        // Case does not count, but breaks ties: 'tod' is nearer 'todo' than 'Todo'.
+        let scored = names.map {
+            (name: $0, distance: distance(word.lowercased(), $0.lowercased()), exact: distance(word, $0))
+        }
+        guard let best = scored.min(by: { ($0.distance, $0.exact) < ($1.distance, $1.exact) }), best.distance <= 2,
             best.distance < max(word.count, 2)
         else { return nil }
         return best.name
