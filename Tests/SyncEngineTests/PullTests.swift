@@ -13,6 +13,28 @@ struct PullTests {
         }
     }
 
+    /// A pull cut after its first page did sync, in part: the time is recorded ("never synced"
+    /// after thousands of items pulled was wrong), and the page stays.
+    @Test(arguments: StoreKind.allCases)
+    func aPullCutAfterItsFirstPageRecordsTheSyncTime(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(6))
+        let queries = Mutex(0)
+        server.setFaultPolicy { request in
+            guard request.kind == .query else { return nil }
+            return queries.withLock { count in
+                count += 1
+                return count
+            } > 1 ? .dropBeforeApply : nil
+        }
+        await expectSyncError(.network) {
+            try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 2, pushesFirst: false))
+        }
+        #expect(try await device.table().query().items.count == 2)
+        #expect(try await device.context.lastSyncedAt() != nil)
+    }
+
     /// Legacy bugs #12 and #14, and the gap hazard of `gt`: a keyset cursor on (updatedAt, id) pages
     /// through rows that share one millisecond, and the next pull downloads nothing again.
     @Test(arguments: StoreKind.allCases)

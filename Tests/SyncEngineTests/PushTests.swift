@@ -20,6 +20,7 @@ struct PushTests {
             #expect(error.message.hasPrefix("1 operation pushed; then "), "\(error.message)")
         }
         #expect(server.rows("todo").map(\.id) == ["a"])
+        #expect(try await device.context.lastSyncedAt() != nil, "a went through")
         #expect(try await device.operations().map(\.itemID) == ["b", "c"])
         // The next push checks whether b arrived (it did not) and sends it, then c.
         server.clearRequests()

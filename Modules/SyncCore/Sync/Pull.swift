@@ -78,6 +78,9 @@ extension SyncContext {
             } catch {
                 let error = SyncError.wrapping(error, "pull of '\(table)'")
                 hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: error.description))
+                // Pages applied (or operations pushed) before the failure: the device did sync, in
+                // part ("never synced" after 15,000 items pulled was wrong).
+                if result.pages > 0 || (result.push?.pushed ?? 0) > 0 { try? await recordSync() }
                 throw error
             }
             hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: nil))

@@ -86,7 +86,10 @@ extension SyncContext {
             if result.pushed > 0 { try await recordSync() }
             return result
         } catch {
-            throw SyncError.wrapping(error, "push")
+            let error = SyncError.wrapping(error, "push")
+            // Stopped after some operations went through: the device did sync, in part.
+            if error.operationsPushed > 0 { try? await recordSync() }
+            throw error
         }
     }
 
