@@ -65,7 +65,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Flag(
         inversion: .prefixedNo,
         help:
-            "Take the public URL of links from the proxy's Forwarded or X-Forwarded-Host/-Proto headers (only behind a proxy that sets them; default: off)."
+            "Take the public URL of links from the proxy's X-Forwarded-Host/-Proto or Forwarded headers (only behind a proxy that sets them; default: off)."
     )
     var trustProxy: Bool?
 

@@ -230,28 +230,29 @@ struct TableResponder: HTTPResponder {
         return origin.text
     }
 
-    /// The origin a proxy names: the first element of `Forwarded` (`host=` and `proto=`), else
-    /// the first `X-Forwarded-Host` with `X-Forwarded-Proto`; `nil` when neither names a valid host.
+    /// The origin a proxy names: the first `X-Forwarded-Host` with `X-Forwarded-Proto`, else the
+    /// first element of `Forwarded` (`host=` and `proto=`); `nil` when neither names a valid host.
+    /// `X-Forwarded-Host` comes first because it is what the documented proxies set: a proxy that
+    /// sets it and passes a client's `Forwarded` through must not let the client name the origin.
     static func forwardedOrigin(_ headers: HTTPFields) -> PublicOrigin? {
         func first(_ name: String) -> String? {
             headers[HTTPField.Name(name)!]?.split(separator: ",").first.map {
                 $0.trimmingCharacters(in: .whitespaces)
             }
         }
-        if let element = first("Forwarded") {
-            var pairs: [String: String] = [:]
-            for pair in element.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                guard parts.count == 2 else { continue }
-                pairs[parts[0].lowercased()] = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            }
-            if let host = pairs["host"] {
-                let scheme = pairs["proto"]?.lowercased() == "https" ? "https" : "http"
-                return PublicOrigin(scheme: scheme, hostHeader: host)
-            }
+        if let host = first("X-Forwarded-Host") {
+            let scheme = first("X-Forwarded-Proto")?.lowercased() == "https" ? "https" : "http"
+            return PublicOrigin(scheme: scheme, hostHeader: host)
         }
-        guard let host = first("X-Forwarded-Host") else { return nil }
-        let scheme = first("X-Forwarded-Proto")?.lowercased() == "https" ? "https" : "http"
+        guard let element = first("Forwarded") else { return nil }
+        var pairs: [String: String] = [:]
+        for pair in element.split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2 else { continue }
+            pairs[parts[0].lowercased()] = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }
+        guard let host = pairs["host"] else { return nil }
+        let scheme = pairs["proto"]?.lowercased() == "https" ? "https" : "http"
         return PublicOrigin(scheme: scheme, hostHeader: host)
     }
 }
