@@ -173,16 +173,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
     {
         var configuration = configuration
         if configuration.schema == nil { configuration.schema = url.schema }
-        if let schema = configuration.schema {
-            let valid =
-                (1...48).contains(schema.utf8.count)
-                && schema.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }
-                && !(0x30...0x39).contains(schema.utf8.first ?? 0)
-            guard valid else {
-                throw StorageError(
-                    .invalidName,
-                    "the schema name '\(schema)' is not 1 to 48 characters of a-z 0-9 _ (not starting with a digit)")
-            }
+        if let schema = configuration.schema, let problem = PostgreSQLURL.problem(ofSchema: schema) {
+            throw StorageError(.invalidName, "the schema name \(problem)")
         }
         let storage = PostgreSQLServerStorage(url: url, configuration: configuration)
         let baseline: [String: StorageChange]
