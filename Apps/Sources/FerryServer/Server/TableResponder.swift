@@ -166,7 +166,9 @@ struct TableResponder: HTTPResponder {
                 peer: context.channel.remoteAddress?.ipAddress)
         } catch {
             let answer = await service.answering { throw error }
-            context.logger.info("\(method) \(path) \(answer.status)", metadata: ["ferry.status": "\(answer.status)"])
+            context.logger.info(
+                "\(LogText.escaped("\(method) \(path) \(answer.status)"))",
+                metadata: ["ferry.status": "\(answer.status)"])
             var fields = HTTPFields()
             for header in answer.headers {
                 if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
@@ -177,7 +179,8 @@ struct TableResponder: HTTPResponder {
         }
         // A client that goes away frees the feed's place at once, not at the next write.
         context.channel.closeFuture.whenComplete { _ in feed.close() }
-        context.logger.info("\(method) \(path) 200 (feed opened)", metadata: ["ferry.status": "200"])
+        context.logger.info(
+            "\(LogText.escaped("\(method) \(path)")) 200 (feed opened)", metadata: ["ferry.status": "200"])
         var fields = HTTPFields()
         fields[.contentType] = "text/event-stream; charset=utf-8"
         fields[.cacheControl] = "no-cache"
@@ -285,13 +288,13 @@ extension TableResponder {
             "ferry.status": "\(answer.status)", "ferry.ms": "\(String(format: "%.2f", milliseconds))",
         ]
         if let id = context[metadataKey: "hb.request.id"] { metadata["request.id"] = id }
-        let line = "\(method) \(path) \(answer.status)"
+        let line = LogText.escaped("\(method) \(path) \(answer.status)")
         guard answer.status >= 400 else {
             logger.debug("\(line)", metadata: metadata)
             return
         }
         let reason = answer.body.flatMap { try? JSONValue(parsingUTF8: $0) }?["error"]?.stringValue
-        let message: Logger.Message = "\(line)\(reason.map { ": " + $0 } ?? "")"
+        let message: Logger.Message = "\(line)\(reason.map { ": " + LogText.escaped($0) } ?? "")"
         if answer.status >= 500 {
             logger.error(message, metadata: metadata)
         } else {
