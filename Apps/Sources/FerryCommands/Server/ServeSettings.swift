@@ -56,8 +56,9 @@ struct ServeSetting: Sendable, Hashable {
 /// Built on swift-configuration's providers (an in-memory provider for the parsed flags, its
 /// environment provider under the `FERRY_` prefix, its JSON file provider), so the key rules are
 /// that library's. What it adds: a value that does not convert is an error naming where it came
-/// from (swift-configuration's readers fall back to the default, silently), and a key the file
-/// does not know is an error with the nearest known key.
+/// from (swift-configuration's readers fall back to the default, silently), a key the file does
+/// not know is an error with the nearest known key, and a file's value of another JSON type than
+/// its setting's is an error (swift-configuration converts or drops it).
 struct ServeSettings: Sendable {
     /// The settings a configuration file may hold.
     static let all: [ServeSetting] = [
