@@ -297,22 +297,48 @@ extension PostgreSQLServerStorage {
         let wait = configuration.connectionWait
         let connections = configuration.maximumConnections
         let observers = observers
+        let poolUse = poolUse
         let start = ContinuousClock.now
         return try await BoundedWait.run(
             within: wait,
             timeout: {
                 guard race.timeOut() else { return nil }
+                if poolUse.cannotConnect(since: start, maximum: connections) {
+                    // Not exhaustion: the pool had room and leased nothing the whole wait, so it
+                    // cannot open a connection (PostgreSQL down or unreachable).
+                    return StorageError(
+                        .unavailable,
+                        "no database connection could be opened within \(wait) (is PostgreSQL running and reachable?)"
+                    )
+                }
                 observers.report(.connection, since: start, .timedOut)
                 return StorageError(
-                    .busy,
-                    "no database connection became free within \(wait) (all \(connections) in use, or the database is unreachable)"
-                )
+                    .busy, "no database connection became free within \(wait) (all \(connections) in use)")
             }
         ) { [self] in
             try await client.withConnection { connection in
                 guard race.lease() else { throw CancellationError() }
                 observers.report(.connection, since: start, .acquired)
+                poolUse.leased()
+                defer { poolUse.returned() }
                 return try await body(session(connection))
+            }
+        }
+    }
+
+    /// The pool's connections in use and the last lease (postgres-nio's pool does not fail a wait
+    /// when it cannot connect: it retries, and the wait times out as if every connection were busy).
+    final class PoolUse: Sendable {
+        private let state = Mutex<(inUse: Int, lastLease: ContinuousClock.Instant?)>((0, nil))
+
+        func leased() { state.withLock { $0 = ($0.inUse + 1, .now) } }
+        func returned() { state.withLock { $0.inUse -= 1 } }
+
+        /// Whether a wait that began at `start` timed out with a connection's place free and no
+        /// lease since it began: the pool could not open a connection.
+        func cannotConnect(since start: ContinuousClock.Instant, maximum: Int) -> Bool {
+            state.withLock { state in
+                state.inUse < maximum && (state.lastLease.map { $0 < start } ?? true)
             }
         }
     }

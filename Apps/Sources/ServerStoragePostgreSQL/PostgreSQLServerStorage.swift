@@ -46,8 +46,9 @@ public import Tracing
 /// Every statement runs under `statement_timeout`; a request waits at most
 /// ``Configuration/connectionWait`` for one of ``Configuration/maximumConnections`` connections.
 /// Both fail with `StorageError.Code.busy`; an unreachable or restarting server fails with
-/// `StorageError.Code.unavailable` (the reference server answers 503 with `Retry-After`), and the
-/// pool reconnects by itself. A transaction either commits whole or not at all.
+/// `StorageError.Code.unavailable` (the reference server answers 503 with `Retry-After`), also a
+/// wait for a connection that ends with room in the pool and no lease meanwhile (the pool could
+/// open none), and the pool reconnects by itself. A transaction either commits whole or not at all.
 public final class PostgreSQLServerStorage: ServerStorage {
     /// How the storage connects, waits and tells time.
     public struct Configuration: Sendable {
@@ -66,7 +67,7 @@ public final class PostgreSQLServerStorage: ServerStorage {
         /// silent one after ``statementTimeout`` and 5 s (503, and the connection is replaced).
         public var keepAlive: Duration?
         /// How long a request waits for a free connection before failing with
-        /// `StorageError.Code.busy`.
+        /// `StorageError.Code.busy` (or `unavailable` when the pool could open no connection).
         public var connectionWait: Duration
         /// The longest a statement may run (PostgreSQL's `statement_timeout`).
         public var statementTimeout: Duration
@@ -130,6 +131,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
     let observers: StorageObserverSlot
     /// Ends the statement of a connection that closes (``PostgreSQLSession``).
     let watch = ConnectionWatch()
+    /// The pool's connections in use, and when one was last leased: tells a wait that timed out
+    /// because every connection was busy from one that timed out because none could be opened.
+    let poolUse = PoolUse()
     /// The channel writes notify on (one per schema: notifications are per database).
     let channel: String
     /// The statements prepared once per connection (``PostgreSQLSession/preparedRows(_:)``).
@@ -173,16 +177,8 @@ public final class PostgreSQLServerStorage: ServerStorage {
     {
         var configuration = configuration
         if configuration.schema == nil { configuration.schema = url.schema }
-        if let schema = configuration.schema {
-            let valid =
-                (1...48).contains(schema.utf8.count)
-                && schema.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }
-                && !(0x30...0x39).contains(schema.utf8.first ?? 0)
-            guard valid else {
-                throw StorageError(
-                    .invalidName,
-                    "the schema name '\(schema)' is not 1 to 48 characters of a-z 0-9 _ (not starting with a digit)")
-            }
+        if let schema = configuration.schema, let problem = PostgreSQLURL.problem(ofSchema: schema) {
+            throw StorageError(.invalidName, "the schema name \(problem)")
         }
         let storage = PostgreSQLServerStorage(url: url, configuration: configuration)
         let baseline: [String: StorageChange]

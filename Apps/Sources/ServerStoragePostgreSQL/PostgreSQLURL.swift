@@ -112,6 +112,9 @@ public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
             let value = parts.count > 1 ? try Self.decoded(parts[1], key) : ""
             switch key {
             case "schema":
+                if let problem = Self.problem(ofSchema: value) {
+                    throw StorageError(.invalidName, "the PostgreSQL URL's schema \(problem)")
+                }
                 schema = value
             case "sslmode":
                 switch value {
@@ -128,6 +131,16 @@ public struct PostgreSQLURL: Sendable, Hashable, CustomStringConvertible {
                     .invalidName, "unknown PostgreSQL URL parameter '\(key)' (sslmode and schema are read)")
             }
         }
+    }
+
+    /// Why `schema` cannot be the schema of Ferry's tables (`'Bad-Schema' is not …`), or `nil`
+    /// when it can: 1 to 48 characters of `a-z 0-9 _`, not starting with a digit.
+    static func problem(ofSchema schema: String) -> String? {
+        let valid =
+            (1...48).contains(schema.utf8.count)
+            && schema.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }
+            && !(0x30...0x39).contains(schema.utf8.first ?? 0)
+        return valid ? nil : "'\(schema)' is not 1 to 48 characters of a-z 0-9 _ (not starting with a digit)"
     }
 
     /// The URL without its password, for logs and messages.

@@ -23,7 +23,6 @@ struct AttachmentProxyTests {
 
     /// The nginx settings docs/deploy.md gives for attachments.
     static let nginxSettings = """
-        client_max_body_size 8m;
         proxy_request_buffering off;
         proxy_buffering off;
         """
@@ -77,15 +76,15 @@ struct AttachmentProxyTests {
     }
 
     /// Runs `body` with a server behind nginx (`settings` in its server block); all of it gone after.
-    static func withNginx(settings: String = "", seed: UInt64, _ body: (NginxFixture) async throws -> Void)
-        async throws
-    {
+    static func withNginx(
+        documented: Bool = true, settings: String = "", seed: UInt64, _ body: (NginxFixture) async throws -> Void
+    ) async throws {
         let scratch = try await Scratch()
         defer { scratch.remove() }
         let server = try await Self.start(in: scratch)
         defer { Task { try? await server.stop() } }
         let (nginx, url) = try await ProxyTests.startProxy(
-            in: scratch, upstream: server.server.port, settings: settings)
+            in: scratch, upstream: server.server.port, documented: documented, settings: settings)
         defer {
             kill(nginx.processIdentifier, SIGKILL)
             nginx.waitUntilExit()
@@ -122,7 +121,7 @@ struct AttachmentProxyTests {
     /// pass with the defaults (nginx buffers them through a temporary file).
     @Test(.disabled(if: TLSTests.nginx == nil, "nginx is not installed (apt-get install nginx)"))
     func nginxWithItsDefaultsRefusesAnUploadWithOneClearError() async throws {
-        try await Self.withNginx(seed: 2) { fixture in
+        try await Self.withNginx(documented: false, seed: 2) { fixture in
             try await Self.refusedThenDownloaded(fixture)
         }
     }

@@ -10,34 +10,62 @@ import Transport
     import FoundationNetworking
 #endif
 
-/// Issue 31: Debian's nginx in front of the server with its default proxy settings: HTTP/1.0 to
+/// Issue 31: Debian's nginx in front of the server with the configuration of docs/deploy.md and
+/// otherwise its default proxy settings: HTTP/1.0 to
 /// the upstream, responses buffered (a temporary file for large ones), the `Host` the upstream's.
 /// Devices push (in batches) and pull large pages through it, the change feed reaches them through
 /// it (the server's `X-Accel-Buffering: no` turns the buffering off for the feed), and links name
-/// the proxy once the server trusts its `X-Forwarded-Host`/`-Proto`. Skipped, with the reason,
+/// the proxy once the server trusts its `X-Forwarded-Host`/`-Proto` (and never an origin a client
+/// names itself). Skipped, with the reason,
 /// where nginx is missing (`.ci/run` installs it).
 @Suite("Behind nginx with its default proxy settings", .timeLimit(.minutes(5)))
 struct ProxyTests {
-    /// nginx on a free loopback port, passing everything to `upstream` with nothing but
-    /// `proxy_pass` and the two headers that name the public origin (and `settings`, directives
-    /// of the location, when given).
-    static func startProxy(in scratch: Scratch, upstream: Int, settings: String = "") async throws -> (Process, URL) {
+    /// The `location` block of docs/deploy.md, word for word but for the upstream's port.
+    static func documentedLocation(upstream: Int) -> String {
+        """
+        location / {
+            proxy_pass http://127.0.0.1:\(upstream);
+            proxy_set_header X-Forwarded-Host $http_host;   # with ferry serve --trust-proxy
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header Forwarded "";                  # never pass on a client's own
+            client_max_body_size 16m;                       # batches: up to 16 MiB (the default, 1m, refuses them)
+            proxy_read_timeout 1h;                          # change feeds stay open (the server sends a
+                                                            # heartbeat every 15 s; the default 60 s holds too)
+        }
+        """
+    }
+
+    /// nginx on a free loopback port with the documented `location` (or, with `documented:
+    /// false`, nothing but `proxy_pass` and nginx's defaults), `settings` added to the location,
+    /// and an access log (`access.log` in the scratch's `nginx` folder) of each request's line.
+    static func startProxy(in scratch: Scratch, upstream: Int, documented: Bool = true, settings: String = "")
+        async throws -> (Process, URL)
+    {
         let folder = scratch.url.appendingPathComponent("nginx")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var location =
+            documented
+            ? documentedLocation(upstream: upstream)
+            : "location / {\n    proxy_pass http://127.0.0.1:\(upstream);\n}"
+        location = location.replacingOccurrences(of: "\n}", with: "\n    \(settings)\n}")
         let (process, port) = try await TLSProxy.launchNginx(in: folder) { port in
             """
+            log_format requests '$request $status';
             server {
                 listen 127.0.0.1:\(port);
-                location / {
-                    proxy_pass http://127.0.0.1:\(upstream);
-                    proxy_set_header X-Forwarded-Host $http_host;
-                    proxy_set_header X-Forwarded-Proto $scheme;
-                    \(settings)
-                }
+                access_log \(folder.appendingPathComponent("access.log").path) requests;
+                \(location)
             }
             """
         }
         return (process, URL(string: "http://127.0.0.1:\(port)")!)
+    }
+
+    /// The request lines nginx logged so far (`POST /tables/todo HTTP/1.1 201`).
+    static func accessLog(in scratch: Scratch) -> [String] {
+        let path = scratch.url.appendingPathComponent("nginx/access.log").path
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").map(String.init)
     }
 
     @Test(.disabled(if: TLSTests.nginx == nil, "nginx is not installed (apt-get install nginx)"))
@@ -78,15 +106,29 @@ struct ProxyTests {
 
         #expect(try await heard.heard(), "the feed through the proxy told of the inserts")
 
-        // Links name the proxy (X-Forwarded-Host), not the upstream's address nginx sends as Host.
-        var request = URLRequest(url: url.appendingPathComponent("tables/todo"))
-        request.httpMethod = "POST"
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.httpBody = Data(#"{"id":"linked"}"#.utf8)
-        let (_, response) = try await URLSession.shared.data(for: request)
-        let http = try #require(response as? HTTPURLResponse)
-        #expect(http.statusCode == 201)
-        let location = http.value(forHTTPHeaderField: "Location") ?? ""
-        #expect(location == url.absoluteString + "/tables/todo/linked", "\(location)")
+        // Through batches: nginx let them through (its default 1m refused them with 413, and the
+        // client fell back to one request per write).
+        let log = Self.accessLog(in: scratch)
+        let batches = log.filter { $0.hasPrefix("POST /tables/$batch ") }
+        #expect(batches.contains { $0.hasSuffix(" 200") }, "\(log.suffix(5))")
+        #expect(!log.contains { $0.hasSuffix(" 413") }, "\(log.filter { $0.hasSuffix(" 413") }.prefix(3))")
+        #expect(log.filter { $0.hasPrefix("POST /tables/todo ") }.isEmpty, "\(log.suffix(5))")
+
+        // Links name the proxy (X-Forwarded-Host), not the upstream's address nginx sends as Host,
+        // nor the origin a client names in its own Forwarded or X-Forwarded-Host.
+        for (header, value) in [
+            ("", ""), ("Forwarded", "host=evil.example;proto=https"), ("X-Forwarded-Host", "evil.example"),
+        ] {
+            var request = URLRequest(url: url.appendingPathComponent("tables/todo"))
+            request.httpMethod = "POST"
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            if !header.isEmpty { request.setValue(value, forHTTPHeaderField: header) }
+            request.httpBody = Data(#"{"id":"linked\#(header)"}"#.utf8)
+            let (_, response) = try await URLSession.shared.data(for: request)
+            let http = try #require(response as? HTTPURLResponse)
+            #expect(http.statusCode == 201)
+            let location = http.value(forHTTPHeaderField: "Location") ?? ""
+            #expect(location == url.absoluteString + "/tables/todo/linked\(header)", "\(header): \(location)")
+        }
     }
 }

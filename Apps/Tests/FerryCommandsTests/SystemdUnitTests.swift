@@ -3,6 +3,8 @@ import ServerTestSupport
 import SyncCore
 import Testing
 
+@testable import FerryCommands
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
@@ -17,8 +19,9 @@ struct SystemdUnitTests {
     static let deploy = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/deploy")
 
-    /// The `[Service]` lines of the unit, by key (a key given twice keeps the last).
-    static func serviceLines() throws -> [String: String] {
+    /// The `[Service]` (or another `section`'s) lines of the unit, by key (a key given twice keeps
+    /// the last).
+    static func serviceLines(section wanted: String = "[Service]") throws -> [String: String] {
         let text = try String(contentsOf: deploy.appendingPathComponent("ferry.service"), encoding: .utf8)
         var lines: [String: String] = [:]
         var section = ""
@@ -28,10 +31,19 @@ struct SystemdUnitTests {
                 section = line
                 continue
             }
-            guard section == "[Service]", let equals = line.firstIndex(of: "=") else { continue }
+            guard section == wanted, let equals = line.firstIndex(of: "=") else { continue }
             lines[String(line[..<equals])] = String(line[line.index(after: equals)...])
         }
         return lines
+    }
+
+    /// A database that is down when the server starts is retried for as long as it is down: each
+    /// start fails in well under a second, so systemd's default start limit (5 starts in 10 s)
+    /// would give up after about 8 s of `RestartSec=2`.
+    @Test func aFailingStartIsRetriedWithoutALimit() throws {
+        let service = try Self.serviceLines()
+        #expect(service["Restart"] == "on-failure")
+        #expect(try Self.serviceLines(section: "[Unit]")["StartLimitIntervalSec"] == "0")
     }
 
     static let systemdAnalyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first {
@@ -77,7 +89,10 @@ struct SystemdUnitTests {
             )
             .objectValue)
         let shutdownSeconds = settings["shutdownTimeout"]?.doubleValue ?? 10
-        #expect(stopSeconds > shutdownSeconds + 3, "TimeoutStopSec must cover the grace period and 3 s more")
+        let flushSeconds = Double(ServeTracing.flushLimit.components.seconds)
+        #expect(
+            stopSeconds > shutdownSeconds + flushSeconds + 3,
+            "TimeoutStopSec must cover the grace period, the spans' flush and 3 s more")
         settings["host"] = "127.0.0.1"
         settings["port"] = 0
         settings["tables"] = .string(Self.deploy.appendingPathComponent("tables.json").path)

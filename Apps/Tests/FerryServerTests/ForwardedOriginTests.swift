@@ -3,8 +3,8 @@ import Testing
 
 @testable import FerryServer
 
-/// Issue 31: behind a trusted proxy, links name the origin its `Forwarded` (RFC 7239) or
-/// `X-Forwarded-Host`/`-Proto` headers give; a header that does not name a valid host is ignored.
+/// Issue 31: behind a trusted proxy, links name the origin its `X-Forwarded-Host`/`-Proto` or
+/// `Forwarded` (RFC 7239) headers give; a header that does not name a valid host is ignored.
 @Suite("The public origin from a proxy's headers")
 struct ForwardedOriginTests {
     static func origin(_ headers: [(String, String)]) -> String? {
@@ -13,7 +13,7 @@ struct ForwardedOriginTests {
         return TableResponder.forwardedOrigin(fields)?.text
     }
 
-    @Test func forwardedThenXForwardedHost() {
+    @Test func xForwardedHostThenForwarded() {
         #expect(
             Self.origin([("Forwarded", "for=10.0.0.1;host=api.example.com;proto=https")]) == "https://api.example.com")
         #expect(
@@ -29,5 +29,17 @@ struct ForwardedOriginTests {
         #expect(Self.origin([("X-Forwarded-Host", "evil.example/path")]) == nil)
         #expect(Self.origin([("X-Forwarded-Host", "bad host")]) == nil)
         #expect(Self.origin([]) == nil)
+    }
+
+    /// The operator probe: nginx set `X-Forwarded-Host` and passed a client's own `Forwarded`
+    /// through, which named the origin of `Location` (`https://evil.example/...`). The header the
+    /// proxy sets wins.
+    @Test func xForwardedHostWinsOverAForwardedAClientSent() {
+        let headers = [
+            ("Forwarded", "host=evil.example;proto=https"),
+            ("X-Forwarded-Host", "sync.example.org"), ("X-Forwarded-Proto", "http"),
+        ]
+        #expect(Self.origin(headers) == "http://sync.example.org")
+        #expect(Self.origin([("Forwarded", "host=evil.example"), ("X-Forwarded-Host", "bad host")]) == nil)
     }
 }

@@ -151,6 +151,27 @@ struct HardeningTests {
         try await server.shutdown()
     }
 
+    /// The hostile probe: `CONNECT` got a 404 with a JSON content type but no length and no body
+    /// (NIO drops the body of any response to CONNECT), and the connection then hung until the
+    /// idle timeout, a pipelined request after it unanswered. Now a whole 405 with the one-line
+    /// error, and the connection closes.
+    @Test func connectIsAFramed405AndTheConnectionCloses() async throws {
+        let server = try await Self.start { $0.connections.idleTimeout = .seconds(600) }
+        let (text, closed) = try await Self.exchangeRaw(
+            server.port, "CONNECT a:80 HTTP/1.1\r\nHost: a\r\n\r\nGET /health HTTP/1.1\r\nHost: a\r\n\r\n")
+        try await server.shutdown()
+        #expect(closed, "the connection stayed open: \(text)")
+        #expect(text.hasPrefix("HTTP/1.1 405 "), "\(text)")
+        let parts = text.components(separatedBy: "\r\n\r\n")
+        let head = parts[0].lowercased()
+        let body = parts.dropFirst().joined(separator: "\r\n\r\n")
+        #expect(head.contains("content-length: \(body.utf8.count)\r\n"), "\(text)")
+        #expect(head.contains("connection: close"), "\(text)")
+        let error = try JSONValue(parsing: body)
+        #expect(error["code"]?.stringValue == "methodNotAllowed", "\(body)")
+        #expect(error["error"]?.stringValue?.isEmpty == false, "\(body)")
+    }
+
     // MARK: 3. Slow and idle clients
 
     @Test func slowAndIdleConnectionsAreClosed() async throws {

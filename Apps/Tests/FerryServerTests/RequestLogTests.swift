@@ -39,4 +39,25 @@ struct RequestLogTests {
         let success = verbose.entries.withLock { $0 }.first { $0.message == "GET /tables/todo 200" }
         #expect(success?.level == .debug)
     }
+
+    /// The hostile probe: a table name decoded from the path went into the text log as it was, so
+    /// `%0a` forged a log line of the attacker's choosing and `%00` wrote a NUL. Control characters
+    /// of request text are logged as escapes.
+    @Test func requestTextCannotForgeALogLine() async throws {
+        let captured = CapturedLog()
+        var logger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: captured) }
+        logger.logLevel = .info
+        let server = try await LiveServer.start(tables: [TableSettings(name: "todo")], logger: logger)
+        let forged = "/tables/x%0a2026-11-27T20:00:00+0000%20error%20FORGED"
+        #expect(try await server.send("GET", forged).status >= 400)
+        #expect(try await server.send("GET", "/tables/%00").status >= 400)
+        #expect(try await server.send("POST", "/tables/a%0d%0bb", json: .object([:])).status >= 400)
+        try await server.stop()
+        let entries = captured.entries.withLock { $0 }
+        let texts = entries.flatMap { entry in [entry.message] + entry.metadata.values.map { "\($0)" } }
+        let controls = texts.filter { text in text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }
+        #expect(controls.isEmpty, "\(controls)")
+        #expect(texts.contains { $0.contains("x\\n2026-11-27T20:00:00+0000 error FORGED") }, "\(texts)")
+        #expect(texts.contains { $0.contains("\\u{0}") }, "\(texts)")
+    }
 }

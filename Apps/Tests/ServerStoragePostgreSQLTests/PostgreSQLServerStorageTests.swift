@@ -273,7 +273,8 @@ struct PostgreSQLServerStorageTests {
                 do {
                     _ = try await storage.tableExists("todo")
                     connected = true
-                } catch let error as StorageError where error.code == .busy {
+                } catch let error as StorageError where error.code == .busy || error.code == .unavailable {
+                    // Not open yet within the wait: `unavailable` (no lease, room in the pool).
                     try await Task.sleep(for: .milliseconds(250))
                 }
             }

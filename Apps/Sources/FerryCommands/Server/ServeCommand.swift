@@ -65,7 +65,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Flag(
         inversion: .prefixedNo,
         help:
-            "Take the public URL of links from the proxy's Forwarded or X-Forwarded-Host/-Proto headers (only behind a proxy that sets them; default: off)."
+            "Take the public URL of links from the proxy's X-Forwarded-Host/-Proto or Forwarded headers (only behind a proxy that sets them; default: off)."
     )
     var trustProxy: Bool?
 
@@ -327,7 +327,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             throw ExitCode(1)
         } catch let error as ServerStartError {
             await tracing?.finish()
-            StandardStreams.writeError("error: \(error.message)\n")
+            StandardStreams.writeError("error: \(Self.inSettingNames(error, settings: settings))\n")
             throw ExitCode(error.isBadValue ? 64 : 1)
         } catch let error as ConfigurationError {
             await tracing?.finish()
@@ -396,13 +396,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                     "\(settings.origin(of: "attachmentsDirectory")) is set but \(settings.origin(of: "attachments")) is off"
                 )
             }
-            if try settings.bool("attachments") ?? (directory != nil) {
-                let defaults = AttachmentLimits()
-                configuration.attachments = AttachmentLimits(
-                    maximumFileSize: Int64(try settings.int("attachmentMaxFileSize") ?? Int(defaults.maximumFileSize)),
-                    maximumItemSize: Int64(try settings.int("attachmentMaxItemSize") ?? Int(defaults.maximumItemSize)),
-                    maximumUserSize: Int64(try settings.int("attachmentMaxUserSize") ?? Int(defaults.maximumUserSize)))
-            }
+            let attachmentLimits = try attachmentLimits(from: settings)
+            if try settings.bool("attachments") ?? (directory != nil) { configuration.attachments = attachmentLimits }
             var timeouts: [Duration] = []
             for (key, fallback) in [("idleTimeout", 30.0), ("requestTimeout", 60.0), ("shutdownTimeout", 10.0)] {
                 let seconds = try settings.double(key) ?? fallback
@@ -416,6 +411,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             configuration.connections = ConnectionLimits(
                 idleTimeout: timeouts[0], requestTimeout: timeouts[1],
                 maximumConnections: try settings.int("maxConnections") ?? ConnectionLimits().maximumConnections)
+            try checkAddresses(configuration, settings: settings)
             try configuration.validate()
         } catch {
             throw inSettingNames(error, settings: settings)

@@ -56,8 +56,9 @@ struct ServeSetting: Sendable, Hashable {
 /// Built on swift-configuration's providers (an in-memory provider for the parsed flags, its
 /// environment provider under the `FERRY_` prefix, its JSON file provider), so the key rules are
 /// that library's. What it adds: a value that does not convert is an error naming where it came
-/// from (swift-configuration's readers fall back to the default, silently), and a key the file
-/// does not know is an error with the nearest known key.
+/// from (swift-configuration's readers fall back to the default, silently), a key the file does
+/// not know is an error with the nearest known key, and a file's value of another JSON type than
+/// its setting's is an error (swift-configuration converts or drops it).
 struct ServeSettings: Sendable {
     /// The settings a configuration file may hold.
     static let all: [ServeSetting] = [
@@ -83,8 +84,8 @@ struct ServeSettings: Sendable {
     private let environment: [String: String]
     /// The configuration file read, if any.
     let file: String?
-    /// The settings the file has.
-    private let fileKeys: Set<String>
+    /// The settings the file has, as it has them.
+    private let fileValues: [String: JSONValue]
 
     /// Reads the configuration file, if one is named, and prepares the sources.
     ///
@@ -110,7 +111,7 @@ struct ServeSettings: Sendable {
                 environmentVariables: environment, secretsSpecifier: .specific(secrets)
             ).prefixKeys(with: "ferry"),
         ]
-        fileKeys = try file.map { file throws(ConfigurationError) in try Self.keys(ofFile: file) } ?? []
+        fileValues = try file.map { file throws(ConfigurationError) in try Self.values(ofFile: file) } ?? [:]
         if let file {
             do {
                 providers.append(
@@ -136,7 +137,7 @@ struct ServeSettings: Sendable {
         let setting = Self.setting(key)
         if flags.contains(setting.key) { return setting.flag }
         if environment[setting.environmentVariable] != nil { return setting.environmentVariable }
-        if let file, fileKeys.contains(setting.key) { return "\(setting.key) in \(file)" }
+        if let file, fileValues[setting.key] != nil { return "\(setting.key) in \(file)" }
         return nil
     }
 
@@ -186,6 +187,9 @@ struct ServeSettings: Sendable {
 
     private func checked<Value>(_ key: String, kind: String, read: () -> Value?) throws(ConfigurationError) -> Value? {
         let setting = Self.setting(key)
+        if let file, let inFile = fileValues[key], source(of: key) == "\(key) in \(file)" {
+            try Self.checkType(of: inFile, for: setting, in: file)
+        }
         let value = read()
         guard failures.takeFailure() else { return value }
         let origin = origin(of: key)
@@ -198,7 +202,7 @@ struct ServeSettings: Sendable {
 
     /// A configuration file must be a JSON object whose keys are all settings: a misspelt key would
     /// otherwise be ignored, silently.
-    private static func keys(ofFile file: String) throws(ConfigurationError) -> Set<String> {
+    private static func values(ofFile file: String) throws(ConfigurationError) -> [String: JSONValue] {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: file))
@@ -223,7 +227,33 @@ struct ServeSettings: Sendable {
             let near = Suggestion.nearest(to: key, among: keys).map { " (did you mean '\($0)'?)" } ?? ""
             throw ConfigurationError("the configuration file \(file) has an unknown setting '\(key)'\(near)")
         }
-        return Set(object.keys)
+        return object
+    }
+
+    /// A value of a file is of its setting's JSON type: swift-configuration would convert `true`
+    /// to the port 1 and `1` to true, and drop an object or `null` without a word.
+    private static func checkType(of value: JSONValue, for setting: ServeSetting, in file: String)
+        throws(ConfigurationError)
+    {
+        let (fits, expected): (Bool, String) =
+            switch (setting.kind, value) {
+            case (.string, .string), (.int, .int), (.double, .int), (.double, .double), (.bool, .bool): (true, "")
+            case (.string, _): (false, "a string")
+            case (.int, _): (false, "a whole number")
+            case (.double, _): (false, "a number")
+            case (.bool, _): (false, "true or false")
+            }
+        guard !fits else { return }
+        let found =
+            switch value {
+            case .null: "null"
+            case .bool: "a boolean"
+            case .int, .double: "a number"
+            case .string: "a string"
+            case .array: "an array"
+            case .object: "an object"
+            }
+        throw ConfigurationError("\(setting.key) in \(file) is not \(expected) but \(found)")
     }
 }
 

@@ -92,6 +92,16 @@ struct ServeTracing {
             )
         }
         if let endpoint { _ = try tracesURL(endpoint) }
+        for name in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] {
+            guard let value = environment[name], !value.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+            do {
+                _ = try tracesURL(value)
+            } catch {
+                throw ConfigurationError(
+                    "\(name) '\(value)' is not an http:// or https:// URL (an OTLP/HTTP collector, as http://localhost:4318)"
+                )
+            }
+        }
     }
 
     static func start(endpoint: String?, environment: [String: String], logger: Logger) throws(ConfigurationError)

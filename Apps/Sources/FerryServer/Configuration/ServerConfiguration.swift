@@ -38,10 +38,10 @@ public struct ServerConfiguration: Sendable {
     /// `Link` headers. When `nil`, those are built from the request's `Host` header, which must then
     /// be a valid host and port (400 otherwise).
     public var publicURL: String?
-    /// Whether the request's `Forwarded` header (RFC 7239), or else `X-Forwarded-Host` and
-    /// `X-Forwarded-Proto`, name the public origin of links when no ``publicURL`` is set (default
-    /// `false`). Turn it on only behind a proxy that sets them, or clients could point links
-    /// anywhere.
+    /// Whether the request's `X-Forwarded-Host` and `X-Forwarded-Proto`, or else its `Forwarded`
+    /// header (RFC 7239), name the public origin of links when no ``publicURL`` is set (default
+    /// `false`). Turn it on only behind a proxy that sets or clears both, or clients could point
+    /// links anywhere.
     public var trustsForwardedHeaders = false
     /// Request limits.
     public var limits: RequestLimits

@@ -166,6 +166,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// How NIO's encoder frames the body of the stream being written (`nil`: not a stream with a
     /// body), so that ``writeFramed(_:_:)`` can write parts beneath it.
     private var streamFraming: StreamFraming?
+    /// Whether a `CONNECT` was answered: the connection closes, and nothing more is read.
+    private var refusedConnect = false
     /// NIO's encoder's context, whose writes go straight to the socket.
     private var encoderContext: ChannelHandlerContext?
 
@@ -242,7 +244,20 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refusedConnect else { return }
         switch unwrapInboundIn(data) {
+        case .head(let head) where head.method == .CONNECT:
+            // Answered here, beneath NIO's encoder, which would drop the body (RefusedConnect).
+            refusedConnect = true
+            logger.info("\(LogText.escaped("CONNECT \(head.uri)")) 405: CONNECT is not allowed")
+            guard let encoder = encoderContext ?? findEncoder(context) else {
+                context.close(promise: nil)
+                return
+            }
+            let bytes = RefusedConnect.bytes(allocator: context.channel.allocator)
+            encoder.writeAndFlush(NIOAny(IOData.byteBuffer(bytes))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
         case .head(var head):
             requestsInProgress += 1
             readingRequest = true

@@ -166,7 +166,9 @@ struct TableResponder: HTTPResponder {
                 peer: context.channel.remoteAddress?.ipAddress)
         } catch {
             let answer = await service.answering { throw error }
-            context.logger.info("\(method) \(path) \(answer.status)", metadata: ["ferry.status": "\(answer.status)"])
+            context.logger.info(
+                "\(LogText.escaped("\(method) \(path) \(answer.status)"))",
+                metadata: ["ferry.status": "\(answer.status)"])
             var fields = HTTPFields()
             for header in answer.headers {
                 if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
@@ -177,7 +179,8 @@ struct TableResponder: HTTPResponder {
         }
         // A client that goes away frees the feed's place at once, not at the next write.
         context.channel.closeFuture.whenComplete { _ in feed.close() }
-        context.logger.info("\(method) \(path) 200 (feed opened)", metadata: ["ferry.status": "200"])
+        context.logger.info(
+            "\(LogText.escaped("\(method) \(path)")) 200 (feed opened)", metadata: ["ferry.status": "200"])
         var fields = HTTPFields()
         fields[.contentType] = "text/event-stream; charset=utf-8"
         fields[.cacheControl] = "no-cache"
@@ -230,28 +233,29 @@ struct TableResponder: HTTPResponder {
         return origin.text
     }
 
-    /// The origin a proxy names: the first element of `Forwarded` (`host=` and `proto=`), else
-    /// the first `X-Forwarded-Host` with `X-Forwarded-Proto`; `nil` when neither names a valid host.
+    /// The origin a proxy names: the first `X-Forwarded-Host` with `X-Forwarded-Proto`, else the
+    /// first element of `Forwarded` (`host=` and `proto=`); `nil` when neither names a valid host.
+    /// `X-Forwarded-Host` comes first because it is what the documented proxies set: a proxy that
+    /// sets it and passes a client's `Forwarded` through must not let the client name the origin.
     static func forwardedOrigin(_ headers: HTTPFields) -> PublicOrigin? {
         func first(_ name: String) -> String? {
             headers[HTTPField.Name(name)!]?.split(separator: ",").first.map {
                 $0.trimmingCharacters(in: .whitespaces)
             }
         }
-        if let element = first("Forwarded") {
-            var pairs: [String: String] = [:]
-            for pair in element.split(separator: ";") {
-                let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-                guard parts.count == 2 else { continue }
-                pairs[parts[0].lowercased()] = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            }
-            if let host = pairs["host"] {
-                let scheme = pairs["proto"]?.lowercased() == "https" ? "https" : "http"
-                return PublicOrigin(scheme: scheme, hostHeader: host)
-            }
+        if let host = first("X-Forwarded-Host") {
+            let scheme = first("X-Forwarded-Proto")?.lowercased() == "https" ? "https" : "http"
+            return PublicOrigin(scheme: scheme, hostHeader: host)
         }
-        guard let host = first("X-Forwarded-Host") else { return nil }
-        let scheme = first("X-Forwarded-Proto")?.lowercased() == "https" ? "https" : "http"
+        guard let element = first("Forwarded") else { return nil }
+        var pairs: [String: String] = [:]
+        for pair in element.split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2 else { continue }
+            pairs[parts[0].lowercased()] = parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }
+        guard let host = pairs["host"] else { return nil }
+        let scheme = pairs["proto"]?.lowercased() == "https" ? "https" : "http"
         return PublicOrigin(scheme: scheme, hostHeader: host)
     }
 }
@@ -284,13 +288,13 @@ extension TableResponder {
             "ferry.status": "\(answer.status)", "ferry.ms": "\(String(format: "%.2f", milliseconds))",
         ]
         if let id = context[metadataKey: "hb.request.id"] { metadata["request.id"] = id }
-        let line = "\(method) \(path) \(answer.status)"
+        let line = LogText.escaped("\(method) \(path) \(answer.status)")
         guard answer.status >= 400 else {
             logger.debug("\(line)", metadata: metadata)
             return
         }
         let reason = answer.body.flatMap { try? JSONValue(parsingUTF8: $0) }?["error"]?.stringValue
-        let message: Logger.Message = "\(line)\(reason.map { ": " + $0 } ?? "")"
+        let message: Logger.Message = "\(line)\(reason.map { ": " + LogText.escaped($0) } ?? "")"
         if answer.status >= 500 {
             logger.error(message, metadata: metadata)
         } else {

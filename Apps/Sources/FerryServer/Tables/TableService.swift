@@ -64,7 +64,7 @@ final class TableService: Sendable {
         } catch let error as StorageError {
             return Self.errorResponse(storageFailure(error))
         } catch {
-            logger.error("request failed", metadata: ["ferry.error": "\(error)"])
+            logger.error("request failed", metadata: ["ferry.error": "\(LogText.escaped("\(error)"))"])
             return Self.errorResponse(ProtocolError(500, "internal", "the server failed to answer this request"))
         }
     }
@@ -109,12 +109,12 @@ final class TableService: Sendable {
         case .invalidTableName: return ProtocolError(404, "invalidTableName", error.message)
         case .notFound, .noSuchTable: return .notFound(error.message)
         case .busy:
-            logger.warning("storage busy", metadata: ["ferry.error": "\(error.message)"])
+            logger.warning("storage busy", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(503, "busy", "the database is busy; retry later")
             failure.retryAfter = 1
             return failure
         case .unavailable:
-            logger.error("storage unavailable", metadata: ["ferry.error": "\(error.message)"])
+            logger.error("storage unavailable", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(503, "unavailable", "the database cannot be reached; retry later")
             failure.retryAfter = 2
             return failure
@@ -124,13 +124,13 @@ final class TableService: Sendable {
             failure.retryAfter = 2
             return failure
         case .full:
-            logger.error("storage full", metadata: ["ferry.error": "\(error.message)"])
+            logger.error("storage full", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(
                 507, "storageFull", "the server's storage is full; nothing was written; retry later")
             failure.retryAfter = 30
             return failure
         default:
-            logger.error("storage failure", metadata: ["ferry.error": "\(error)"])
+            logger.error("storage failure", metadata: ["ferry.error": "\(LogText.escaped("\(error)"))"])
             return ProtocolError(500, "storage", "the server's storage failed")
         }
     }
