@@ -116,7 +116,8 @@ extension HTTPRemote: RemoteAttachments {
                     status: 413,
                     "uploading attachment '\(name)' of '\(table)/\(itemID)': a proxy in front of the server "
                         + "refused a request of \(chunk.count) bytes; it must accept bodies of "
-                        + "\(Self.uploadChunkSize >> 20) MiB (nginx: client_max_body_size 16m, as docs/deploy.md sets it for batches too)")
+                        + "\(Self.uploadChunkSize >> 20) MiB (nginx: client_max_body_size 16m, as docs/deploy.md sets it for batches too)"
+                )
             default:
                 throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
             }
