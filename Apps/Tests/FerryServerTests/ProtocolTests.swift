@@ -1,4 +1,4 @@
-import FerryServer
+@testable import FerryServer
 import Foundation
 import Logging
 import ServerStorageSQLite
@@ -279,6 +279,10 @@ struct LifecycleTests {
         let notes = try #require(configuration.tables.first)
         #expect(notes.name == "notes" && notes.softDelete && notes.perUser && notes.pageSize == 20 && notes.maxTop == 0)
         #expect(notes.fields["title"] == FieldRule(type: .string, required: true, maximumLength: 10))
+        // Lengths count UTF-16 code units, as `length()` does: 6 emoji are 12, over 10.
+        let title = try #require(notes.fields["title"])
+        #expect(title.violation(of: .string(String(repeating: "😀", count: 6)), field: "title") != nil)
+        #expect(title.violation(of: .string(String(repeating: "😀", count: 5)), field: "title") == nil)
         #expect(notes.fields["rating"]?.type == .enumeration(["G", "R"]))
         #expect(notes.disabledOperations == [.delete])
         for bad in [

@@ -75,7 +75,9 @@ public struct FieldRule: Sendable, Hashable {
             if let maximum, number > maximum { return "field '\(field)' must be at most \(Self.format(maximum))" }
         }
         if case .string(let text) = value {
-            let length = text.count
+            // UTF-16 code units, as the query's `length()` counts them and .NET's StringLength does:
+            // counted by characters, 11 emoji passed a limit of 20 that `length(title) gt 20` found.
+            let length = text.utf16.count
             if let minimumLength, length < minimumLength {
                 return "field '\(field)' must have at least \(minimumLength) characters"
             }
