@@ -172,6 +172,21 @@ struct HardeningTests {
         #expect(error["error"]?.stringValue?.isEmpty == false, "\(body)")
     }
 
+    /// Pipelined requests: only the response to the request that asked to close says `close`
+    /// (the close of a later request was on every response, and a client dropped the rest), and
+    /// nothing after it is answered.
+    @Test func onlyTheResponseToTheRequestThatAskedToCloseSaysClose() async throws {
+        let server = try await Self.start { $0.connections.idleTimeout = .seconds(600) }
+        let get = "GET /health HTTP/1.1\r\nHost: a\r\n\r\n"
+        let closing = "GET /health HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+        let (text, closed) = try await Self.exchangeRaw(server.port, get + get + closing + get)
+        try await server.shutdown()
+        #expect(closed, "the connection stayed open: \(text)")
+        let heads = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.lowercased() }
+        #expect(heads.count == 3, "three answered, the one after the close not: \(text)")
+        #expect(heads.map { $0.contains("connection: close") } == [false, false, true], "\(text)")
+    }
+
     // MARK: 3. Slow and idle clients
 
     @Test func slowAndIdleConnectionsAreClosed() async throws {

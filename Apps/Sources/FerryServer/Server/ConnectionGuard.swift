@@ -150,7 +150,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// Requests whose response has not been written to its last byte.
     private var requestsInProgress = 0
     private var readingRequest = false
+    /// The connection closes once no request is left to answer (shutdown, the client's side closed).
     private var closesAfterResponse = false
+    /// For each request read and not answered yet, oldest first: whether it asked to close the
+    /// connection (`Connection: close`, HTTP/1.0 without keep-alive). Only its own response says
+    /// `close`: a pipelined request's close on the responses before it made a client drop them.
+    private var requestsClose: [Bool] = []
+    /// Whether the connection closes once the response being written is out (nothing after it is
+    /// answered: a server that sent `close` answers no further request, RFC 9112 §9.6).
+    private var closesAfterThisResponse = false
     /// Bytes of body parts handed down since the write timer's last check.
     private var queuedSinceCheck = 0
     /// The bytes the channel held unwritten at the write timer's last check.
@@ -263,10 +271,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             readingRequest = true
             requestVersion = head.version
             requestMethods.append(head.method)
+            requestsClose.append(!head.isKeepAlive)
             if let id { registry.setWaiting(id, since: nil) }
             schedule(context, after: limits.requestTimeout, "the request body did not arrive")
             if !head.isKeepAlive {
-                closesAfterResponse = true
                 // Hummingbird then stops reading requests on this connection after the response.
                 head.headers.replaceOrAdd(name: "connection", value: "close")
             }
@@ -302,19 +310,28 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var head):
-            if requestVersion == .http1_0 && !head.headers.contains(name: "content-length") {
-                // An HTTP/1.0 client cannot read chunks: a body without length is answered as
-                // HTTP/1.0 (NIO then does not chunk it) and ends where the connection does.
-                head.version = .http1_0
-                closesAfterResponse = true
-            }
-            if closesAfterResponse { head.headers.replaceOrAdd(name: "connection", value: "close") }
-            respondingWithStream = !head.headers.contains(name: "content-length")
             // As NIO's encoder frames it (automatic framing headers): chunks from HTTP/1.1 on,
             // plain bytes before; no body for HEAD and CONNECT or a status without one.
             let code = head.status.code
             let method = (100..<200).contains(code) && code != 101 ? nil : requestMethods.first
-            if method != nil { requestMethods.removeFirst() }
+            var closes = false
+            if method != nil {
+                requestMethods.removeFirst()
+                closes = requestsClose.isEmpty ? false : requestsClose.removeFirst()
+            }
+            if requestVersion == .http1_0 && !head.headers.contains(name: "content-length") {
+                // An HTTP/1.0 client cannot read chunks: a body without length is answered as
+                // HTTP/1.0 (NIO then does not chunk it) and ends where the connection does.
+                head.version = .http1_0
+                closes = true
+            }
+            // A close for the whole connection goes on the last response it owes.
+            if closesAfterResponse && requestsInProgress <= 1 && !readingRequest { closes = true }
+            if method != nil && closes {
+                head.headers.replaceOrAdd(name: "connection", value: "close")
+                closesAfterThisResponse = true
+            }
+            respondingWithStream = !head.headers.contains(name: "content-length")
             streamFraming =
                 !respondingWithStream || method == nil || method == .HEAD || method == .CONNECT
                     || !head.status.mayHaveResponseBody
@@ -415,6 +432,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// waiting for the next request.
     private func responseWritten(_ context: ChannelHandlerContext) {
         requestsInProgress = max(0, requestsInProgress - 1)
+        if closesAfterThisResponse {
+            context.close(promise: nil)
+            return
+        }
         guard requestsInProgress == 0, !readingRequest else { return }
         if closesAfterResponse {
             context.close(promise: nil)
