@@ -172,6 +172,33 @@ struct HardeningTests {
         #expect(error["error"]?.stringValue?.isEmpty == false, "\(body)")
     }
 
+    /// What NIO's parser cannot read was a 400 with an empty body: it is the one-line JSON error
+    /// of every other refusal, and a method it does not know is 405, as other unserved methods are.
+    @Test func whatTheParserCannotReadIsRefusedInWords() async throws {
+        let server = try await Self.start { $0.connections.idleTimeout = .seconds(600) }
+        for (request, status, words) in [
+            ("FOO /health HTTP/1.1\r\nHost: a\r\n\r\n", 405, "method"),
+            (
+                "POST /tables/t HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400,
+                "Content-Length"
+            ),
+            ("GET /health HTTP/1.1\r\nHo st: a\r\n\r\n", 400, "malformed"),
+            (
+                "GET /health HTTP/1.1\r\nHost: a\r\n" + (0..<1_001).map { "X-\($0): 1\r\n" }.joined() + "\r\n", 400,
+                "too large"
+            ),
+        ] {
+            let (text, _) = try await Self.exchangeRaw(server.port, request)
+            #expect(text.hasPrefix("HTTP/1.1 \(status) "), "\(request.prefix(20)): \(text)")
+            let parts = text.components(separatedBy: "\r\n\r\n")
+            let body = parts.dropFirst().joined(separator: "\r\n\r\n")
+            #expect((parts[0] + "\r\n").lowercased().contains("content-length: \(body.utf8.count)\r\n"), "\(text)")
+            let error = try? JSONValue(parsing: body)
+            #expect(error?["error"]?.stringValue?.contains(words) == true, "\(request.prefix(20)): \(text)")
+        }
+        try await server.shutdown()
+    }
+
     /// Pipelined requests: only the response to the request that asked to close says `close`
     /// (the close of a later request was on every response, and a client dropped the rest), and
     /// nothing after it is answered.

@@ -176,6 +176,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var streamFraming: StreamFraming?
     /// Whether a `CONNECT` was answered: the connection closes, and nothing more is read.
     private var refusedConnect = false
+    /// What NIO's parser could not read, then the JSON body its answer gets (``MalformedRequest``).
+    private var parserError: HTTPParserError?
+    private var malformedAnswer: [UInt8]?
     /// NIO's encoder's context, whose writes go straight to the socket.
     private var encoderContext: ChannelHandlerContext?
 
@@ -289,6 +292,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let error = error as? HTTPParserError { parserError = error }
+        context.fireErrorCaught(error)
+    }
+
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if event is ChannelShouldQuiesceEvent {
             // The server is shutting down: close an idle connection now, a busy one after its response.
@@ -310,6 +318,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
         case .head(var head):
+            if let error = parserError, head.status == .badRequest {
+                // Hummingbird's empty 400 for what the parser could not read: said in words.
+                parserError = nil
+                let answer = MalformedRequest.answer(error)
+                head.status = answer.status
+                head.headers.replaceOrAdd(name: "content-type", value: "application/json; charset=utf-8")
+                head.headers.replaceOrAdd(name: "content-length", value: String(answer.body.count))
+                malformedAnswer = answer.body
+                logger.info("malformed request, \(answer.status.code): \(error)")
+            }
             // As NIO's encoder frames it (automatic framing headers): chunks from HTTP/1.1 on,
             // plain bytes before; no body for HEAD and CONNECT or a status without one.
             let code = head.status.code
@@ -346,6 +364,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             tracked(context, unwrapOutboundIn(data), promise)
         case .end:
             streamFraming = nil
+            if let body = malformedAnswer {
+                malformedAnswer = nil
+                tracked(context, .body(.byteBuffer(context.channel.allocator.buffer(bytes: body))), nil)
+            }
             tracked(context, unwrapOutboundIn(data), promise) { guardian, context in
                 guardian.responseWritten(context)
             }
@@ -442,47 +464,6 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             if let id { registry.setWaiting(id, since: .now()) }
             schedule(context, after: limits.idleTimeout, "no complete request head")
-        }
-    }
-}
-
-/// Hummingbird's HTTP/1 child channel with a ``ConnectionGuard`` in its pipeline.
-struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
-    typealias Value = NIOAsyncChannel<HTTPRequestPart, HTTPResponsePart>
-
-    let responder: HTTPChannelHandler.Responder
-    let limits: ConnectionLimits
-    let registry: ConnectionRegistry
-    let logger: Logger
-
-    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
-        channel.eventLoop.makeCompletedFuture {
-            let operations = channel.pipeline.syncOperations
-            try operations.configureHTTPServerPipeline(
-                withPipeliningAssistance: false, withErrorHandling: false, withOutboundHeaderValidation: false,
-                withEncoderConfiguration: .init(), withDecoderLimitConfiguration: .init())
-            try operations.addHandler(ConnectionGuard(limits: limits, registry: registry, logger: self.logger))
-            try operations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
-            // No HTTPConnectionStateHandler: it closes right after queueing a response's end, and
-            // drops what the socket had not taken yet; ConnectionGuard closes after the last byte.
-            return try NIOAsyncChannel(
-                wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
-        }
-    }
-
-    func handle(value asyncChannel: Value, logger: Logger) async {
-        await handleHTTP(asyncChannel: asyncChannel, logger: logger)
-    }
-}
-
-extension HTTPServerBuilder {
-    /// HTTP/1 with Ferry's connection limits.
-    static func guardedHTTP1(_ limits: ConnectionLimits, logger: Logger, metrics: ServerMetrics? = nil)
-        -> HTTPServerBuilder
-    {
-        let registry = ConnectionRegistry(maximum: limits.maximumConnections, metrics: metrics)
-        return HTTPServerBuilder { responder in
-            GuardedHTTP1Channel(responder: responder, limits: limits, registry: registry, logger: logger)
         }
     }
 }
