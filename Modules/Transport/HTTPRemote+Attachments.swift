@@ -201,8 +201,8 @@ extension HTTPRemote: RemoteAttachments {
         else { throw RemoteError(.invalidTableName, "cannot form the URL of the attachments of '\(table)'") }
         let response = try await client.send("GET", url)
         // A table nobody has written yet has no attachments (Ferry's servers before 2026-11-28
-        // answered 404 where its items' query answers an empty page).
-        if response.status == 404 { return RemotePage(items: []) }
+        // answered 404 where its items' query answers an empty page); a wrong URL stays an error.
+        if response.status == 404 && !OnlineTable.isNoEndpoint(response) { return RemotePage(items: []) }
         guard response.status == 200 else { throw response.failure("reading the attachments of '\(table)'") }
         return try PageDecoding.decode(
             response, protocolVersion: client.configuration.protocolVersion, table: table, endpoint: url.path)

@@ -262,10 +262,7 @@ public struct OnlineTable: RemoteTable {
         if response.status == 404, response.errorBodyCode == "invalidTableName" {
             return RemoteError(.invalidTableName, status: 404, "\(action): \(response.errorMessage)")
         }
-        if response.status == 404, Self.isNoEndpoint(response), let missing = noTableEndpoint(response, action: action)
-        {
-            return missing
-        }
+        if Self.isNoEndpoint(response), let missing = noTableEndpoint(response, action: action) { return missing }
         return response.failure(action, serverItem: serverItem)
     }
 }

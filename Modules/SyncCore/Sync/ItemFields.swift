@@ -4,17 +4,17 @@ enum ItemFields {
     /// The server-owned system properties (everything but `id`).
     static let serverOwned = ["createdAt", "updatedAt", "version", "deleted"]
 
-    /// Whether `field` is a server-owned system property (case-insensitive, as the servers read them).
-    /// The local copy of a live server item, under `id`: local items are never deleted ones, so
-    /// the `deleted` flag is not stored (a copy that kept it matched `deleted eq false` on one
-    /// device and not on another that pulled the same item).
-    static func localCopy(of server: JSONObject, id: String) -> JSONObject {
+    /// The local copy of a live server item, under `id` when given (a pull's items carry theirs):
+    /// local items are never deleted ones, so the `deleted` flag is not stored (a copy that kept it
+    /// matched `deleted eq false` on one device and not on another that pulled the same item).
+    static func localCopy(of server: JSONObject, id: String? = nil) -> JSONObject {
         var stored = server
-        stored["id"] = .string(id)
+        if let id { stored["id"] = .string(id) }
         stored.removeValue(forKey: "deleted")
         return stored
     }
 
+    /// Whether `field` is a server-owned system property (case-insensitive, as the servers read them).
     static func isServerOwned(_ field: String) -> Bool {
         field != "id" && SystemProperty.isSystemProperty(field)
     }

@@ -410,7 +410,7 @@ enum PullSteps {
             if item.isDeleted {
                 deletions.append(id)
             } else {
-                upserts.append(ItemFields.localCopy(of: item, id: id))
+                upserts.append(ItemFields.localCopy(of: item))
             }
         }
         if !deletions.isEmpty { page.deleted = try tx.delete(table, ids: deletions) }

@@ -115,7 +115,7 @@ public struct QueryCommand: DeviceCommand, Sendable {
         let result = try await device.query(table, tableQuery)
         var items = result.items
         // Also when items matched: `nosuch1 eq nosuch2` is null = null, every item.
-        try await checkFields(of: tableQuery, on: device)
+        try await checkFields(of: tableQuery, on: device, seenIn: items)
         if !items.isEmpty { try await checkOrderFields(of: tableQuery, on: device) }
         let more = limited && items.count > Self.terminalLimit
         if more { items.removeLast(items.count - Self.terminalLimit) }
@@ -146,12 +146,16 @@ public struct QueryCommand: DeviceCommand, Sendable {
     }
 
     /// A field of the query's filter that no item of the table has is an error naming the near
-    /// field (as --select's), for a table that has items at all.
-    func checkFields(of tableQuery: TableQuery, on device: Device) async throws {
+    /// field (as --select's), for a table that has items at all. Fields that `seen` items hold
+    /// exist: they are not looked for.
+    func checkFields(of tableQuery: TableQuery, on device: Device, seenIn seen: [JSONObject] = []) async throws {
         guard let filter = tableQuery.filter else { return }
-        let sample = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true)).items
-        guard !sample.isEmpty else { return }
-        try await requireFields(Self.fields(in: filter), on: device, sample: sample)
+        let unseen = Self.fields(in: filter).filter { field in !seen.contains { $0[field] != nil } }
+        guard !unseen.isEmpty else { return }
+        // A table with no items has no fields to name.
+        let any = try await device.query(table, try makeQuery(filter: nil, top: 1, includeDeleted: true)).items
+        guard !any.isEmpty else { return }
+        try await requireFields(unseen, on: device)
     }
 
     /// A sort key on a field no item of the table has is an error naming the near field: the items
@@ -161,16 +165,13 @@ public struct QueryCommand: DeviceCommand, Sendable {
     }
 
     /// The first of `named` (system fields aside) that no item of the table has is an error naming
-    /// the near field among `sample`'s (read when needed).
-    private func requireFields(_ named: Set<String>, on device: Device, sample: [JSONObject]? = nil) async throws {
+    /// the near field among those of the table's first items (read only then).
+    private func requireFields(_ named: Set<String>, on device: Device) async throws {
         for field in named.subtracting(Rendering.systemColumns + ["id"]).sorted() {
             let having = try await device.query(
                 table, try makeQuery(filter: "\(field) ne null", top: 1, includeDeleted: true))
             guard having.items.isEmpty else { continue }
-            var known = sample ?? []
-            if sample == nil {
-                known = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true)).items
-            }
+            let known = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true)).items
             throw Self.noSuchField(field, in: table, known: Rendering.defaultColumns(known))
         }
     }
