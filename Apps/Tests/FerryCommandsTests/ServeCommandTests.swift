@@ -214,6 +214,7 @@ final class ProcessWatch: Sendable {
             (["--db", "nosuch:x"], "unknown database"), (["--max-feeds=-1"], "--max-feeds must"),
             (["--max-feeds-per-user=-1"], "--max-feeds-per-user must"),
             (["--max-anonymous-feeds=-1"], "--max-anonymous-feeds must"),
+            (["--max-dynamic-tables=-1"], "--max-dynamic-tables must"),
         ] {
             let result = try await FerryBinaryTests.run(["serve", "--port", "0", "--db", "memory"] + arguments)
             #expect(result.status == 64, "\(arguments): \(result.errors)")
@@ -238,7 +239,10 @@ final class ProcessWatch: Sendable {
         ])
         #expect(set.limits.maximumChangeFeeds == 20_000 && set.limits.maximumChangeFeedsPerUser == 3)
         #expect(set.limits.maximumAnonymousChangeFeeds == 0)
-        for flag in ["--max-feeds", "--max-feeds-per-user", "--max-anonymous-feeds"] {
+        #expect(defaults.limits.maximumDynamicTables == 1_000)
+        let tables = try await ServeSettingsTests.configuration(["--max-dynamic-tables", "50"])
+        #expect(tables.limits.maximumDynamicTables == 50)
+        for flag in ["--max-feeds", "--max-feeds-per-user", "--max-anonymous-feeds", "--max-dynamic-tables"] {
             #expect(FerryCommand.helpMessage(for: ServeCommand.self).contains(flag))
         }
         // A setting whose name begins with another's is named by its own flag.

@@ -80,6 +80,7 @@ struct ServeSettingsTests {
             "trustProxy": ("true", "true"), "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
             "requestTimeout": ("6", "6"), "maxConnections": ("7", "7"), "maxBatchRequests": ("8", "8"),
             "maxFeeds": ("5", "5"), "maxFeedsPerUser": ("3", "3"), "maxAnonymousFeeds": ("0", "0"),
+            "maxDynamicTables": ("12", "12"),
             "protocolOnly": ("true", "true"), "shutdownTimeout": ("4", "4"), "metrics": ("on", #""on""#),
             "metricsPort": ("9464", "9464"),
             "metricsHost": ("127.0.0.2", #""127.0.0.2""#),
@@ -123,6 +124,7 @@ struct ServeSettingsTests {
             #expect(configuration.connections.maximumConnections == 7)
             #expect(configuration.limits.maximumChangeFeeds == 5 && configuration.limits.maximumChangeFeedsPerUser == 3)
             #expect(configuration.limits.maximumAnonymousChangeFeeds == 0)
+            #expect(configuration.limits.maximumDynamicTables == 12)
             #expect(configuration.shutdownGracePeriod == .seconds(4))
             #expect(configuration.metrics.endpoint == .separate(host: "127.0.0.2", port: 9464))
             #expect(!configuration.offersPushExtensions && configuration.logger.logLevel == .debug)

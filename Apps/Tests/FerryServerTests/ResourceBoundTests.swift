@@ -1,6 +1,7 @@
 import FerryServer
 import Foundation
 import ServerStorageCore
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -91,5 +92,43 @@ struct ResourceBoundTests {
             #expect(reply.status == 405, "\(method): \(reply.status) \(reply.text)")
         }
         try await live.stop()
+    }
+
+    /// Inserts create tables only up to `maximumDynamicTables`, counting the tables already in the
+    /// database and not the declared ones; a batch's inserts into new tables are counted as they
+    /// are admitted, before any of them is written.
+    @Test(arguments: ServerBackend.allCases)
+    func insertsCreateAtMostTheBoundedNumberOfTables(_ backend: ServerBackend) async throws {
+        var limits = RequestLimits()
+        limits.maximumDynamicTables = 3
+        let server = try await LiveServer.start(
+            tables: [TableSettings(name: "declared")], limits: limits, backend: backend,
+            seed: { storage in try await storage.prepare([StorageTable(name: "old")]) })
+        #expect(try await server.send("POST", "/tables/a", json: ["id": "1"]).status == 201)
+        #expect(try await server.send("POST", "/tables/b", json: ["id": "1"]).status == 201)
+        let refused = try await server.send("POST", "/tables/c", json: ["id": "1"])
+        #expect(refused.status == 403, "\(refused.text)")
+        #expect(refused.json?.objectValue?["code"]?.stringValue == "tooManyTables", "\(refused.text)")
+        #expect(refused.text.contains("(3, maxDynamicTables)"), "\(refused.text)")
+        // Tables that exist, and declared ones, still take inserts; a query of a new name is empty.
+        for table in ["a", "old", "declared"] {
+            #expect(try await server.send("POST", "/tables/\(table)", json: ["id": "2"]).status == 201, "\(table)")
+        }
+        #expect(try await server.send("GET", "/tables/c").status == 200)
+        let batch = try await server.send(
+            "POST", "/tables/$batch",
+            json: ["requests": [BatchSetTests.post("1", table: "d"), BatchSetTests.post("3", table: "b")]])
+        #expect(BatchSetTests.responses(batch).map(\.status) == [403, 201], "\(batch.text)")
+        try await server.stop()
+
+        // Room for one: of a batch into two new tables, the first is written, the second refused.
+        limits.maximumDynamicTables = 1
+        let fresh = try await LiveServer.start(tables: [], limits: limits, backend: backend)
+        let both = try await fresh.send(
+            "POST", "/tables/$batch",
+            json: ["requests": [BatchSetTests.post("1", table: "e"), BatchSetTests.post("1", table: "f")]])
+        #expect(BatchSetTests.responses(both).map(\.status) == [201, 403], "\(both.text)")
+        #expect(try await fresh.send("GET", "/tables/f/1").status == 404)
+        try await fresh.stop()
     }
 }

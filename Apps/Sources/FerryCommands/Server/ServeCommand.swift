@@ -155,6 +155,13 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             valueName: "count"))
     var maxAnonymousFeeds: Int?
 
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "The most tables inserts may create (declared ones do not count); 403 above it (default: \(RequestLimits().maximumDynamicTables)).",
+            valueName: "count"))
+    var maxDynamicTables: Int?
+
     @Flag(
         inversion: .prefixedNo,
         help:
@@ -248,6 +255,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["maxFeeds"] = maxFeeds.map { .int($0) }
         values["maxFeedsPerUser"] = maxFeedsPerUser.map { .int($0) }
         values["maxAnonymousFeeds"] = maxAnonymousFeeds.map { .int($0) }
+        values["maxDynamicTables"] = maxDynamicTables.map { .int($0) }
         values["protocolOnly"] = protocolOnly.map { .bool($0) }
         values["shutdownTimeout"] = shutdownTimeout.map { .double($0) }
         values["logLevel"] = logLevel.map { .string($0) }
@@ -388,6 +396,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
                 try settings.int("maxFeedsPerUser") ?? RequestLimits().maximumChangeFeedsPerUser
             configuration.limits.maximumAnonymousChangeFeeds =
                 try settings.int("maxAnonymousFeeds") ?? RequestLimits().maximumAnonymousChangeFeeds
+            configuration.limits.maximumDynamicTables =
+                try settings.int("maxDynamicTables") ?? RequestLimits().maximumDynamicTables
             configuration.offersPushExtensions = !(try settings.bool("protocolOnly") ?? false)
             configuration.metrics = try metricsSettings(from: settings)
             let directory = try settings.string("attachmentsDirectory")
@@ -431,7 +441,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         let keys = [
             "maximumConnections": "maxConnections", "maximumBatchRequests": "maxBatchRequests",
             "maximumChangeFeeds": "maxFeeds", "maximumChangeFeedsPerUser": "maxFeedsPerUser",
-            "maximumAnonymousChangeFeeds": "maxAnonymousFeeds",
+            "maximumAnonymousChangeFeeds": "maxAnonymousFeeds", "maximumDynamicTables": "maxDynamicTables",
             "maximumBodySize": "maxBodySize", "the auth secret": "authSecret", "the public URL": "publicURL",
             "port": "port", "the metrics port": "metricsPort", "the metrics host": "metricsHost",
             "the OTLP endpoint": "otlpEndpoint",

@@ -22,6 +22,8 @@ final class TableService: Sendable {
     /// Held while an upload's attachment is recorded and while the sweeper checks and deletes
     /// content (``AttachmentSweeper``): content is never collected under an attachment being recorded.
     let contentGate = TurnGate()
+    /// The tables inserts have created, within ``RequestLimits/maximumDynamicTables``.
+    let dynamicTables: DynamicTables
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
@@ -42,6 +44,8 @@ final class TableService: Sendable {
                 requiresExpiry: !configuration.allowsTokensWithoutExpiry)
         }
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
+        dynamicTables = DynamicTables(
+            declared: configuration.tables.map(\.name), limit: configuration.limits.maximumDynamicTables)
         logger = configuration.logger
         feedHub = FeedHub(storage: storage, heartbeat: configuration.limits.changeFeedHeartbeat)
         ledger = IdempotencyLedger(
@@ -234,6 +238,12 @@ final class TableService: Sendable {
         }
         if table.disabledOperations.contains(operation) {
             throw ProtocolError(405, "methodNotAllowed", "the \(operation.rawValue) operation is disabled on '\(name)'")
+        }
+        if operation == .insert, try await !dynamicTables.admit(name, storage: storage) {
+            throw ProtocolError(
+                403, "tooManyTables",
+                "no table '\(name)', and this server holds the most tables writes may create (\(dynamicTables.limit), maxDynamicTables)"
+            )
         }
         var context = RequestContext(
             request: request, version: version, table: table, identity: identity,

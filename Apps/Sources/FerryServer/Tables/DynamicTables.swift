@@ -1,0 +1,61 @@
+import ServerStorageCore
+import Synchronization
+
+/// The tables writes have created, counted against ``RequestLimits/maximumDynamicTables``.
+///
+/// Why a bound: dynamic tables are on by default and any caller may create one with its first
+/// insert; each is a database table with its indexes, which every connection parses when it
+/// opens. 10,000 of them, created by anonymous inserts in under a minute, made a server take 4.4 s
+/// to start and hold 290 MB (40 MB without them).
+///
+/// The names are read from the storage once, then kept. A name is counted when its first insert
+/// is admitted, before that insert commits, so that a batch of inserts into a thousand new tables
+/// cannot pass the bound by being checked before any of them exists. When the bound is reached,
+/// the names are read again (at most once a second): that forgets names whose first insert
+/// failed, and sees tables other instances created.
+final class DynamicTables: Sendable {
+    private struct State {
+        var names: Set<String> = []
+        var loaded = false
+        var readAt: ContinuousClock.Instant?
+    }
+
+    private let state = Mutex(State())
+    /// Tables not counted: the declared ones and the storage's own.
+    private let uncounted: Set<String>
+    let limit: Int
+
+    init(declared: some Sequence<String>, limit: Int) {
+        uncounted = Set(declared).union([StorageTable.attachmentsTableName])
+        self.limit = limit
+    }
+
+    /// Whether an insert into `name` may go ahead: the table is declared, exists, or fits in the
+    /// bound (it is then counted).
+    func admit(_ name: String, storage: any ServerStorage) async throws -> Bool {
+        if uncounted.contains(name) { return true }
+        let now = ContinuousClock.now
+        let known: Bool? = state.withLock { state in
+            guard state.loaded else { return nil }
+            if Self.admit(name, into: &state, limit: limit) { return true }
+            // Full: read the names again, unless they were read within the last second.
+            if let readAt = state.readAt, now - readAt < .seconds(1) { return false }
+            return nil
+        }
+        if let known { return known }
+        let stored = try await storage.tableNames().filter { !uncounted.contains($0) }
+        return state.withLock { state in
+            state.names = Set(stored)
+            state.loaded = true
+            state.readAt = now
+            return Self.admit(name, into: &state, limit: limit)
+        }
+    }
+
+    private static func admit(_ name: String, into state: inout State, limit: Int) -> Bool {
+        if state.names.contains(name) { return true }
+        guard state.names.count < limit else { return false }
+        state.names.insert(name)
+        return true
+    }
+}
