@@ -206,6 +206,14 @@ public struct RequestLimits: Sendable, Hashable {
     /// took a server 4.4 s to start and 290 MB of memory. On several instances sharing a
     /// database the bound may be passed by a few tables created at once.
     public var maximumDynamicTables: Int
+    /// The most bytes of batch bodies handled at once (default 32 MiB, two of the largest
+    /// batches; at least ``maximumBatchBodySize``). A batch that finds no room waits its turn, at
+    /// most ``batchRoomWait``, then is answered 503 `busy` with `Retry-After`, nothing applied.
+    /// Handling a batch takes many times its size (four 15 MB batches sent together took a server
+    /// to 1.09 GB); batches write one after the other anyway, so waiting costs them little.
+    public var maximumBatchBytesAtOnce: Int
+    /// How long a batch waits for room under ``maximumBatchBytesAtOnce`` (default 10 s).
+    public var batchRoomWait: Duration
 
     public init(
         maximumBodySize: Int = 1 << 20, maximumQueryLength: Int = 16_384, maximumFilterDepth: Int = 100,
@@ -215,9 +223,12 @@ public struct RequestLimits: Sendable, Hashable {
         maximumChangeFeedsPerUser: Int = 16, maximumAnonymousChangeFeeds: Int = 64,
         changeFeedHeartbeat: Duration = .seconds(15), changeFeedResumeMargin: Duration = .seconds(60),
         batchWriteSlice: Duration = .milliseconds(100), maximumPageBytes: Int = 8 << 20,
-        maximumDynamicTables: Int = 1_000
+        maximumDynamicTables: Int = 1_000, maximumBatchBytesAtOnce: Int = 32 << 20,
+        batchRoomWait: Duration = .seconds(10)
     ) {
         self.maximumDynamicTables = maximumDynamicTables
+        self.maximumBatchBytesAtOnce = maximumBatchBytesAtOnce
+        self.batchRoomWait = batchRoomWait
         self.maximumPageBytes = maximumPageBytes
         self.batchWriteSlice = batchWriteSlice
         self.maximumAnonymousChangeFeeds = maximumAnonymousChangeFeeds
@@ -268,6 +279,10 @@ public struct RequestLimits: Sendable, Hashable {
         guard changeFeedHeartbeat >= .milliseconds(10) else {
             throw ConfigurationError("changeFeedHeartbeat must be at least 10 ms")
         }
+        guard maximumBatchBytesAtOnce >= maximumBatchBodySize else {
+            throw ConfigurationError("maximumBatchBytesAtOnce must be at least maximumBatchBodySize")
+        }
+        guard batchRoomWait >= .zero else { throw ConfigurationError("batchRoomWait must not be negative") }
         guard maximumDynamicTables >= 0 else {
             throw ConfigurationError("maximumDynamicTables must be 0 (no new table) or more")
         }
