@@ -7,6 +7,10 @@ import ServerTestSupport
 import SyncCore
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Responses arrive whole: large pages, slow readers, and every way a connection ends (HTTP/1.0,
 /// which nginx speaks to its upstreams by default; `Connection: close`; keep-alive).
 @Suite("Response delivery", .timeLimit(.minutes(3)))
@@ -96,6 +100,47 @@ struct ResponseDeliveryTests {
                 try connection.receive()
             }
             #expect(try connection.isClosedByServer())
+        }
+        try await server.shutdown()
+    }
+
+    /// A request answered before its body was read (413 by its `Content-Length`) on a connection
+    /// that then closes: the server reads the rest of the body before it closes, so the client
+    /// sends it all, and reads the answer and a clean end. Closing at once reset the connection:
+    /// the client's last read failed (errno 104), and a client still sending lost the answer.
+    @Test(arguments: ["HTTP/1.0", "HTTP/1.1 close"])
+    func anAnswerBeforeTheBodyEndsIsFollowedByACleanClose(_ mode: String) async throws {
+        let server = try await Self.start()
+        let port = server.port
+        try await offThePool {
+            let fd = try LoopbackHTTP.connect(port: port)
+            defer { close(fd) }
+            let body = [UInt8](repeating: UInt8(ascii: "x"), count: 3 << 20)
+            var head = "POST /tables/big \(mode.hasPrefix("HTTP/1.0") ? "HTTP/1.0" : "HTTP/1.1")\r\nHost: 127.0.0.1\r\n"
+            head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n"
+            if mode.hasSuffix("close") { head += "Connection: close\r\n" }
+            let request = Array((head + "\r\n").utf8) + body
+            var sent = 0
+            while sent < request.count {
+                // MSG_NOSIGNAL: a reset is an error here, not a SIGPIPE that ends the test process.
+                let count = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                guard count > 0 else { break }
+                sent += count
+            }
+            #expect(sent == request.count, "\(mode): sent \(sent) of \(request.count) bytes (errno \(errno))")
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            var failure: Int32?
+            while true {
+                let count = read(fd, &buffer, buffer.count)
+                if count < 0 { failure = errno }
+                if count <= 0 { break }
+                received.append(contentsOf: buffer[0..<count])
+            }
+            #expect(failure == nil, "\(mode): the connection ended with errno \(failure ?? 0), not a clean close")
+            let text = String(decoding: received, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 413"), "\(mode): \(text.prefix(200))")
+            #expect(text.contains("bodyTooLarge"), "\(mode): \(text.prefix(400))")
         }
         try await server.shutdown()
     }

@@ -176,6 +176,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var streamFraming: StreamFraming?
     /// Whether a `CONNECT` was answered: the connection closes, and nothing more is read.
     private var refusedConnect = false
+    /// Whether the connection is closing after a response that went out before its request's
+    /// body was read whole: its output is closed, and the rest of the body is read and dropped.
+    private var lingering = false
+    /// The longest a connection reads the rest of a body answered already before it closes.
+    static let lingerLimit = Duration.seconds(5)
     /// What NIO's parser could not read, then the JSON body its answer gets (``MalformedRequest``).
     private var parserError: HTTPParserError?
     private var malformedAnswer: [UInt8]?
@@ -256,6 +261,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !refusedConnect else { return }
+        if lingering {
+            if case .end = unwrapInboundIn(data) { context.close(promise: nil) }
+            return
+        }
         switch unwrapInboundIn(data) {
         case .head(let head) where head.method == .CONNECT:
             // Answered here, beneath NIO's encoder, which would drop the body (RefusedConnect).
@@ -290,6 +299,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             timer = nil
             context.fireChannelRead(data)
         }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // Nobody above reads while the connection lingers: ask for more here.
+        if lingering { context.read() }
+        context.fireChannelReadComplete()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
@@ -455,7 +470,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private func responseWritten(_ context: ChannelHandlerContext) {
         requestsInProgress = max(0, requestsInProgress - 1)
         if closesAfterThisResponse {
-            context.close(promise: nil)
+            if readingRequest { linger(context) } else { context.close(promise: nil) }
             return
         }
         guard requestsInProgress == 0, !readingRequest else { return }
@@ -465,5 +480,17 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             if let id { registry.setWaiting(id, since: .now()) }
             schedule(context, after: limits.idleTimeout, "no complete request head")
         }
+    }
+
+    /// The response went out before its request's body was read whole (a 413 by its length, an
+    /// upload refused at its first bytes), and the connection closes: closing at once, with bytes
+    /// unread, resets the connection, and a client still sending loses the answer (RFC 9112 §9.6,
+    /// "lingering close"). The output is closed, so the client reads the answer and its end; the
+    /// rest of the body is read and dropped until it ends, the client closes, or ``lingerLimit``.
+    private func linger(_ context: ChannelHandlerContext) {
+        lingering = true
+        context.close(mode: .output, promise: nil)
+        schedule(context, after: Self.lingerLimit, "the rest of a body answered already")
+        context.read()
     }
 }
