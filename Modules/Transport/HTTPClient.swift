@@ -91,6 +91,10 @@ struct HTTPClient: Sendable {
         let isSafe = (method == "GET" || idempotent) && retries
         var attempt = 1
         var refreshedToken = false
+        /// Whether an attempt before this one may have reached the server: then so may the request,
+        /// whatever the last attempt met (a batch applied whose answer was lost, then a server that
+        /// refused the retry's connection, is not "never sent").
+        var mayHaveArrived = false
         var token = try await currentToken(forceRefresh: false)
         while true {
             var request = makeRequest(method, url, body: body, headers: headers, token: token)
@@ -98,11 +102,16 @@ struct HTTPClient: Sendable {
             let response: HTTPResponse
             do {
                 response = try await exchange(request)
-            } catch let error {
+            } catch var error {
                 if isSafe, error.code == .network, attempt < configuration.retry.maximumAttempts {
+                    mayHaveArrived = mayHaveArrived || !error.wasNotSent
                     try await pause(beforeAttempt: attempt + 1, after: "\(method) \(url.path): \(error.message)")
                     attempt += 1
                     continue
+                }
+                if mayHaveArrived && error.wasNotSent {
+                    error.wasNotSent = false
+                    error.message += " (an earlier attempt may have reached the server)"
                 }
                 throw error
             }
@@ -120,6 +129,8 @@ struct HTTPClient: Sendable {
             if isSafe, [429, 502, 503, 504].contains(response.status), attempt < configuration.retry.maximumAttempts,
                 (response.retryAfter ?? .zero) <= configuration.retry.maximumDelay
             {
+                // A proxy's 502 or 504 may come after the server read the request.
+                mayHaveArrived = mayHaveArrived || response.status == 502 || response.status == 504
                 try await pause(
                     beforeAttempt: attempt + 1, retryAfter: response.retryAfter,
                     after: "\(method) \(url.path): HTTP \(response.status)")

@@ -120,6 +120,32 @@
             #expect(keyedHeads.allSatisfy { $0.lowercased().contains("idempotency-key: ferry-test-1") })
         }
 
+        /// A keyed write whose first attempt reached the server and lost its answer, and whose
+        /// retry found the server gone: the request may have been applied, whatever the last
+        /// attempt met. It was "never sent", and a push took a batch the server had applied for
+        /// pending again (a delete queued after it then collapsed into it and never went out).
+        @Test func aRetryThatCannotConnectDoesNotMakeAnEarlierAttemptUnsent() async throws {
+            let server = try ScriptedServer { _, connection, server in
+                if let request = connection.readRequest() { server.record(request.head) }
+                server.stop()  // read, then gone: no answer, and no connection for the retry
+            }
+            defer { server.stop() }
+            let remote = HTTPRemote(
+                HTTPRemote.Configuration(
+                    serverURL: server.url, retry: .init(maximumAttempts: 3, initialDelay: .milliseconds(10))))
+            let keyed = RemoteWrite(
+                table: "todo", kind: .insert, itemID: "k", body: ["id": "k"], idempotencyKey: "ferry-test-2")
+            do {
+                _ = try await remote.send(keyed)
+                Issue.record("a server that closed without an answer answered")
+            } catch {
+                #expect(error.code == .network, "\(error)")
+                #expect(!error.wasNotSent, "the first attempt reached the server: \(error)")
+                #expect(error.message.contains("an earlier attempt may have reached the server"), "\(error)")
+            }
+            #expect(server.requests.withLock { $0.count } == 1)
+        }
+
         @Test func failuresAreTheErrorsOfURLSession() async throws {
             let connections = AsyncHTTPConnections()
             let closed = try ScriptedServer.closedPort()
