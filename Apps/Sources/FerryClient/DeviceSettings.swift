@@ -58,8 +58,22 @@ public enum StoreLocation: Sendable, Hashable, CustomStringConvertible {
             hint: "check --store; stores are created by their first write, such as insert or pull")
     }
 
+    /// Whether the store holds no item and no queued operation (`false` when it cannot be read):
+    /// a command that created a store and then failed removes it only then. A pull that failed
+    /// after some pages keeps them (the next one resumes), and a store another process wrote to
+    /// meanwhile keeps what it wrote.
+    public func holdsNothing() async -> Bool {
+        guard exists, let store = try? open() else { return false }
+        let empty = try? await store.read { reader in
+            try reader.operationCount(table: nil) == 0 && reader.tableNames().allSatisfy { try reader.count($0) == 0 }
+        }
+        try? await store.close()
+        return empty ?? false
+    }
+
     /// Deletes the store's files (SQLite's with its journal files, LMDB's directory, and the
-    /// attachments directory beside them); a command that created a store and then failed calls it.
+    /// attachments directory beside them); a command that created a store and then failed calls it
+    /// when it ``holdsNothing()``.
     public func remove() {
         let files = FileManager.default
         if let attachments = attachmentsDirectory { try? files.removeItem(at: attachments) }

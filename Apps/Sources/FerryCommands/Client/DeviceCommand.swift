@@ -91,7 +91,8 @@ extension DeviceCommand {
             // Such a command never creates a store: a mistyped path is an error naming it.
             if needsExistingStore { try location.requireExisting() }
             // A command that fails on a store it created (a pull that cannot reach the server, an
-            // insert of bad JSON into a mistyped path) leaves no new store behind.
+            // insert of bad JSON into a mistyped path) leaves no new store behind, unless the store
+            // holds something by then: pages a pull applied, another process's writes.
             let created = !location.exists
             let device = try client.device(at: location)
             do {
@@ -99,7 +100,7 @@ extension DeviceCommand {
                 try await device.close()
             } catch {
                 try? await device.close()
-                if created { location.remove() }
+                if created, await location.holdsNothing() { location.remove() }
                 throw error
             }
         } catch let error as CleanExit {
