@@ -27,11 +27,12 @@ struct CreatedStoreTests {
                 head += buffer[0..<count]
             }
             let isPage = String(decoding: head, as: UTF8.self).hasPrefix("GET /tables/todo")
+            guard isPage else { return }
             let isFirst = answered.withLock { answered in
                 defer { answered = true }
                 return !answered
             }
-            guard isPage, isFirst else { return }
+            guard isFirst else { return }
             let body = """
                 {"items":[\
                 {"id":"a","title":"one","updatedAt":"2026-01-01T00:00:00.000Z","version":"MQ==","deleted":false},\
