@@ -15,6 +15,8 @@ final class BatchingRemote: RemoteService, Sendable {
         case refused
         /// No connection could be made: the batch surely did not leave.
         case notSent
+        /// The server cannot take requests for now (503): nothing is applied.
+        case unavailable
     }
 
     let inner: any RemoteService
@@ -78,6 +80,7 @@ final class BatchingRemote: RemoteService, Sendable {
         case .lostBeforeServer?: throw RemoteError(.network, "batch \(number) lost on its way")
         case .refused?: throw RemoteError(.badRequest, status: 400, "batch \(number) refused")
         case .notSent?: throw RemoteError(.network, "batch \(number): no connection", wasNotSent: true)
+        case .unavailable?: throw RemoteError(status: 503, "batch \(number): the database cannot be reached")
         case .lostAnswer?, nil: break
         }
         var results: [Result<JSONObject?, RemoteError>] = []

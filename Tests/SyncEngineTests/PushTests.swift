@@ -220,11 +220,11 @@ struct PushTests {
         var device = try Device(kind: kind, server: server)
         for id in ["a", "b", "c"] { try await device.table().insert(["id": .string(id)]) }
         server.inject(.status(400, "title is required"), on: .insert, itemID: "a")
-        server.inject(.status(503, "maintenance"), on: .insert, itemID: "b")
+        server.inject(.status(500, "internal"), on: .insert, itemID: "b")
         let result = try await device.context.push()
         #expect(result.pushed == 1)
         #expect(result.failed.map(\.itemID) == ["a", "b"])
-        #expect(result.failed.map(\.statusCode) == [400, 503])
+        #expect(result.failed.map(\.statusCode) == [400, 500])
         #expect(server.rows("todo").map(\.id) == ["c"])
 
         try await device.restart()

@@ -124,6 +124,9 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
     /// What to do about a network failure: the REPL's offline switch, a missing `--server`, or the
     /// server itself.
     static func networkHint(_ error: RemoteError?) -> String {
+        if error?.isUnavailable == true {
+            return "the server cannot take requests for now; nothing is lost: try again later"
+        }
         switch error?.underlying as? Connectivity.Gate {
         case .offline?: "say `online` to reconnect"
         case .noServer?: "give --server URL"

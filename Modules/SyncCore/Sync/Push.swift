@@ -298,12 +298,23 @@ extension SyncContext {
             let errored = pushPlan.erroredOperations
             try await write("push") { tx in try PushSteps.complete(accepted, errored: errored, in: tx) }
         }
+        // An answer that the server cannot take requests for now stops the push once the others
+        // of these outcomes are recorded (an entry of a batch answered 503 while those before it went
+        // through).
+        var stop: (any Error)?
         for (attempt, outcome) in outcomes {
             switch outcome {
             case .success: record(.pushed(attempt.operation), into: &result)
+            case .failure(let error) where error.isUnavailable:
+                do {
+                    record(try await handle(error, of: attempt, round: 0), into: &result)
+                } catch {
+                    stop = stop ?? error
+                }
             case .failure(let error): record(try await handle(error, of: attempt, round: 0), into: &result)
             }
         }
+        if let stop { throw stop }
     }
 
     /// Sends writes as one batch: one result per write, or why the batch as a whole failed.
@@ -397,10 +408,15 @@ extension SyncContext {
         sent: [(PushSteps.Attempt, Result<JSONObject?, RemoteError>)],
         remaining: [PushSteps.Attempt], unknown: Bool
     ) async throws {
-        guard [.network, .cancelled, .unauthorized, .noEndpoint].contains(error.code) else { return }
+        guard [.network, .cancelled, .unauthorized, .noEndpoint].contains(error.code) || error.isUnavailable else {
+            return
+        }
         let place =
             "push of \(attempts.first.map { "\($0.operation.kind) \($0.operation.table)/\($0.operation.itemID)" } ?? "")"
-        let failedOneMayHaveArrived = error.code != .unauthorized && error.code != .noEndpoint && !error.wasNotSent
+        let failedOneMayHaveArrived =
+            error.isUnavailable
+            ? error.unavailableAfterArrival
+            : error.code != .unauthorized && error.code != .noEndpoint && !error.wasNotSent
         var notSent = Self.pendingAgain(remaining)
         if unknown {
             if !failedOneMayHaveArrived { notSent += Self.pendingAgain(attempts) }

@@ -96,6 +96,14 @@ extension SyncContext {
         let operation = attempt.operation
         let remote = remote.table(operation.table)
         let place = "push of \(operation.kind) \(operation.table)/\(operation.itemID)"
+        if error.isUnavailable {
+            // The server cannot take requests for now: the push stops and keeps the operation,
+            // pending when the answer says it was not applied, in flight when it may have been.
+            if !error.unavailableAfterArrival {
+                try await write("push") { tx in try PushSteps.markNotApplied(operationID: operation.id, in: tx) }
+            }
+            throw SyncError.wrapping(error, place)
+        }
         switch error.code {
         case .network where error.wasNotSent && !attempt.isReplay:
             // No connection was made: the operation is pending again (later edits collapse into it)

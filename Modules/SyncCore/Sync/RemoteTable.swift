@@ -221,6 +221,22 @@ public struct RemoteError: Error, Sendable, CustomStringConvertible {
 
     /// Whether the request's effect on the server is unknown: it may or may not have been applied.
     var outcomeIsUnknown: Bool { code == .network || code == .cancelled }
+
+    /// Whether the answer says the server cannot take requests for now, whatever they hold: 429
+    /// (too many), 503 (unavailable: its database down, say), or a proxy's 502 and 504 (the server
+    /// behind it failed or did not answer). A push stops and keeps the operation, as when the
+    /// server cannot be reached: recording such an answer as the operation's own failure turned a
+    /// short outage into thousands of errors to resolve by hand.
+    ///
+    /// ```swift
+    /// RemoteError(status: 503, "the database cannot be reached").isUnavailable  // true
+    /// RemoteError(status: 500, "internal").isUnavailable                        // false
+    /// ```
+    public var isUnavailable: Bool { [429, 502, 503, 504].contains(status ?? 0) }
+
+    /// Whether an ``isUnavailable`` answer leaves the request's effect unknown: a proxy's 502 or
+    /// 504 may come after the server read it; a 429 or 503 says it was not applied.
+    var unavailableAfterArrival: Bool { status == 502 || status == 504 }
 }
 
 extension RemoteError.Code {

@@ -120,6 +120,8 @@ extension SyncError {
             return SyncError(.store, "\(context): \(error.message)", underlying: error)
         }
         if let error = error as? RemoteError {
+            // The server (or its proxy) cannot take requests for now: as unreachable.
+            if error.isUnavailable { return SyncError(.network, "\(context): \(error)", underlying: error) }
             switch error.code {
             case .network: return SyncError(.network, "\(context): \(error)", underlying: error)
             case .unauthorized: return SyncError(.unauthorized, "\(context): \(error)", underlying: error)
