@@ -69,6 +69,7 @@ struct TableResponder: HTTPResponder {
             }
             if service.streamsBody(route: route, method: method) {
                 // An upload: its body goes to the blob storage as it arrives, never collected.
+                if let refusal = ContentCodings.refusal(request.headers) { throw refusal }
                 let origin = try Self.origin(
                     of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
                 answer = await service.handleUpload(
@@ -108,6 +109,8 @@ struct TableResponder: HTTPResponder {
         var body: [UInt8]?
         let buffer = try await request.body.collect(upTo: limit)
         if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
+        // A body in a content coding the server does not decode is refused, once it was read.
+        if let refusal = ContentCodings.refusal(request.headers) { throw refusal }
         // After the body is read: answering before it and closing would reset the connection
         // with the body unread, and the client could lose the answer.
         let origin = try Self.origin(of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)

@@ -219,6 +219,9 @@ struct ProtocolError: Error, Sendable, CustomStringConvertible {
     var lastModified: String?
     /// For 503: the seconds a client should wait before retrying (`Retry-After`).
     var retryAfter: Int?
+    /// Header fields the error's response carries besides its body's (`Accept-Encoding` on a 415,
+    /// `Allow` on a 405).
+    var headers: [(name: String, value: String)] = []
 
     init(_ status: Int, _ code: String, _ message: String) {
         self.status = status

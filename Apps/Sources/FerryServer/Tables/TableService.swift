@@ -90,6 +90,7 @@ final class TableService: Sendable {
         var response = TableResponse.json(
             error.status, ["error": .string(error.message), "code": .string(error.code)])
         if let seconds = error.retryAfter { response.headers.append(("Retry-After", "\(seconds)")) }
+        response.headers += error.headers
         return response
     }
 
