@@ -274,10 +274,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             readingRequest = true
             requestVersion = head.version
             requestMethods.append(head.method)
-            requestsClose.append(!head.isKeepAlive)
+            // Two Host fields are answered 400 (HostFields), and nothing after them: a proxy in
+            // front may have framed or routed the request by the other one.
+            let closes = !head.isKeepAlive || head.headers["host"].count > 1
+            requestsClose.append(closes)
             if let id { registry.setWaiting(id, since: nil) }
             schedule(context, after: limits.requestTimeout, "the request body did not arrive")
-            if !head.isKeepAlive {
+            if closes {
                 // Hummingbird then stops reading requests on this connection after the response.
                 head.headers.replaceOrAdd(name: "connection", value: "close")
             }

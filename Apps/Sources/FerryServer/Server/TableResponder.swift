@@ -42,6 +42,14 @@ struct TableResponder: HTTPResponder {
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
+        if let refusal = HostFields.refusal(authority: request.head.authority, headers: request.headers) {
+            // The connection closes after this answer (ConnectionGuard): the body is read first, or
+            // the close would reset the connection and the client could lose the answer.
+            _ = try? await request.body.collect(upTo: limits.maximumBatchBodySize)
+            return respond(
+                TableService.errorResponse(refusal), route: route, path: path, method: method, started: started,
+                context: context)
+        }
         if route == .metrics, servesMetrics, let metrics {
             let response = MetricsResponder.answer(method: method, metrics: metrics)
             metrics.request(
@@ -89,6 +97,14 @@ struct TableResponder: HTTPResponder {
         } catch {
             answer = TableService.errorResponse(ProtocolError(400, "badRequest", "the request body could not be read"))
         }
+        return respond(answer, route: route, path: path, method: method, started: started, context: context)
+    }
+
+    /// The response of `answer`, counted in the metrics and logged.
+    func respond(
+        _ answer: TableResponse, route: TableRoute, path: String, method: String, started: ContinuousClock.Instant,
+        context: Context
+    ) -> Response {
         var fields = HTTPFields()
         for header in answer.headers {
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
