@@ -220,11 +220,13 @@ final class TableService: Sendable {
         case ("GET", nil): operation = .query
         case ("GET", _?): operation = .read
         case ("POST", nil): operation = .insert
-        case ("POST", _?): operation = .undelete
+        // 2.0's undelete. 3.0 has no POST on an item (it undeletes with a PUT): answering it
+        // as an undelete gave a 200 that changed nothing (table-protocol.md §1.1).
+        case ("POST", _?) where version == .v2: operation = .undelete
         case ("PATCH", _), ("PUT", _?): operation = .update
         case ("DELETE", _?): operation = .delete
         default:
-            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
+            throw Self.methodNotAllowed(request, onItem: id != nil, version: version)
         }
         // A query of a dynamic table nobody has written yet is an empty table, not a 404: clients
         // tell "no rows yet" from "not a table endpoint" by that.
@@ -250,6 +252,21 @@ final class TableService: Sendable {
             return .answered(try await write(operation, context, id: id))
         }
         return .write(operation, context, id: id)
+    }
+
+    /// 405 with `Allow`: the methods a table (or, `onItem`, an item) serves in `version`.
+    static func methodNotAllowed(_ request: TableRequest, onItem: Bool, version: ProtocolVersion) -> ProtocolError {
+        let allowed =
+            !onItem ? "GET, POST, PATCH" : version == .v2 ? "GET, POST, PUT, PATCH, DELETE" : "GET, PUT, PATCH, DELETE"
+        var message = "\(request.method) is not allowed on \(request.path)"
+        if onItem && request.method == "POST" {
+            message +=
+                " in protocol 3.0.0 (it is 2.0.0's undelete; 3.0.0 undeletes with a PUT of the item with"
+                + " \"deleted\": false and __includedeleted=true)"
+        }
+        var error = ProtocolError(405, "methodNotAllowed", message + "; use \(allowed)")
+        error.headers = [("Allow", allowed)]
+        return error
     }
 
     func write(_ operation: TableOperation, _ context: RequestContext, id: String?) async throws -> TableResponse {
