@@ -17,6 +17,9 @@ struct TableRequest: Sendable {
     /// Whether `body` is `parsedBody` serialized (``JSONValue/serializedUTF8()``, keys sorted): a
     /// request of a batch. The idempotency fingerprint then hashes it as it is.
     var bodyIsCanonical = false
+    /// The answer to a request of a batch that is refused as it stands (it names a protocol
+    /// version other than the batch's): it is routed no further.
+    var refusal: ProtocolError?
 
     /// The percent-decoded path segments (`/tables/todo/1` gives `["tables", "todo", "1"]`), or
     /// `nil` when a segment is not valid percent-encoded UTF-8. Decoded once: routing, the

@@ -170,6 +170,7 @@ final class TableService: Sendable {
     /// (`POST` to a table, an insert) reads nothing from the storage before it is answered
     /// `.write`.
     func routeWrite(_ request: TableRequest) async throws -> Routed {
+        if let refusal = request.refusal { throw refusal }
         guard request.rawQuery.utf8.count <= configuration.limits.maximumQueryLength else {
             throw ProtocolError(
                 414, "queryTooLong",
