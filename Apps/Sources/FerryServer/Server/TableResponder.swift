@@ -185,9 +185,7 @@ struct TableResponder: HTTPResponder {
                 peer: context.channel.remoteAddress?.ipAddress)
         } catch {
             let answer = await service.answering { throw error }
-            context.logger.info(
-                "\(LogText.escaped("\(method) \(path) \(answer.status)"))",
-                metadata: ["ferry.status": "\(answer.status)"])
+            Self.log(answer, method: method, path: path, milliseconds: 0, to: logger, context: context.logger)
             var fields = HTTPFields()
             for header in answer.headers {
                 if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
@@ -294,12 +292,14 @@ struct FerryRequestContext: RequestContext {
 extension TableResponder {
     /// A request's line: at `debug` when it went well, one line with the reason at `info` for a
     /// client's error (4xx) and at `error` for the server's (5xx), each with the request id, so an
-    /// operator at the default level sees the errors and not every request.
+    /// operator at the default level sees the errors and not every request. The storage's own
+    /// words are in it (`ferry.error`); a batch whose requests the server failed is an `error` line.
     static func log(
         _ answer: TableResponse, method: String, path: String, milliseconds: Double, to logger: Logger,
         context: Logger
     ) {
-        let level: Logger.Level = answer.status >= 500 ? .error : answer.status >= 400 ? .info : .debug
+        let level: Logger.Level =
+            answer.status >= 500 || answer.logDetail != nil ? .error : answer.status >= 400 ? .info : .debug
         // Nothing is built for a line that is not written (a request at `debug` by default):
         // formatting the time alone took 1.7% of the server's time serving reads by id.
         guard logger.logLevel <= level else { return }
@@ -308,8 +308,13 @@ extension TableResponder {
         ]
         if let id = context[metadataKey: "hb.request.id"] { metadata["request.id"] = id }
         let line = LogText.escaped("\(method) \(path) \(answer.status)")
+        if let detail = answer.logDetail { metadata["ferry.error"] = "\(LogText.escaped(detail))" }
         guard answer.status >= 400 else {
-            logger.debug("\(line)", metadata: metadata)
+            if let detail = answer.logDetail {
+                logger.error("\(line): \(LogText.escaped(detail))", metadata: metadata)
+            } else {
+                logger.debug("\(line)", metadata: metadata)
+            }
             return
         }
         let reason = answer.body.flatMap { try? JSONValue(parsingUTF8: $0) }?["error"]?.stringValue

@@ -98,9 +98,21 @@ extension TableService {
             responses += done
             index += done.count
         }
-        return TableResponse(
+        var answer = TableResponse(
             status: 200, headers: [("Content-Type", "application/json; charset=utf-8")],
             body: Self.batchResponseBody(responses))
+        answer.logDetail = Self.serverFailures(responses)
+        return answer
+    }
+
+    /// For the batch's log line: how many of its requests the server failed (5xx), and the first
+    /// of them in words; `nil` when none.
+    static func serverFailures(_ responses: [(id: JSONValue, response: TableResponse)]) -> String? {
+        let failed = responses.enumerated().filter { $0.element.response.status >= 500 }
+        guard let (index, (_, first)) = failed.first else { return nil }
+        let reason = first.body.flatMap { try? JSONValue(parsingUTF8: $0) }?["error"]?.stringValue ?? ""
+        return "\(failed.count) of \(responses.count) requests failed; requests[\(index)] \(first.status): \(reason)"
+            + (first.logDetail.map { " (\($0))" } ?? "")
     }
 
     /// Runs writes of a batch in one storage transaction until they are done, ``RequestLimits/batchWriteSlice`` has

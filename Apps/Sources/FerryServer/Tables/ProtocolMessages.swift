@@ -201,6 +201,9 @@ struct TableResponse: Sendable {
     var status: Int
     var headers: [(name: String, value: String)] = []
     var body: [UInt8]?
+    /// What the request's log line says beyond the answer (a storage's own error, a batch's failed
+    /// requests); never sent.
+    var logDetail: String?
 
     static func json(_ status: Int, _ value: JSONValue, headers: [(name: String, value: String)] = []) -> TableResponse
     {
@@ -225,6 +228,9 @@ struct ProtocolError: Error, Sendable, CustomStringConvertible {
     /// Header fields the error's response carries besides its body's (`Accept-Encoding` on a 415,
     /// `Allow` on a 405).
     var headers: [(name: String, value: String)] = []
+    /// What the server's log says of it beyond `message` (the storage's own error), in the
+    /// request's one line (``TableResponse/logDetail``); never sent.
+    var logDetail: String?
 
     init(_ status: Int, _ code: String, _ message: String) {
         self.status = status

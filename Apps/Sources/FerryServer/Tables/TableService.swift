@@ -64,8 +64,9 @@ final class TableService: Sendable {
         } catch let error as StorageError {
             return Self.errorResponse(storageFailure(error))
         } catch {
-            logger.error("request failed", metadata: ["ferry.error": "\(LogText.escaped("\(error)"))"])
-            return Self.errorResponse(ProtocolError(500, "internal", "the server failed to answer this request"))
+            var failure = ProtocolError(500, "internal", "the server failed to answer this request")
+            failure.logDetail = "\(error)"
+            return Self.errorResponse(failure)
         }
     }
 
@@ -91,6 +92,7 @@ final class TableService: Sendable {
             error.status, ["error": .string(error.message), "code": .string(error.code)])
         if let seconds = error.retryAfter { response.headers.append(("Retry-After", "\(seconds)")) }
         response.headers += error.headers
+        response.logDetail = error.logDetail
         return response
     }
 
@@ -101,7 +103,9 @@ final class TableService: Sendable {
     }
 
     /// The answer to a storage failure: 4xx for what the request asked wrongly, 5xx for the
-    /// storage's own failures (busy, unreachable, closed, full, …).
+    /// storage's own failures (busy, unreachable, closed, full, …). The storage's own words go in
+    /// the request's one log line (`logDetail`), which carries its request id: a line of their own
+    /// here had none, and made two lines of one error.
     private func protocolFailure(_ error: StorageError) -> ProtocolError {
         switch error.code {
         case .invalidQuery: return .badRequest(error.message, code: "invalidQuery")
@@ -110,14 +114,14 @@ final class TableService: Sendable {
         case .invalidTableName: return ProtocolError(404, "invalidTableName", error.message)
         case .notFound, .noSuchTable: return .notFound(error.message)
         case .busy:
-            logger.warning("storage busy", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(503, "busy", "the database is busy; retry later")
             failure.retryAfter = 1
+            failure.logDetail = error.message
             return failure
         case .unavailable:
-            logger.error("storage unavailable", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(503, "unavailable", "the database cannot be reached; retry later")
             failure.retryAfter = 2
+            failure.logDetail = error.message
             return failure
         case .closed:
             // The server is stopping (or its storage was closed under it): not ready, not broken.
@@ -125,14 +129,15 @@ final class TableService: Sendable {
             failure.retryAfter = 2
             return failure
         case .full:
-            logger.error("storage full", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(
                 507, "storageFull", "the server's storage is full; nothing was written; retry later")
             failure.retryAfter = 30
+            failure.logDetail = error.message
             return failure
         default:
-            logger.error("storage failure", metadata: ["ferry.error": "\(LogText.escaped("\(error)"))"])
-            return ProtocolError(500, "storage", "the server's storage failed")
+            var failure = ProtocolError(500, "storage", "the server's storage failed")
+            failure.logDetail = "\(error)"
+            return failure
         }
     }
 
