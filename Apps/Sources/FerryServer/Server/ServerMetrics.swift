@@ -49,6 +49,24 @@ final class ServerMetrics: Sendable {
     static let storageWaitTimeouts = "ferry_storage_wait_timeouts_total"
     static let storageErrorsTotal = "ferry_storage_errors_total"
 
+    /// The `# HELP` text of each metric (one line; docs/server.md says more).
+    static let help: [String: String] = [
+        requestsTotal: "HTTP requests answered, by route template, method, status and table.",
+        requestDuration:
+            "Seconds from a request's head reaching the handler to its answer being ready (a change feed: to its opening).",
+        openConnections: "Connections open on the server's port.",
+        shedConnections:
+            "Connections closed at the connection limit: idle ones evicted to make room, new ones refused.",
+        openFeeds: "Change feeds open.",
+        feedEventsTotal: "Change events handed to change feeds' connections.",
+        fanOutDuration: "Seconds from a storage announcing a write to its change event going out on a feed.",
+        batchRequests: "Requests per batch (POST /tables/$batch).",
+        replaysTotal: "Writes answered from an idempotency record (Idempotency-Replayed: true).",
+        storageWait: "Seconds storage work waited for a shared resource of the storage, timed-out waits included.",
+        storageWaitTimeouts: "Waits for a storage resource that gave up: each is a 503 busy.",
+        storageErrorsTotal: "Storage failures answered with a 5xx or 507, by storage error code.",
+    ]
+
     /// The label of a request to a table that has none of its own.
     static let otherTable = "_other"
 
@@ -63,14 +81,15 @@ final class ServerMetrics: Sendable {
                 maximumDynamicTableLabels: settings.maximumDynamicTableLabels)
         case .prometheus(let registry):
             let registry = registry ?? PrometheusCollectorRegistry()
-            var factory = PrometheusMetricsFactory(registry: registry)
             let milliseconds: [Double] = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000]
-            factory.durationHistogramBuckets = [
-                requestDuration: milliseconds.map { .microseconds(Int64($0 * 1000)) },
-                storageWait: ([0.1, 0.5] + milliseconds.dropLast()).map { .microseconds(Int64($0 * 1000)) },
-                fanOutDuration: milliseconds.dropLast().map { .microseconds(Int64($0 * 1000)) },
-            ]
-            factory.valueHistogramBuckets = [batchRequests: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000]]
+            let factory = PrometheusHelpFactory(
+                registry: registry, help: help,
+                durationBuckets: [
+                    requestDuration: milliseconds.map { .microseconds(Int64($0 * 1000)) },
+                    storageWait: ([0.1, 0.5] + milliseconds.dropLast()).map { .microseconds(Int64($0 * 1000)) },
+                    fanOutDuration: milliseconds.dropLast().map { .microseconds(Int64($0 * 1000)) },
+                ],
+                valueBuckets: [batchRequests: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000]])
             return ServerMetrics(
                 factory: factory, registry: registry, declaredTables: declaredTables,
                 maximumDynamicTableLabels: settings.maximumDynamicTableLabels)
