@@ -311,6 +311,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
     /// insert's turn in its table's group commit (`StorageWait.Resource.insertQueue`) to `observer`.
     public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
 
+    /// A pooled connection, and an insert's turn in its table's group commit.
+    public var waitResources: [StorageWait.Resource] { [.connection, .insertQueue] }
+
     /// Attachment content in this schema's own tables (``PostgreSQLBlobStorage``).
     public func blobStorage() -> (any BlobStorage)? { PostgreSQLBlobStorage(storage: self) }
 

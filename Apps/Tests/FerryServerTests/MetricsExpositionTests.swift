@@ -6,7 +6,8 @@ import ServerTestSupport
 import SyncCore
 import Testing
 
-/// The operator probe on `/metrics`: no `# HELP` lines.
+/// The operator probe on `/metrics`: no `# HELP` lines, and the SQLite-only `resource="writer"`
+/// series exported (always zero) by a server on PostgreSQL.
 @Suite("What /metrics exports", .timeLimit(.minutes(5)))
 struct MetricsExpositionTests {
     /// The `# HELP` and `# TYPE` lines of `text`: name to help text, and the names with a type.
@@ -51,5 +52,19 @@ struct MetricsExpositionTests {
     static var serverDocs: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("docs/server.md").path
+    }
+
+    /// Each storage's wait series, and only those: SQLite has a writer, PostgreSQL a pool and an
+    /// insert queue.
+    @Test(arguments: ServerBackend.allCases)
+    func onlyTheWaitsTheStorageHasAreExported(_ backend: ServerBackend) async throws {
+        let live = try await LiveServer.start(tables: [TableSettings(name: "todo")], backend: backend)
+        let samples = try await MetricsTests.scrape(port: live.server.port)
+        try await live.stop()
+        let resources = Set(samples.values(of: "resource", in: "ferry_storage_wait_seconds_count"))
+        let timeouts = Set(samples.values(of: "resource", in: "ferry_storage_wait_timeouts_total"))
+        let expected: Set<String> = backend == .sqlite ? ["writer"] : ["connection", "insert_queue"]
+        #expect(resources == expected, "\(samples.text)")
+        #expect(timeouts == expected, "\(samples.text)")
     }
 }
