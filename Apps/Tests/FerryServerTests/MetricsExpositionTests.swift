@@ -6,8 +6,8 @@ import ServerTestSupport
 import SyncCore
 import Testing
 
-/// The operator probe on `/metrics`: no `# HELP` lines, and the SQLite-only `resource="writer"`
-/// series exported (always zero) by a server on PostgreSQL.
+/// The operator probe on `/metrics`: no `# HELP` lines, the SQLite-only `resource="writer"` series
+/// exported (always zero) by a server on PostgreSQL, and `CONNECT` answered 405 but not counted.
 @Suite("What /metrics exports", .timeLimit(.minutes(5)))
 struct MetricsExpositionTests {
     /// The `# HELP` and `# TYPE` lines of `text`: name to help text, and the names with a type.
@@ -66,5 +66,18 @@ struct MetricsExpositionTests {
         let expected: Set<String> = backend == .sqlite ? ["writer"] : ["connection", "insert_queue"]
         #expect(resources == expected, "\(samples.text)")
         #expect(timeouts == expected, "\(samples.text)")
+    }
+
+    /// `CONNECT` is answered beneath Hummingbird (RefusedConnect); it is counted like any request.
+    @Test func connectIsCounted() async throws {
+        let (live, _) = try await MetricsTests.start { $0.connections.idleTimeout = .seconds(600) }
+        let (text, _) = try await HardeningTests.exchangeRaw(
+            live.server.port, "CONNECT a:80 HTTP/1.1\r\nHost: a\r\n\r\n")
+        #expect(text.hasPrefix("HTTP/1.1 405 "), "\(text)")
+        let samples = try await MetricsTests.scrape(port: live.server.port)
+        try await live.stop()
+        let connect = MetricsTests.request("unmatched", "OTHER", 405)
+        #expect(samples[MetricsTests.requests, connect] == 1, "\(samples.text)")
+        #expect(samples[MetricsTests.durations, connect] == 1, "\(samples.text)")
     }
 }
