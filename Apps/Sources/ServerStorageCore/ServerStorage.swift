@@ -176,6 +176,11 @@ public protocol ServerStorage: Sendable {
     /// server attaches its metrics here when it starts. A storage without such waits may ignore it
     /// (the default does).
     func observe(_ observer: (any StorageObserver)?)
+
+    /// The resources this storage waits for and reports to its observer (SQLite: the writer;
+    /// PostgreSQL: a pooled connection and an insert's turn); none by default. The server's
+    /// metrics export the wait series of these only.
+    var waitResources: [StorageWait.Resource] { get }
 }
 
 /// The wall clock every backend stamps with by default (their configurations take another, for

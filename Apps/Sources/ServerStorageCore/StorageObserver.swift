@@ -67,6 +67,9 @@ public struct StorageWait: Sendable, Hashable {
 extension ServerStorage {
     /// Storages without waits to report ignore observers.
     public func observe(_ observer: (any StorageObserver)?) {}
+
+    /// Storages without waits to report have no resources to wait for.
+    public var waitResources: [StorageWait.Resource] { [] }
 }
 
 /// The observer a storage reports to, replaced by ``ServerStorage/observe(_:)``.

@@ -44,7 +44,6 @@ extension PostgreSQLServerStorage {
     func listen(from start: [String: StorageChange]) async {
         let announced = AnnouncedVersions(start.mapValues(\.version))
         var delay: Duration = .milliseconds(100)
-        let logger = logger
         while !Task.isCancelled {
             do {
                 let connection = try await connect(id: 1, applicationName: "ferry-listener")
@@ -64,17 +63,17 @@ extension PostgreSQLServerStorage {
                     }
                 } catch {
                     if !Task.isCancelled {
-                        logger.warning(
+                        logOutage(
                             "the change listener lost its connection; reconnecting",
-                            metadata: ["ferry.error": "\(Self.mapped(error, "listening to", location).message)"])
+                            Self.mapped(error, "listening to", location).message)
                     }
                 }
                 try? await connection.close()
             } catch {
                 if !Task.isCancelled {
-                    logger.warning(
+                    logOutage(
                         "the change listener cannot connect; retrying",
-                        metadata: ["ferry.error": "\(Self.mapped(error, "listening to", location).message)"])
+                        Self.mapped(error, "listening to", location).message)
                 }
             }
             if Task.isCancelled { break }
@@ -83,15 +82,39 @@ extension PostgreSQLServerStorage {
         }
     }
 
+    /// A line of an outage (``outageLines``): the first of its kind is a warning, its repeats are
+    /// counted in one at most once a minute (each is a `debug` line).
+    private func logOutage(_ message: String, _ reason: String) {
+        switch outageLines.occurred(message) {
+        case .log:
+            logger.warning("\(message)", metadata: ["ferry.error": "\(reason)"])
+        case .summary(let repeats, let over):
+            logger.warning(
+                "\(message) (\(repeats) more in the last \(over.components.seconds) s)",
+                metadata: ["ferry.error": "\(reason)"])
+        case .quiet:
+            logger.debug("\(message)", metadata: ["ferry.error": "\(reason)"])
+        }
+    }
+
     /// Catches up from the sequences now and every ``listenerCheckInterval``; closes the
-    /// connection (ending the listen) when a check fails.
+    /// connection (ending the listen) when a check fails. The first check that succeeds ends an
+    /// outage, in one line.
     private func checkListener(_ session: PostgreSQLSession, _ announced: AnnouncedVersions) async throws {
+        var first = true
         while true {
             do {
                 for (name, change) in try await Self.sequences(session).sorted(by: { $0.key < $1.key })
                 where announced.raise(name, to: change.version) {
                     announcements.publish(change)
                 }
+                if first, let outage = outageLines.ended() {
+                    let seconds = outage.lasted.components.seconds
+                    logger.notice(
+                        "the change listener is connected again, \(seconds) s after the first failure (\(outage.lines) failures, repeats logged at most once a minute)"
+                    )
+                }
+                first = false
             } catch is CancellationError {
                 return
             } catch {

@@ -117,6 +117,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
     let configuration: Configuration
     let client: PostgresClient
     let logger: Logger
+    /// The lines an outage repeats (the listener's retries, the pool's failed connections): the
+    /// first of each, then a count at most once a minute, and one line when it is over.
+    let outageLines = RepeatedLogLines()
     private let tasks = Mutex<[Task<Void, Never>]>([])
     /// Table numbers already looked up (a table's number never changes).
     let numbers = Mutex<[String: Int64]>([:])
@@ -159,7 +162,11 @@ public final class PostgreSQLServerStorage: ServerStorage {
         logger =
             configuration.logger
             ?? Logger(label: "ferry.storage.postgresql", factory: { _ in SwiftLogNoOpLogHandler() })
-        client = PostgresClient(configuration: Self.clientConfiguration(url, configuration), backgroundLogger: logger)
+        let outageLines = outageLines
+        let handler = logger.handler
+        client = PostgresClient(
+            configuration: Self.clientConfiguration(url, configuration),
+            backgroundLogger: Logger(label: logger.label) { _ in RepeatLimitedLogHandler(handler, lines: outageLines) })
     }
 
     /// Connects, applies the migrations the database lacks and starts the pool and the change
@@ -303,6 +310,9 @@ public final class PostgreSQLServerStorage: ServerStorage {
     /// Reports each wait for a pooled connection (`StorageWait.Resource.connection`) and for an
     /// insert's turn in its table's group commit (`StorageWait.Resource.insertQueue`) to `observer`.
     public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
+
+    /// A pooled connection, and an insert's turn in its table's group commit.
+    public var waitResources: [StorageWait.Resource] { [.connection, .insertQueue] }
 
     /// Attachment content in this schema's own tables (``PostgreSQLBlobStorage``).
     public func blobStorage() -> (any BlobStorage)? { PostgreSQLBlobStorage(storage: self) }

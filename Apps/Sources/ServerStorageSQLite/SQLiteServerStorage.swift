@@ -249,6 +249,9 @@ public final class SQLiteServerStorage: ServerStorage {
     /// Reports each wait for the writer's turn (`StorageWait.Resource.writer`) to `observer`.
     public func observe(_ observer: (any StorageObserver)?) { observers.set(observer) }
 
+    /// The writer's turn.
+    public var waitResources: [StorageWait.Resource] { [.writer] }
+
     /// Attachment content in this database's own tables (``SQLiteBlobStorage``).
     public func blobStorage() -> (any BlobStorage)? { SQLiteBlobStorage(storage: self) }
 

@@ -194,13 +194,17 @@ final class ProcessWatch: Sendable {
     @Test func jsonLogLinesAreOneObjectEach() throws {
         let line = JSONLogHandler.line(
             level: .info, label: "ferry.server", message: "POST /tables/todo 400: invalid JSON",
-            metadata: ["request.id": "abc", "ferry.status": "400", "nested": ["a": "1"]], source: "FerryServer",
+            metadata: [
+                "request.id": "abc", "ferry.status": "400", "nested": ["a": "1"], "ferry.ms": .stringConvertible(1.25),
+                "count": .stringConvertible(3),
+            ], source: "FerryServer",
             time: Date(timeIntervalSince1970: 1_764_166_122.348))
         #expect(!line.contains("\n"))
         let object = try #require(try JSONValue(parsing: line).objectValue)
         #expect(object["level"] == "info" && object["label"] == "ferry.server" && object["source"] == "FerryServer")
         #expect(object["message"] == "POST /tables/todo 400: invalid JSON")
         #expect(object["request.id"] == "abc" && object["nested"] == ["a": "1"])
+        #expect(object["ferry.ms"] == .double(1.25) && object["count"] == .int(3), "numbers stay numbers: \(line)")
         #expect(object["time"] == "2025-11-26T14:08:42.348Z", "\(String(describing: object["time"]))")
     }
 

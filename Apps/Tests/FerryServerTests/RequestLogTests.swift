@@ -28,6 +28,12 @@ struct RequestLogTests {
         #expect(error.message.contains(": "), "the reason follows: \(error.message)")
         #expect(error.metadata["request.id"] != nil, "\(error.metadata)")
         #expect(error.metadata["ferry.status"] == "404")
+        // A number, which a JSON log writes as one.
+        if case .stringConvertible(let milliseconds)? = error.metadata["ferry.ms"] {
+            #expect(milliseconds is Double, "\(milliseconds)")
+        } else {
+            Issue.record("ferry.ms is not a number: \(error.metadata)")
+        }
 
         // At debug, the successes are there too.
         let verbose = CapturedLog()

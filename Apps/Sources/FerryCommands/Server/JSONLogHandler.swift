@@ -50,6 +50,9 @@ struct JSONLogHandler: LogHandler {
     static func json(_ value: Logger.MetadataValue) -> JSONValue {
         switch value {
         case .string(let text): .string(text)
+        // Numbers stay numbers (`ferry.ms`), for a collector's queries; they were strings.
+        case .stringConvertible(let number as Double) where number.isFinite: .double(number)
+        case .stringConvertible(let number as Int): .int(Int64(number))
         case .stringConvertible(let convertible): .string(convertible.description)
         case .array(let values): .array(values.map(json))
         case .dictionary(let entries): .object(entries.mapValues(json))

@@ -76,8 +76,9 @@ final class ConnectionRegistry: Sendable {
 
     let maximum: Int
     private let state = Mutex(State())
-    /// The server's metrics (open connections, and those shed), when they are on.
-    private let metrics: ServerMetrics?
+    /// The server's metrics (open connections, and those shed; requests answered beneath the HTTP
+    /// handlers, such as `CONNECT`), when they are on.
+    let metrics: ServerMetrics?
 
     init(maximum: Int, metrics: ServerMetrics? = nil) {
         self.maximum = maximum
@@ -269,12 +270,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         case .head(let head) where head.method == .CONNECT:
             // Answered here, beneath NIO's encoder, which would drop the body (RefusedConnect).
             refusedConnect = true
+            let started = ContinuousClock.now
             logger.info("\(LogText.escaped("CONNECT \(head.uri)")) 405: CONNECT is not allowed")
             guard let encoder = encoderContext ?? findEncoder(context) else {
                 context.close(promise: nil)
                 return
             }
             let bytes = RefusedConnect.bytes(allocator: context.channel.allocator)
+            // Counted as every request is (its target is no route of the server's).
+            registry.metrics?.request(
+                route: .unknown, path: "", method: "CONNECT", status: 405, duration: ContinuousClock.now - started)
             encoder.writeAndFlush(NIOAny(IOData.byteBuffer(bytes))).assumeIsolated().whenComplete { _ in
                 context.close(promise: nil)
             }
@@ -283,10 +288,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             readingRequest = true
             requestVersion = head.version
             requestMethods.append(head.method)
-            requestsClose.append(!head.isKeepAlive)
+            // Two Host fields are answered 400 (HostFields), and nothing after them: a proxy in
+            // front may have framed or routed the request by the other one.
+            let closes = !head.isKeepAlive || head.headers["host"].count > 1
+            requestsClose.append(closes)
             if let id { registry.setWaiting(id, since: nil) }
             schedule(context, after: limits.requestTimeout, "the request body did not arrive")
-            if !head.isKeepAlive {
+            if closes {
                 // Hummingbird then stops reading requests on this connection after the response.
                 head.headers.replaceOrAdd(name: "connection", value: "close")
             }

@@ -110,7 +110,9 @@ public final class ReferenceServer: Sendable {
         try configuration.validate()
         try await storage.prepare(
             configuration.tables.map { StorageTable(name: $0.name, schema: $0.schema) })
-        let metrics = ServerMetrics.make(configuration.metrics, declaredTables: configuration.tables.map(\.name))
+        let metrics = ServerMetrics.make(
+            configuration.metrics, declaredTables: configuration.tables.map(\.name),
+            waitResources: storage.waitResources)
         if let metrics { storage.observe(metrics.storage) }
         let service = TableService(configuration: configuration, storage: storage, metrics: metrics)
         var responder = TableResponder(

@@ -49,37 +49,59 @@ final class ServerMetrics: Sendable {
     static let storageWaitTimeouts = "ferry_storage_wait_timeouts_total"
     static let storageErrorsTotal = "ferry_storage_errors_total"
 
+    /// The `# HELP` text of each metric (one line; docs/server.md says more).
+    static let help: [String: String] = [
+        requestsTotal: "HTTP requests answered, by route template, method, status and table.",
+        requestDuration:
+            "Seconds from a request's head reaching the handler to its answer being ready (a change feed: to its opening).",
+        openConnections: "Connections open on the server's port.",
+        shedConnections:
+            "Connections closed at the connection limit: idle ones evicted to make room, new ones refused.",
+        openFeeds: "Change feeds open.",
+        feedEventsTotal: "Change events handed to change feeds' connections.",
+        fanOutDuration: "Seconds from a storage announcing a write to its change event going out on a feed.",
+        batchRequests: "Requests per batch (POST /tables/$batch).",
+        replaysTotal: "Writes answered from an idempotency record (Idempotency-Replayed: true).",
+        storageWait: "Seconds storage work waited for a shared resource of the storage, timed-out waits included.",
+        storageWaitTimeouts: "Waits for a storage resource that gave up: each is a 503 busy.",
+        storageErrorsTotal: "Storage failures answered with a 5xx or 507, by storage error code.",
+    ]
+
     /// The label of a request to a table that has none of its own.
     static let otherTable = "_other"
 
-    /// The metrics `settings` ask for, or `nil` when they are off.
-    static func make(_ settings: MetricsSettings, declaredTables: [String]) -> ServerMetrics? {
+    /// The metrics `settings` ask for, or `nil` when they are off; storage waits are exported for
+    /// `waitResources` (the storage's own) only.
+    static func make(
+        _ settings: MetricsSettings, declaredTables: [String], waitResources: [StorageWait.Resource] = []
+    ) -> ServerMetrics? {
         switch settings.backend {
         case .off:
             return nil
         case .factory(let factory):
             return ServerMetrics(
                 factory: factory, registry: nil, declaredTables: declaredTables,
-                maximumDynamicTableLabels: settings.maximumDynamicTableLabels)
+                maximumDynamicTableLabels: settings.maximumDynamicTableLabels, waitResources: waitResources)
         case .prometheus(let registry):
             let registry = registry ?? PrometheusCollectorRegistry()
-            var factory = PrometheusMetricsFactory(registry: registry)
             let milliseconds: [Double] = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000]
-            factory.durationHistogramBuckets = [
-                requestDuration: milliseconds.map { .microseconds(Int64($0 * 1000)) },
-                storageWait: ([0.1, 0.5] + milliseconds.dropLast()).map { .microseconds(Int64($0 * 1000)) },
-                fanOutDuration: milliseconds.dropLast().map { .microseconds(Int64($0 * 1000)) },
-            ]
-            factory.valueHistogramBuckets = [batchRequests: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000]]
+            let factory = PrometheusHelpFactory(
+                registry: registry, help: help,
+                durationBuckets: [
+                    requestDuration: milliseconds.map { .microseconds(Int64($0 * 1000)) },
+                    storageWait: ([0.1, 0.5] + milliseconds.dropLast()).map { .microseconds(Int64($0 * 1000)) },
+                    fanOutDuration: milliseconds.dropLast().map { .microseconds(Int64($0 * 1000)) },
+                ],
+                valueBuckets: [batchRequests: [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000]])
             return ServerMetrics(
                 factory: factory, registry: registry, declaredTables: declaredTables,
-                maximumDynamicTableLabels: settings.maximumDynamicTableLabels)
+                maximumDynamicTableLabels: settings.maximumDynamicTableLabels, waitResources: waitResources)
         }
     }
 
     private init(
         factory: any MetricsFactory, registry: PrometheusCollectorRegistry?, declaredTables: [String],
-        maximumDynamicTableLabels: Int
+        maximumDynamicTableLabels: Int, waitResources: [StorageWait.Resource]
     ) {
         self.factory = factory
         self.registry = registry
@@ -95,7 +117,7 @@ final class ServerMetrics: Sendable {
         fanOut = CoreMetrics.Timer(label: Self.fanOutDuration, factory: factory)
         batchSizes = Recorder(label: Self.batchRequests, aggregate: true, factory: factory)
         replays = CoreMetrics.Counter(label: Self.replaysTotal, factory: factory)
-        storage = StorageWaitMetrics(factory: factory)
+        storage = StorageWaitMetrics(factory: factory, resources: waitResources)
         // Present from the start (at zero), so that a dashboard and an alert see them before the
         // first event.
         connections.set(0)
@@ -193,13 +215,14 @@ final class ServerMetrics: Sendable {
 }
 
 /// Storages' waits as `ferry_storage_wait_seconds` and `ferry_storage_wait_timeouts_total`, both
-/// labelled by `resource` (`writer`, `connection`, `insert_queue`).
+/// labelled by `resource` (`writer`, `connection`, `insert_queue`): the resources the storage has
+/// only (a server on PostgreSQL exported SQLite's `writer`, always at zero).
 struct StorageWaitMetrics: StorageObserver {
     private let waits: [StorageWait.Resource: (duration: CoreMetrics.Timer, timeouts: CoreMetrics.Counter)]
 
-    init(factory: any MetricsFactory) {
+    init(factory: any MetricsFactory, resources: [StorageWait.Resource]) {
         var waits: [StorageWait.Resource: (duration: CoreMetrics.Timer, timeouts: CoreMetrics.Counter)] = [:]
-        for resource in [StorageWait.Resource.writer, .connection, .insertQueue] {
+        for resource in resources {
             let dimensions = [("resource", resource.description)]
             waits[resource] = (
                 CoreMetrics.Timer(label: ServerMetrics.storageWait, dimensions: dimensions, factory: factory),

@@ -42,6 +42,14 @@ struct TableResponder: HTTPResponder {
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
+        if let refusal = HostFields.refusal(authority: request.head.authority, headers: request.headers) {
+            // The connection closes after this answer (ConnectionGuard): the body is read first, or
+            // the close would reset the connection and the client could lose the answer.
+            _ = try? await request.body.collect(upTo: limits.maximumBatchBodySize)
+            return respond(
+                TableService.errorResponse(refusal), route: route, path: path, method: method, started: started,
+                context: context)
+        }
         if route == .metrics, servesMetrics, let metrics {
             let response = MetricsResponder.answer(method: method, metrics: metrics)
             metrics.request(
@@ -69,6 +77,7 @@ struct TableResponder: HTTPResponder {
             }
             if service.streamsBody(route: route, method: method) {
                 // An upload: its body goes to the blob storage as it arrives, never collected.
+                if let refusal = ContentCodings.refusal(request.headers) { throw refusal }
                 let origin = try Self.origin(
                     of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
                 answer = await service.handleUpload(
@@ -88,6 +97,14 @@ struct TableResponder: HTTPResponder {
         } catch {
             answer = TableService.errorResponse(ProtocolError(400, "badRequest", "the request body could not be read"))
         }
+        return respond(answer, route: route, path: path, method: method, started: started, context: context)
+    }
+
+    /// The response of `answer`, counted in the metrics and logged.
+    func respond(
+        _ answer: TableResponse, route: TableRoute, path: String, method: String, started: ContinuousClock.Instant,
+        context: Context
+    ) -> Response {
         var fields = HTTPFields()
         for header in answer.headers {
             if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
@@ -108,6 +125,8 @@ struct TableResponder: HTTPResponder {
         var body: [UInt8]?
         let buffer = try await request.body.collect(upTo: limit)
         if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
+        // A body in a content coding the server does not decode is refused, once it was read.
+        if let refusal = ContentCodings.refusal(request.headers) { throw refusal }
         // After the body is read: answering before it and closing would reset the connection
         // with the body unread, and the client could lose the answer.
         let origin = try Self.origin(of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
@@ -166,9 +185,7 @@ struct TableResponder: HTTPResponder {
                 peer: context.channel.remoteAddress?.ipAddress)
         } catch {
             let answer = await service.answering { throw error }
-            context.logger.info(
-                "\(LogText.escaped("\(method) \(path) \(answer.status)"))",
-                metadata: ["ferry.status": "\(answer.status)"])
+            Self.log(answer, method: method, path: path, milliseconds: 0, to: logger, context: context.logger)
             var fields = HTTPFields()
             for header in answer.headers {
                 if let name = HTTPField.Name(header.name) { fields.append(HTTPField(name: name, value: header.value)) }
@@ -275,22 +292,30 @@ struct FerryRequestContext: RequestContext {
 extension TableResponder {
     /// A request's line: at `debug` when it went well, one line with the reason at `info` for a
     /// client's error (4xx) and at `error` for the server's (5xx), each with the request id, so an
-    /// operator at the default level sees the errors and not every request.
+    /// operator at the default level sees the errors and not every request. The storage's own
+    /// words are in it (`ferry.error`); a batch whose requests the server failed is an `error` line.
     static func log(
         _ answer: TableResponse, method: String, path: String, milliseconds: Double, to logger: Logger,
         context: Logger
     ) {
-        let level: Logger.Level = answer.status >= 500 ? .error : answer.status >= 400 ? .info : .debug
+        let level: Logger.Level =
+            answer.status >= 500 || answer.logDetail != nil ? .error : answer.status >= 400 ? .info : .debug
         // Nothing is built for a line that is not written (a request at `debug` by default):
         // formatting the time alone took 1.7% of the server's time serving reads by id.
         guard logger.logLevel <= level else { return }
         var metadata: Logger.Metadata = [
-            "ferry.status": "\(answer.status)", "ferry.ms": "\(String(format: "%.2f", milliseconds))",
+            // A number (to the hundredth), which a JSON log keeps as one.
+            "ferry.status": "\(answer.status)", "ferry.ms": .stringConvertible((milliseconds * 100).rounded() / 100),
         ]
         if let id = context[metadataKey: "hb.request.id"] { metadata["request.id"] = id }
         let line = LogText.escaped("\(method) \(path) \(answer.status)")
+        if let detail = answer.logDetail { metadata["ferry.error"] = "\(LogText.escaped(detail))" }
         guard answer.status >= 400 else {
-            logger.debug("\(line)", metadata: metadata)
+            if let detail = answer.logDetail {
+                logger.error("\(line): \(LogText.escaped(detail))", metadata: metadata)
+            } else {
+                logger.debug("\(line)", metadata: metadata)
+            }
             return
         }
         let reason = answer.body.flatMap { try? JSONValue(parsingUTF8: $0) }?["error"]?.stringValue

@@ -18,7 +18,8 @@ import Synchronization
 /// one response per request in the same order. Each request is handled exactly as it would be alone
 /// (routing, version negotiation, authentication, preconditions, conflicts, per-user rows,
 /// idempotency keys) with the batch's own headers (the protocol version and the token) under its
-/// own; requests apply in order and one failing does not stop the next (OData's
+/// own, in the batch's protocol version (a request naming another is answered 400
+/// `versionMismatch`); requests apply in order and one failing does not stop the next (OData's
 /// `continue-on-error`). A request's `url` is relative to `/tables/` (`todo`, `todo/a`), an
 /// absolute path (`/tables/todo/a`), or an absolute URL of this server; it must address a table or
 /// an item, decided on the parsed route (`/tables/%24batch/` is the batch endpoint too). Not
@@ -106,9 +107,21 @@ extension TableService {
             responses += done
             index += done.count
         }
-        return TableResponse(
+        var answer = TableResponse(
             status: 200, headers: [("Content-Type", "application/json; charset=utf-8")],
             body: Self.batchResponseBody(responses))
+        answer.logDetail = Self.serverFailures(responses)
+        return answer
+    }
+
+    /// For the batch's log line: how many of its requests the server failed (5xx), and the first
+    /// of them in words; `nil` when none.
+    static func serverFailures(_ responses: [(id: JSONValue, response: TableResponse)]) -> String? {
+        let failed = responses.enumerated().filter { $0.element.response.status >= 500 }
+        guard let (index, (_, first)) = failed.first else { return nil }
+        let reason = first.body.flatMap { try? JSONValue(parsingUTF8: $0) }?["error"]?.stringValue ?? ""
+        return "\(failed.count) of \(responses.count) requests failed; requests[\(index)] \(first.status): \(reason)"
+            + (first.logDetail.map { " (\($0))" } ?? "")
     }
 
     /// Runs writes of a batch in one storage transaction until they are done, ``RequestLimits/batchWriteSlice`` has
@@ -264,10 +277,32 @@ extension TableService {
             parsedBody = value
         }
         if body != nil && !own.contains("content-type") { headers.append(("Content-Type", "application/json")) }
+        // The batch's version is its requests' (a version in the batch's query string too).
+        let named =
+            (rawQuery.isEmpty ? nil : ODataParameters(parsing: rawQuery).value(for: "zumo-api-version"))
+            ?? (own.contains("zumo-api-version")
+                ? headers.first { $0.name.lowercased() == "zumo-api-version" }?.value : nil)
+        if named == nil, !outer.rawQuery.isEmpty,
+            let batchVersion = ODataParameters(parsing: outer.rawQuery).value(for: "zumo-api-version")
+        {
+            headers.append(("ZUMO-API-VERSION", batchVersion))
+        }
         var request = TableRequest(
             method: method.uppercased(), path: path, segments: segments, rawQuery: rawQuery,
             headers: RequestHeaders(headers), body: body, origin: outer.origin, parsedBody: parsedBody)
         request.bodyIsCanonical = parsedBody != nil
+        if let named {
+            // One that names another is refused (alone: the batch goes on), never served in a
+            // version the batch did not ask for.
+            let batchVersion = try? Self.protocolVersion(outer)
+            let version = try? Self.protocolVersion(request)
+            if version == nil || version != batchVersion {
+                request.refusal = .badRequest(
+                    "requests[\(index)] names ZUMO-API-VERSION '\(named.prefix(40))', not the batch's "
+                        + "\(batchVersion?.rawValue ?? "(invalid)"): the requests of a batch take the batch's version",
+                    code: "versionMismatch")
+            }
+        }
         return (id, request)
     }
 

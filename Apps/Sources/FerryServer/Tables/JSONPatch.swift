@@ -4,7 +4,9 @@ import SyncCore
 /// RFC 6902 JSON Patch on JSON values, for `PATCH` with `application/json-patch+json`.
 ///
 /// Paths are JSON Pointers (RFC 6901: `/a/b/0`, `~1` for `/`, `~0` for `~`). As the 3.0 servers
-/// do, a path without the leading `/` names a top-level member (`title` is `/title`).
+/// do, a path without the leading `/` names a top-level member (`title` is `/title`). A `~` that is
+/// not `~0` or `~1`, and an array index that is not `0` or digits without a leading zero (`01`,
+/// `+1`; RFC 6901 §4), are refused with the pointer named.
 enum JSONPatch {
     struct Failure: Error, CustomStringConvertible {
         var description: String
@@ -26,14 +28,14 @@ enum JSONPatch {
             let path = try pointer(pathText)
             switch op {
             case "add":
-                result = try set(result, path, try value(operation, index), inserting: true)
+                result = try set(result, path, try value(operation, index), inserting: true, pointer: pathText)
             case "replace":
-                _ = try get(result, path)
-                result = try set(result, path, try value(operation, index), inserting: false)
+                _ = try get(result, path, pointer: pathText)
+                result = try set(result, path, try value(operation, index), inserting: false, pointer: pathText)
             case "remove":
-                result = try remove(result, path)
+                result = try remove(result, path, pointer: pathText)
             case "test":
-                guard try get(result, path) == (try value(operation, index)) else {
+                guard try get(result, path, pointer: pathText) == (try value(operation, index)) else {
                     throw Failure(description: "test operation \(index) failed at '\(pathText)'")
                 }
             case "move", "copy":
@@ -41,12 +43,12 @@ enum JSONPatch {
                     throw Failure(description: "operation \(index) ('\(op)') needs a 'from' path")
                 }
                 let from = try pointer(fromText)
-                let moved = try get(result, from)
+                let moved = try get(result, from, pointer: fromText)
                 if op == "move" {
                     if path.starts(with: from) && path.count > from.count {
                         throw Failure(description: "operation \(index) moves a value into itself")
                     }
-                    result = try remove(result, from)
+                    result = try remove(result, from, pointer: fromText)
                 } else {
                     copiedBytes += moved.serializedUTF8().count
                     guard copiedBytes <= maximumCopiedBytes else {
@@ -56,7 +58,7 @@ enum JSONPatch {
                         )
                     }
                 }
-                result = try set(result, path, moved, inserting: true)
+                result = try set(result, path, moved, inserting: true, pointer: pathText)
             default:
                 throw Failure(description: "unknown operation '\(op)' (use add, remove, replace, move, copy or test)")
             }
@@ -80,7 +82,9 @@ enum JSONPatch {
                 touched.append(("from", from))
             }
             for (role, text) in touched {
-                guard let first = try? pointer(text).first else {
+                // An invalid pointer is refused, and named, when the patch is applied.
+                guard let tokens = try? pointer(text) else { continue }
+                guard let first = tokens.first else {
                     return "operation \(index) ('\(op)') has the whole item as its \(role); patch its fields instead"
                 }
                 guard SystemProperty.isSystemProperty(first) else { continue }
@@ -97,15 +101,53 @@ enum JSONPatch {
         return value
     }
 
+    /// The reference tokens of the pointer `text`, unescaped (`~1` is `/`, `~0` is `~`).
     static func pointer(_ text: String) throws(Failure) -> [String] {
         if text.isEmpty { return [] }
-        let body = text.hasPrefix("/") ? String(text.dropFirst()) : text
-        return body.split(separator: "/", omittingEmptySubsequences: false).map {
-            $0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+        let body = text.hasPrefix("/") ? text.dropFirst() : Substring(text)
+        var tokens: [String] = []
+        for token in body.split(separator: "/", omittingEmptySubsequences: false) {
+            guard token.contains("~") else {
+                tokens.append(String(token))
+                continue
+            }
+            var unescaped = ""
+            var characters = token.makeIterator()
+            while let character = characters.next() {
+                guard character == "~" else {
+                    unescaped.append(character)
+                    continue
+                }
+                switch characters.next() {
+                case "0": unescaped.append("~")
+                case "1": unescaped.append("/")
+                default:
+                    throw Failure(
+                        description: "the pointer '\(text)' has a '~' that is not '~0' or '~1' (RFC 6901 §3)")
+                }
+            }
+            tokens.append(unescaped)
         }
+        return tokens
     }
 
-    static func get(_ document: JSONValue, _ path: [String]) throws(Failure) -> JSONValue {
+    /// The array index `token` names: `nil` for `-` (past the end) or an index too large to be
+    /// one. Anything but `0` or digits without a leading zero is refused (RFC 6901 §4).
+    static func arrayIndex(_ token: String, pointer text: String) throws(Failure) -> Int? {
+        if token == "-" { return nil }
+        let digits = token.utf8
+        guard !digits.isEmpty, digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            digits.first != UInt8(ascii: "0") || digits.count == 1
+        else {
+            throw Failure(
+                description:
+                    "the pointer '\(text)' has '\(token.prefix(40))' where an array index goes (0, or digits without a leading zero; RFC 6901 §4)"
+            )
+        }
+        return Int(token)
+    }
+
+    static func get(_ document: JSONValue, _ path: [String], pointer text: String) throws(Failure) -> JSONValue {
         var current = document
         for token in path {
             switch current {
@@ -113,7 +155,7 @@ enum JSONPatch {
                 guard let next = object[token] else { throw Failure(description: "no member '\(token)'") }
                 current = next
             case .array(let array):
-                guard let index = Int(token), array.indices.contains(index) else {
+                guard let index = try arrayIndex(token, pointer: text), array.indices.contains(index) else {
                     throw Failure(description: "no element '\(token)'")
                 }
                 current = array[index]
@@ -124,9 +166,9 @@ enum JSONPatch {
         return current
     }
 
-    static func set(_ document: JSONValue, _ path: [String], _ value: JSONValue, inserting: Bool) throws(Failure)
-        -> JSONValue
-    {
+    static func set(
+        _ document: JSONValue, _ path: [String], _ value: JSONValue, inserting: Bool, pointer text: String
+    ) throws(Failure) -> JSONValue {
         guard let token = path.first else { return value }
         let rest = Array(path.dropFirst())
         switch document {
@@ -135,25 +177,24 @@ enum JSONPatch {
                 object[token] = value
             } else {
                 guard let child = object[token] else { throw Failure(description: "no member '\(token)'") }
-                object[token] = try set(child, rest, value, inserting: inserting)
+                object[token] = try set(child, rest, value, inserting: inserting, pointer: text)
             }
             return .object(object)
         case .array(var array):
+            let index = try arrayIndex(token, pointer: text)
             if rest.isEmpty {
                 if token == "-" && inserting {
                     array.append(value)
-                } else if let index = Int(token), index >= 0,
-                    inserting ? index <= array.count : index < array.count
-                {
+                } else if let index, inserting ? index <= array.count : index < array.count {
                     if inserting { array.insert(value, at: index) } else { array[index] = value }
                 } else {
                     throw Failure(description: "no element '\(token)'")
                 }
             } else {
-                guard let index = Int(token), array.indices.contains(index) else {
+                guard let index, array.indices.contains(index) else {
                     throw Failure(description: "no element '\(token)'")
                 }
-                array[index] = try set(array[index], rest, value, inserting: inserting)
+                array[index] = try set(array[index], rest, value, inserting: inserting, pointer: text)
             }
             return .array(array)
         default:
@@ -161,7 +202,7 @@ enum JSONPatch {
         }
     }
 
-    static func remove(_ document: JSONValue, _ path: [String]) throws(Failure) -> JSONValue {
+    static func remove(_ document: JSONValue, _ path: [String], pointer text: String) throws(Failure) -> JSONValue {
         guard let token = path.first else { throw Failure(description: "the whole document cannot be removed") }
         let rest = Array(path.dropFirst())
         switch document {
@@ -170,14 +211,18 @@ enum JSONPatch {
             if rest.isEmpty {
                 object.removeValue(forKey: token)
             } else {
-                object[token] = try remove(child, rest)
+                object[token] = try remove(child, rest, pointer: text)
             }
             return .object(object)
         case .array(var array):
-            guard let index = Int(token), array.indices.contains(index) else {
+            guard let index = try arrayIndex(token, pointer: text), array.indices.contains(index) else {
                 throw Failure(description: "no element '\(token)'")
             }
-            if rest.isEmpty { array.remove(at: index) } else { array[index] = try remove(array[index], rest) }
+            if rest.isEmpty {
+                array.remove(at: index)
+            } else {
+                array[index] = try remove(array[index], rest, pointer: text)
+            }
             return .array(array)
         default:
             throw Failure(description: "'\(token)' is not inside an object or array")

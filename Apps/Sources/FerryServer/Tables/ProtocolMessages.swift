@@ -17,6 +17,9 @@ struct TableRequest: Sendable {
     /// Whether `body` is `parsedBody` serialized (``JSONValue/serializedUTF8()``, keys sorted): a
     /// request of a batch. The idempotency fingerprint then hashes it as it is.
     var bodyIsCanonical = false
+    /// The answer to a request of a batch that is refused as it stands (it names a protocol
+    /// version other than the batch's): it is routed no further.
+    var refusal: ProtocolError?
 
     /// The percent-decoded path segments (`/tables/todo/1` gives `["tables", "todo", "1"]`), or
     /// `nil` when a segment is not valid percent-encoded UTF-8. Decoded once: routing, the
@@ -198,6 +201,9 @@ struct TableResponse: Sendable {
     var status: Int
     var headers: [(name: String, value: String)] = []
     var body: [UInt8]?
+    /// What the request's log line says beyond the answer (a storage's own error, a batch's failed
+    /// requests); never sent.
+    var logDetail: String?
 
     static func json(_ status: Int, _ value: JSONValue, headers: [(name: String, value: String)] = []) -> TableResponse
     {
@@ -219,6 +225,12 @@ struct ProtocolError: Error, Sendable, CustomStringConvertible {
     var lastModified: String?
     /// For 503: the seconds a client should wait before retrying (`Retry-After`).
     var retryAfter: Int?
+    /// Header fields the error's response carries besides its body's (`Accept-Encoding` on a 415,
+    /// `Allow` on a 405).
+    var headers: [(name: String, value: String)] = []
+    /// What the server's log says of it beyond `message` (the storage's own error), in the
+    /// request's one line (``TableResponse/logDetail``); never sent.
+    var logDetail: String?
 
     init(_ status: Int, _ code: String, _ message: String) {
         self.status = status

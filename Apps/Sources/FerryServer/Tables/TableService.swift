@@ -71,8 +71,9 @@ final class TableService: Sendable {
         } catch let error as StorageError {
             return Self.errorResponse(storageFailure(error))
         } catch {
-            logger.error("request failed", metadata: ["ferry.error": "\(LogText.escaped("\(error)"))"])
-            return Self.errorResponse(ProtocolError(500, "internal", "the server failed to answer this request"))
+            var failure = ProtocolError(500, "internal", "the server failed to answer this request")
+            failure.logDetail = "\(error)"
+            return Self.errorResponse(failure)
         }
     }
 
@@ -97,6 +98,8 @@ final class TableService: Sendable {
         var response = TableResponse.json(
             error.status, ["error": .string(error.message), "code": .string(error.code)])
         if let seconds = error.retryAfter { response.headers.append(("Retry-After", "\(seconds)")) }
+        response.headers += error.headers
+        response.logDetail = error.logDetail
         return response
     }
 
@@ -107,7 +110,9 @@ final class TableService: Sendable {
     }
 
     /// The answer to a storage failure: 4xx for what the request asked wrongly, 5xx for the
-    /// storage's own failures (busy, unreachable, closed, full, …).
+    /// storage's own failures (busy, unreachable, closed, full, …). The storage's own words go in
+    /// the request's one log line (`logDetail`), which carries its request id: a line of their own
+    /// here had none, and made two lines of one error.
     private func protocolFailure(_ error: StorageError) -> ProtocolError {
         switch error.code {
         case .invalidQuery: return .badRequest(error.message, code: "invalidQuery")
@@ -116,14 +121,14 @@ final class TableService: Sendable {
         case .invalidTableName: return ProtocolError(404, "invalidTableName", error.message)
         case .notFound, .noSuchTable: return .notFound(error.message)
         case .busy:
-            logger.warning("storage busy", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(503, "busy", "the database is busy; retry later")
             failure.retryAfter = 1
+            failure.logDetail = error.message
             return failure
         case .unavailable:
-            logger.error("storage unavailable", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(503, "unavailable", "the database cannot be reached; retry later")
             failure.retryAfter = 2
+            failure.logDetail = error.message
             return failure
         case .closed:
             // The server is stopping (or its storage was closed under it): not ready, not broken.
@@ -131,14 +136,15 @@ final class TableService: Sendable {
             failure.retryAfter = 2
             return failure
         case .full:
-            logger.error("storage full", metadata: ["ferry.error": "\(LogText.escaped(error.message))"])
             var failure = ProtocolError(
                 507, "storageFull", "the server's storage is full; nothing was written; retry later")
             failure.retryAfter = 30
+            failure.logDetail = error.message
             return failure
         default:
-            logger.error("storage failure", metadata: ["ferry.error": "\(LogText.escaped("\(error)"))"])
-            return ProtocolError(500, "storage", "the server's storage failed")
+            var failure = ProtocolError(500, "storage", "the server's storage failed")
+            failure.logDetail = "\(error)"
+            return failure
         }
     }
 
@@ -176,6 +182,7 @@ final class TableService: Sendable {
     /// (`POST` to a table, an insert) reads nothing from the storage before it is answered
     /// `.write`.
     func routeWrite(_ request: TableRequest) async throws -> Routed {
+        if let refusal = request.refusal { throw refusal }
         guard request.rawQuery.utf8.count <= configuration.limits.maximumQueryLength else {
             throw ProtocolError(
                 414, "queryTooLong",
@@ -226,11 +233,13 @@ final class TableService: Sendable {
         case ("GET", nil): operation = .query
         case ("GET", _?): operation = .read
         case ("POST", nil): operation = .insert
-        case ("POST", _?): operation = .undelete
+        // 2.0's undelete. 3.0 has no POST on an item (it undeletes with a PUT): answering it
+        // as an undelete gave a 200 that changed nothing (table-protocol.md §1.1).
+        case ("POST", _?) where version == .v2: operation = .undelete
         case ("PATCH", _), ("PUT", _?): operation = .update
         case ("DELETE", _?): operation = .delete
         default:
-            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
+            throw Self.methodNotAllowed(request, onItem: id != nil, version: version)
         }
         // A query of a dynamic table nobody has written yet is an empty table, not a 404: clients
         // tell "no rows yet" from "not a table endpoint" by that.
@@ -262,6 +271,21 @@ final class TableService: Sendable {
             return .answered(try await write(operation, context, id: id))
         }
         return .write(operation, context, id: id)
+    }
+
+    /// 405 with `Allow`: the methods a table (or, `onItem`, an item) serves in `version`.
+    static func methodNotAllowed(_ request: TableRequest, onItem: Bool, version: ProtocolVersion) -> ProtocolError {
+        let allowed =
+            !onItem ? "GET, POST, PATCH" : version == .v2 ? "GET, POST, PUT, PATCH, DELETE" : "GET, PUT, PATCH, DELETE"
+        var message = "\(request.method) is not allowed on \(request.path)"
+        if onItem && request.method == "POST" {
+            message +=
+                " in protocol 3.0.0 (it is 2.0.0's undelete; 3.0.0 undeletes with a PUT of the item with"
+                + " \"deleted\": false and __includedeleted=true)"
+        }
+        var error = ProtocolError(405, "methodNotAllowed", message + "; use \(allowed)")
+        error.headers = [("Allow", allowed)]
+        return error
     }
 
     func write(_ operation: TableOperation, _ context: RequestContext, id: String?) async throws -> TableResponse {

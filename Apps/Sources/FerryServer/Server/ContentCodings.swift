@@ -1,0 +1,20 @@
+import Foundation
+import HTTPTypes
+
+/// RFC 9110 §8.4.1: the server decodes no content coding, so a body in one (any `Content-Encoding`
+/// but `identity`) is a 415 that says what it takes (`Accept-Encoding: identity`, §12.5.3). Read as
+/// it was, a gzipped body was "invalid JSON", and `br` on plain JSON was stored as if the header
+/// were not there.
+enum ContentCodings {
+    /// The 415 for `headers`, or `nil` when they name no content coding but `identity`.
+    static func refusal(_ headers: HTTPFields) -> ProtocolError? {
+        let codings = headers[values: .contentEncoding].flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let coding = codings.first(where: { !$0.isEmpty && $0.lowercased() != "identity" }) else { return nil }
+        var refusal = ProtocolError(
+            415, "unsupportedContentEncoding",
+            "the body's Content-Encoding '\(coding.prefix(40))' is not supported; send the body as it is (identity)")
+        refusal.headers = [("Accept-Encoding", "identity")]
+        return refusal
+    }
+}

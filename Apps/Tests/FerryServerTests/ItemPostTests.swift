@@ -1,0 +1,42 @@
+import FerryServer
+import Foundation
+import ServerTestSupport
+import SyncCore
+import Testing
+
+/// The hostile-client probe: in 3.0.0, `POST /tables/t/{id}` with a body answered 200 and changed
+/// nothing. 3.0 has no route for it (table-protocol.md §1.1: undelete is a `PUT` with
+/// `deleted: false`; `POST /{id}` is 2.0's undelete), so it is a 405 with `Allow`, as any method an
+/// item does not serve. 2.0 keeps its undelete.
+@Suite("POST on an item", .timeLimit(.minutes(5)))
+struct ItemPostTests {
+    @Test func inVersion3ItIs405WithAllowAndChangesNothing() async throws {
+        let server = try await ProtocolTests.start([TableSettings(name: "todo", softDelete: true)])
+        _ = try await server.send("POST", "/tables/todo", json: ["id": "a", "title": "one"])
+        _ = try await server.send("POST", "/tables/todo", json: ["id": "d", "title": "gone"])
+        #expect(try await server.send("DELETE", "/tables/todo/d").status == 204)
+        for (id, body) in [("a", ["title": "two"] as JSONValue), ("d", [:] as JSONValue)] {
+            for headers in [[], [("ZUMO-API-VERSION", "3.0.0")]] {
+                let reply = try await server.send("POST", "/tables/todo/\(id)", headers: headers, json: body)
+                #expect(reply.status == 405, "\(id) \(headers): \(reply.status) \(reply.text)")
+                #expect(reply.header("Allow") == "GET, PUT, PATCH, DELETE", "\(reply.headers)")
+                #expect(reply.json?["code"] == "methodNotAllowed", "\(reply.text)")
+                #expect(reply.json?["error"]?.stringValue?.contains("PUT") == true, "\(reply.text)")
+            }
+        }
+        #expect(try await server.send("GET", "/tables/todo/a").json?["title"] == "one")
+        #expect(try await server.send("GET", "/tables/todo/d").status == 410, "still deleted")
+        // In a batch too.
+        let batch = try await server.send(
+            "POST", "/tables/$batch",
+            json: ["requests": [["id": "1", "method": "POST", "url": "todo/d", "body": [:]]]])
+        let answer = batch.json?["responses"]?.arrayValue?.first
+        #expect(answer?["status"] == 405, "\(batch.text)")
+        #expect(answer?["headers"]?["allow"] == "GET, PUT, PATCH, DELETE", "\(batch.text)")
+        // 2.0 still undeletes.
+        let undeleted = try await server.send("POST", "/tables/todo/d", headers: ProtocolTests.v2)
+        #expect(undeleted.status == 201, "\(undeleted.text)")
+        #expect(undeleted.json?["deleted"] == false)
+        try await server.stop()
+    }
+}
