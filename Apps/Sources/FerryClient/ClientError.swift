@@ -127,7 +127,7 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         if error?.isUnavailable == true {
             return "the server cannot take requests for now; nothing is lost: try again later"
         }
-        switch error?.underlying as? Connectivity.Gate {
+        return switch error?.underlying as? Connectivity.Gate {
         case .offline?: "say `online` to reconnect"
         case .noServer?: "give --server URL"
         case .noAttachments?: "start the server with `ferry serve --attachments`"
