@@ -80,4 +80,23 @@ struct MetricsExpositionTests {
         #expect(samples[MetricsTests.requests, connect] == 1, "\(samples.text)")
         #expect(samples[MetricsTests.durations, connect] == 1, "\(samples.text)")
     }
+
+    /// A keyed insert of a batch answered from its record is counted as a replay, as one sent
+    /// alone is (a push resent after a lost answer showed `ferry_idempotent_replays_total 0`).
+    @Test func aReplayInABatchIsCounted() async throws {
+        let (live, _) = try await MetricsTests.start()
+        let batch: JSONValue = [
+            "requests": .array(
+                ["r1", "r2"].map { id in
+                    [
+                        "method": "POST", "url": "todo", "headers": ["Idempotency-Key": .string("batch-\(id)")],
+                        "body": ["id": .string(id)],
+                    ]
+                })
+        ]
+        for _ in 0..<2 { #expect(try await live.send("POST", "/tables/$batch", json: batch).status == 200) }
+        let samples = try await MetricsTests.scrape(port: live.server.port)
+        try await live.stop()
+        #expect(samples["ferry_idempotent_replays_total"] == 2, "\(samples.text)")
+    }
 }

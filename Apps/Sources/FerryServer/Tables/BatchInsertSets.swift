@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 import ServerStorageCore
 import SyncCore
@@ -149,6 +150,11 @@ extension TableService {
         do {
             let responses = try await storage.transaction { [self] in try await writeSet(members) }
             if members.contains(where: { $0.key != nil }) { await ledger.sweepIfDue() }
+            // Counted once the transaction is over, as a request alone counts its replay.
+            for response in responses
+            where response.headers.contains(where: { $0.name == IdempotencyLedger.replayedHeader }) {
+                ledger.replays?.increment()
+            }
             return responses
         } catch {
             var responses: [TableResponse] = []
