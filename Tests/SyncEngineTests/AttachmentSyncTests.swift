@@ -71,7 +71,10 @@ struct AttachmentFailureTests {
         remote.failNext(.upload)  // a's
         let error = await expectSyncError(.remote) { try await phone.context.push() }
         // The inserts went through before the uploads: the error says so.
-        #expect(error?.message.hasPrefix("2 operations pushed; then ") == true, "\(error?.message ?? "")")
+        #expect(
+            error?.message
+                == "2 operations pushed; then upload of attachment 'f' of 'todo/a': connection reset after 100 bytes",
+            "\(error?.message ?? "")")
         #expect(error?.operationsPushed == 2)
         #expect(try await phone.table().queuedOperationCount() == 0)
         #expect(try await phone.attachment("a", "f")?.state == .pendingUpload)

@@ -124,9 +124,39 @@ struct AutomaticSyncMachineTests {
         #expect(!run.machine.isCaughtUp(queued: 0), "the feed has not said it is up to date")
         let ready = run.handle(.everythingChanged)
         #expect(ready == [.work(push: false, retryFailed: false, pull: ["todo", "notes"])])
+        #expect(!run.machine.isCaughtUp(queued: 0), "not before the pulls the feed asked for succeed")
         _ = run.handle(.workFinished(.success))
         #expect(run.machine.isCaughtUp(queued: 0))
         #expect(!run.machine.isCaughtUp(queued: 1))
+    }
+
+    /// The UI's "everything synced" blinked after every edit: the push's own commits to the queue
+    /// asked for another push, and the feed hinted the device's own write back. Once the push is
+    /// done, neither takes caught up away; a failure of the hint's pull still does.
+    @Test func thePushesOwnCommitsAndTheFeedsEchoOfThemKeepTheDeviceCaughtUp() {
+        var run = Run.synced()
+        _ = run.handle(.queueChanged)  // a local write
+        #expect(!run.machine.isCaughtUp(queued: 1), "a write waits")
+        let push = run.handle(.timer(.work), after: .milliseconds(10))
+        #expect(push == [.work(push: true, retryFailed: false, pull: [])])
+        _ = run.handle(.workFinished(.success))
+        #expect(run.machine.isCaughtUp(queued: 0), "pushed")
+        // The push marked the operation in flight and completed it: two commits to the queue.
+        let again = run.handle(.queueChanged)
+        #expect(run.machine.isCaughtUp(queued: 0), "the push's own commits, nothing queued")
+        _ = run.handle(.queueChanged)
+        #expect(run.machine.isCaughtUp(queued: 0))
+        // The feed echoes the write: the table is pulled, the status stays.
+        let echo = run.handle(.tablesChanged(["todo"]), after: .milliseconds(1))
+        #expect(echo == [.work(push: true, retryFailed: false, pull: ["todo"])], "\(again) then \(echo)")
+        #expect(run.machine.isCaughtUp(queued: 0), "while the hint's pull runs")
+        _ = run.handle(.workFinished(.success))
+        #expect(run.machine.isCaughtUp(queued: 0))
+        // The promises stay: the queue, and a failed pull, each make it false.
+        #expect(!run.machine.isCaughtUp(queued: 1))
+        _ = run.handle(.tablesChanged(["notes"]))
+        _ = run.handle(.workFinished(.init(pullProblem: Run.network)))
+        #expect(!run.machine.isCaughtUp(queued: 0), "the hint's pull failed")
     }
 
     @Test func aPullThatFailsWhileTheFeedStaysOpenIsCaughtUpOnceItsRetrySucceeds() {

@@ -229,6 +229,97 @@ struct AutomaticSyncTests {
     }
 }
 
+extension AutomaticSyncTests {
+    /// After each local write, the server's feed hints the device's own write back and automatic
+    /// sync pulls: the status said "everything synced", then not, then again, after every edit.
+    /// Every value the status takes is recorded (nothing dropped for a slow reader): once a push
+    /// has emptied the queue, none says the device is not caught up.
+    @Test func theFeedEchoingTheDevicesOwnWritesNeverTakesCaughtUpAway() async throws {
+        let server = ModelServer()
+        let remote = EchoingRemote(server)
+        let context = SyncContext(store: MemoryStore(), remote: remote)
+        await context.startAutomaticSync(
+            [SyncSubscription(table: "todo")],
+            configuration: AutomaticSyncConfiguration(pushDelay: .milliseconds(5), pollInterval: .seconds(3_600)))
+        try await eventually("caught up at first") { context.status.snapshot.isCaughtUp }
+        let seen = Mutex<[SyncStatus.Snapshot]>([])
+        let updates = context.status.updates(bufferingNewest: .max)
+        let recording = Task { for await snapshot in updates { seen.withLock { $0.append(snapshot) } } }
+        for index in 0..<3 {
+            let queries = server.requests.filter { $0.kind == .query }.count
+            try await context.table("todo").insert(["id": .string("item-\(index)"), "title": "Milk"])
+            try await eventually("pushed, echoed, pulled, settled") {
+                let pulled = server.requests.filter { $0.kind == .query }.count > queries
+                let now = context.status.snapshot
+                return server.row("todo", id: "item-\(index)") != nil && pulled && now.isCaughtUp && !now.isPulling
+                    && seen.withLock { $0.last } == now
+            }
+        }
+        recording.cancel()
+        await context.stopAutomaticSync()
+        let values = seen.withLock { $0 }
+        #expect(values.contains { $0.pendingOperations > 0 && !$0.isCaughtUp }, "the writes were seen waiting")
+        #expect(values.contains { $0.isPulling }, "the echoes were pulled")
+        let flickers = values.filter {
+            $0.pendingOperations == 0 && $0.uploadProblem == nil && $0.downloadProblem == nil && !$0.isCaughtUp
+        }
+        #expect(flickers.isEmpty, "not caught up with nothing queued: \(flickers)")
+    }
+}
+
+/// The model server with a change feed that hints every write it accepts back, as Ferry's server
+/// does (the feed tells every device, the writer too).
+final class EchoingRemote: RemoteService, Sendable {
+    struct EchoingTable: RemoteTable {
+        let inner: any RemoteTable
+        let echo: @Sendable () -> Void
+
+        func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject {
+            let stored = try await inner.insert(item)
+            echo()
+            return stored
+        }
+
+        func update(_ item: JSONObject, ifVersion version: String?) async throws(RemoteError) -> JSONObject {
+            let stored = try await inner.update(item, ifVersion: version)
+            echo()
+            return stored
+        }
+
+        func delete(id: String, ifVersion version: String?) async throws(RemoteError) {
+            try await inner.delete(id: id, ifVersion: version)
+            echo()
+        }
+
+        func item(id: String) async throws(RemoteError) -> JSONObject? { try await inner.item(id: id) }
+        func query(_ query: TableQuery) async throws(RemoteError) -> RemotePage { try await inner.query(query) }
+    }
+
+    let inner: any RemoteService
+    private let feed = Mutex<AsyncThrowingStream<RemoteChangeEvent, any Error>.Continuation?>(nil)
+
+    init(_ server: ModelServer) { inner = server.remote() }
+
+    func table(_ name: String) -> any RemoteTable {
+        EchoingTable(inner: inner.table(name)) { self.hint(name) }
+    }
+
+    func hint(_ table: String) {
+        _ = feed.withLock { $0 }?.yield(.changed(table: table, version: 1, position: "\(table)=1"))
+    }
+
+    func offersChangeFeed() async -> Bool { true }
+
+    func changeFeed(tables: [String]?, after position: String?) async throws(RemoteError)
+        -> AsyncThrowingStream<RemoteChangeEvent, any Error>
+    {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: RemoteChangeEvent.self)
+        continuation.yield(.ready(versions: ["todo": 0], position: "todo=0"))
+        feed.withLock { $0 = continuation }
+        return stream
+    }
+}
+
 /// The model server with a change feed the test drives; the first question about it fails.
 final class FeedingRemote: RemoteService, Sendable {
     let inner: any RemoteService

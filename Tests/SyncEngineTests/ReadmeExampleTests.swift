@@ -17,11 +17,28 @@ import Transport
     let context = SyncContext(store: try SQLiteStore(path: path), remote: remote, conflictHandler: .clientWins)
     let todos = context.table("todo")
     let milk = try await todos.insert(["title": "Milk", "done": false])  // works offline
-    try await context.push()  // when the network is back
+    let pushed = try await context.push()  // throws only when it stops: offline, 401, cancelled
+    for refused in pushed.failed { print(refused.message) }  // the server said no: kept, in the errors table
     try await todos.pull(TableQuery().filter(QueryExpression.field("done").eq(false)), queryID: "open")
 
     #expect(server.row("todo", id: milk.id!)?["title"] == "Milk")
     #expect(try await todos.query().items.map(\.id) == [milk.id])
+    #expect(pushed.pushed == 1 && pushed.failed.isEmpty)
+}
+
+/// What the README says of a write the server refuses: `push()` returns, the write is in `failed`
+/// and in the errors table, with the server's reason.
+@Test func theReadmeExampleSaysWhatARefusedWriteDoes() async throws {
+    let server = ModelServer()
+    server.inject(.status(501, "Not Implemented"), on: .insert)
+    let context = SyncContext(store: try SQLiteStore.inMemory(), remote: server.remote(), conflictHandler: .clientWins)
+    let todos = context.table("todo")
+    let milk = try await todos.insert(["title": "Milk", "done": false])
+    let pushed = try await context.push()
+    #expect(pushed.failed.map(\.itemID) == [milk.id!])
+    #expect(pushed.failed.first?.message.contains("Not Implemented") == true, "\(pushed.failed)")
+    #expect(try await context.operationErrors().map(\.itemID) == [milk.id!])
+    #expect(try await todos.queuedOperationCount() == 1, "kept")
 }
 
 /// The automatic-sync lines of README.md, kept compiling and true.

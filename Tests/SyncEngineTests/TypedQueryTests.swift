@@ -264,6 +264,29 @@ struct TypedQueryTests {
 
         let guarded = device.context.table(Guarded.self)
         let unprobeable = await expectSyncError(.invalidQuery) { _ = try await guarded.query(where: \.title == "x") }
-        #expect(unprobeable?.message.contains("Guarded cannot be used in a typed query") == true)
+        #expect(
+            unprobeable?.message
+                == "Guarded cannot be used in a typed query: its init(from:) refused a sample value of the field "
+                + "'title' (too short): it must accept any value of the field's type (an enum field must be "
+                + "CaseIterable); or query it with TableQuery and field names")
+
+        let uncased = device.context.table(Uncased.self)
+        let notCaseIterable = await expectSyncError(.invalidQuery) {
+            _ = try await uncased.query(where: \.title == "x")
+        }
+        #expect(
+            notCaseIterable?.message
+                == "Uncased cannot be used in a typed query: the field 'kind' is an enum that is not CaseIterable: "
+                + "declare `enum Kind: CaseIterable` so that the fields can be told apart; or query it with "
+                + "TableQuery and field names")
     }
+}
+
+/// A model with an enum that is not `CaseIterable`: its fields cannot be probed.
+struct Uncased: SyncModel {
+    static let tableName = "uncased"
+    enum Kind: String, Codable, Sendable { case memo, list }
+    var id: String = .unassigned
+    var title: String
+    var kind: Kind = .memo
 }

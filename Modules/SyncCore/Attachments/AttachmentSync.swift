@@ -163,10 +163,18 @@ extension SyncContext {
     }
 
     /// A transfer's failure as a ``SyncError``: the engine's and the remote's own errors as they map,
-    /// anything else the remote threw as ``SyncError/Code/remote``.
+    /// anything else the remote threw as ``SyncError/Code/remote``. The message names the transfer
+    /// once: a remote's message that names the attachment already (Transport's do: "uploading
+    /// attachment 'scan.pdf' of 'notes/a1': …") is kept as it is, others get the transfer in front.
     static func transferError(_ error: any Error, _ transfer: AttachmentTransfer) -> SyncError {
         if error is SyncError || error is RemoteError || error is CancellationError || error is StoreError {
-            return SyncError.wrapping(error, "\(transfer)")
+            var wrapped = SyncError.wrapping(error, "\(transfer)")
+            if let remote = error as? RemoteError, remote.code != .cancelled,
+                remote.message.contains(transfer.subject)
+            {
+                wrapped.message = "\(remote)"
+            }
+            return wrapped
         }
         return SyncError(.remote, "\(transfer): \(error)", underlying: error)
     }

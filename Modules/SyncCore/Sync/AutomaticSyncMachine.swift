@@ -200,22 +200,34 @@ struct AutomaticSyncMachine: Sendable {
     /// Without a feed: whether every subscription was pulled since the server last started
     /// answering.
     private(set) var pulledSinceReachable = false
+    /// The tables the device must pull (successfully) before it is up to date: every one at the
+    /// start and when the network comes back, every one the feed's `ready` names, and the ones a
+    /// resumed feed names before its `caught-up`. Not the tables of a hint, or of a poll, that
+    /// comes once the device is up to date: the device had everything the server had told it of,
+    /// and a pull it makes to hear of what changed since (often its own push, echoed by the feed)
+    /// does not make it less up to date; a pull that fails does, through ``downloadProblem``.
+    private(set) var behind: Set<String>
 
     init(tables: Set<String>, configuration: AutomaticSyncConfiguration) {
         self.tables = tables
         self.configuration = configuration
         dirty = tables
+        behind = tables
     }
 
     /// Whether the device hears of changes through the feed (when the server has one).
     var feedMode: Bool { offersFeed == true && configuration.usesChangeFeed }
 
-    /// Whether nothing waits: online, the server answering, nothing to push or to pull, the device
-    /// up to date since the server last started answering (with a feed, an open one), no failure
-    /// since. `queued` is the queue's count, from the store.
+    /// Whether nothing waits: online, the server answering, nothing queued, the device up to date
+    /// since the server last started answering (with a feed, an open one that said so, and the
+    /// tables it named pulled), no failure since. `queued` is the queue's count, from the store.
+    ///
+    /// What the device does to stay up to date does not change it: a push with nothing queued
+    /// (started by the commits of the push before), and the pull of a hint or a poll once the
+    /// device is up to date (see ``behind``). Their failures do.
     func isCaughtUp(queued: Int) -> Bool {
         guard online, case .reachable = reachability, uploadProblem == nil, downloadProblem == nil else { return false }
-        guard queued == 0, !pushWanted, dirty.isEmpty else { return false }
+        guard queued == 0, behind.isEmpty else { return false }
         // Not before it is known how the device hears of changes (the feed, or polling).
         guard !askingForFeed, offersFeed != nil || !configuration.usesChangeFeed else { return false }
         return feedMode ? feedState == .open && feedToldEverything : pulledSinceReachable
@@ -238,8 +250,12 @@ struct AutomaticSyncMachine: Sendable {
             return [.refreshCounts, .schedule(.work, at: max(now + configuration.pushDelay, retryNotBefore ?? now))]
         case .tablesChanged(let changed):
             dirty.formUnion(changed.intersection(tables))
+            // A resumed feed's hints, before its caught-up: what changed while the device did not
+            // listen, to pull before it is up to date. Afterwards, a hint is news to pull.
+            if !feedToldEverything { behind.formUnion(changed.intersection(tables)) }
         case .everythingChanged:
             dirty = tables
+            behind = tables
             feedToldEverything = true  // caught up once these pulls succeed
         case .feedCaughtUp:
             feedToldEverything = true
@@ -258,6 +274,7 @@ struct AutomaticSyncMachine: Sendable {
             guard cameBack else { return [] }
             pushWanted = true
             dirty = tables
+            behind = tables
             failures = 0
             retryNotBefore = nil  // a new network: try at once
             actions += offersFeed == true ? openFeedIfWanted() : askForFeedIfWanted(now)
@@ -329,6 +346,7 @@ struct AutomaticSyncMachine: Sendable {
                 uploadProblem = nil
                 downloadProblem = nil
                 answered(now)
+                behind.subtract(inFlight.pull)
                 if inFlight.pull == tables && !feedMode { pulledSinceReachable = true }
                 if !feedMode && configuration.usesChangeFeed { actions += askForFeedIfWanted(now) }
                 actions.append(.refreshCounts)

@@ -101,9 +101,11 @@ final class WatchedValue<Value: Sendable & Equatable>: Sendable {
         }
     }
 
-    func watch() -> AsyncStream<Value> {
+    /// The value now, then each change; a reader that falls behind gets the newest `limit` values
+    /// it has not taken (the newest alone by default; tests keep every one).
+    func watch(bufferingNewest limit: Int = 1) -> AsyncStream<Value> {
         // Opened under the lock: no update falls between the value a watcher starts with and the
         // updates it is told of.
-        current.withLock { value in watchers.stream(bufferingNewest: 1, startingWith: value) { $0 } }
+        current.withLock { value in watchers.stream(bufferingNewest: limit, startingWith: value) { $0 } }
     }
 }

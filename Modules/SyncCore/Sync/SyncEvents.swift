@@ -127,5 +127,8 @@ public struct AttachmentTransfer: Sendable, Hashable, CustomStringConvertible {
         self.name = name
     }
 
-    public var description: String { "\(direction.rawValue) of attachment '\(name)' of '\(table)/\(itemID)'" }
+    public var description: String { "\(direction.rawValue) of \(subject)" }
+
+    /// `attachment 'scan.pdf' of 'notes/a1'`: which file, as messages name it.
+    var subject: String { "attachment '\(name)' of '\(table)/\(itemID)'" }
 }

@@ -49,6 +49,14 @@ public final class SyncStatus: Sendable {
         /// Whether nothing waits: online, the server answering, nothing queued, the subscriptions
         /// pulled since the server last started answering (with a feed, an open one that said so),
         /// no failure since.
+        ///
+        /// Keeping up does not take it away: once the device is caught up, a pull because the
+        /// feed hinted a change (its own pushed write, echoed back, most often) or because a poll
+        /// came due leaves it `true` while it runs, and so does a push that finds nothing queued.
+        /// It turns `false` when an operation or attachment is queued, when a push or pull fails,
+        /// when the server cannot be reached or the device goes offline, and when the feed drops
+        /// (until it is open again and what it names is pulled). So a UI that shows "everything
+        /// synced" does not blink after each edit that was pushed.
         public var isCaughtUp = false
 
         public init() {}
@@ -121,6 +129,12 @@ public final class SyncStatus: Sendable {
 
     /// The status now, then every change (never an unchanged one), until the stream is dropped.
     public nonisolated func updates() -> AsyncStream<Snapshot> { current.watch() }
+
+    /// The status now, then every change, the newest `limit` of them kept for a reader that falls
+    /// behind (tests that must see each value).
+    nonisolated func updates(bufferingNewest limit: Int) -> AsyncStream<Snapshot> {
+        current.watch(bufferingNewest: limit)
+    }
 
     /// Changes the status (from any executor) and delivers the change to the main actor.
     nonisolated func update(_ change: (inout Snapshot) -> Void) {

@@ -32,12 +32,44 @@ struct FieldProbe<Model: Decodable & Sendable>: Sendable {
         self.marked = marked
     }
 
-    private static func unprobeable(_ model: String, _ error: any Error) -> SyncError {
-        SyncError(
-            .invalidQuery,
-            "\(model) cannot be used in a typed query: its fields could not be probed "
-                + "(decoding it from sample values threw: \(error)); an enum field must be CaseIterable, and an init(from:) must accept any value of the field's type; query it with TableQuery and field names",
-            underlying: SendableDescription(String(describing: error)))
+    /// Why `model` cannot be probed, naming the field and the fix: an enum that is not
+    /// `CaseIterable` (the probe has no value of it to give), or an `init(from:)` that refused a
+    /// sample value.
+    static func unprobeable(_ model: String, _ error: any Error) -> SyncError {
+        let prefix = "\(model) cannot be used in a typed query: "
+        let instead = "; or query it with TableQuery and field names"
+        var field: String?
+        var reason = "\(error)"
+        if let error = error as? DecodingError {
+            let context: DecodingError.Context? =
+                switch error {
+                case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context),
+                    .dataCorrupted(let context):
+                    context
+                @unknown default: nil
+                }
+            if let context {
+                let path = context.codingPath.map(\.stringValue).filter { !$0.isEmpty }
+                field = path.isEmpty ? nil : path.joined(separator: ".")
+                reason = String(context.debugDescription.reversed().drop(while: { $0 == " " }).reversed())
+            }
+        }
+        let named = field.map { "the field '\($0)'" } ?? "a field"
+        let message: String
+        // Swift's own words for a raw value that no case has: the probe gave a value no case
+        // has, because it could not list the cases.
+        let swiftsWords = "Cannot initialize "
+        if reason.hasPrefix(swiftsWords), let from = reason.firstRange(of: " from invalid ") {
+            let type = reason[reason.index(reason.startIndex, offsetBy: swiftsWords.count)..<from.lowerBound]
+            message =
+                prefix + "\(named) is an enum that is not CaseIterable: declare `enum \(type): CaseIterable` "
+                + "so that the fields can be told apart" + instead
+        } else {
+            message =
+                prefix + "its init(from:) refused a sample value of \(named) (\(reason)): it must accept any value "
+                + "of the field's type (an enum field must be CaseIterable)" + instead
+        }
+        return SyncError(.invalidQuery, message, underlying: SendableDescription(String(describing: error)))
     }
 
     /// The field a key path reads, or why it names none.
