@@ -102,7 +102,8 @@ extension SyncContext {
                 .pushInProgress,
                 renewing
                     ? "another pusher took this store's push lease while this push was stopped"
-                    : "another process is pushing this store (its lease ends within \(left / 1000 + 1) s unless it goes on)"
+                    : "another process is pushing this store, or one stopped without giving its lease back (a crash): "
+                        + "the lease ends within \(left / 1000 + 1) s unless it goes on"
             )
         }
     }
