@@ -4,6 +4,10 @@ import ServerTestSupport
 import SyncCore
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The room batches share (``ByteBudget``): taken while there is room, waited for in order, given
 /// back whole, and a wait that ends without room holds none.
 @Suite("Batch bytes handled at once", .timeLimit(.minutes(3)))
@@ -65,7 +69,7 @@ struct ByteBudgetTests {
         var limits = RequestLimits()
         limits.maximumBodySize = 16 * 1024
         limits.maximumBatchBodySize = 64 * 1024
-        limits.maximumBatchBytesAtOnce = 64 * 1024
+        limits.maximumBodyBytesAtOnce = 64 * 1024
         let server = try await LiveServer.start(tables: BatchBoundsTests.tables, limits: limits)
         let replies = try await withThrowingTaskGroup(of: LiveServer.Reply.self) { group in
             for round in 0..<4 {
@@ -82,6 +86,49 @@ struct ByteBudgetTests {
         }
         let count = try await server.send("GET", "/tables/todo?$top=1&$count=true")
         #expect(count.json?.objectValue?["count"] == .int(1_600), "\(count.text.prefix(300))")
+        try await server.stop()
+    }
+
+    /// A single request's body takes room too, by its `Content-Length`, before it is read: while
+    /// a request that declared the whole room sends its body slowly, another waits its turn and,
+    /// past the wait, is answered 503 `busy` with nothing applied; a request without a body waits
+    /// for nothing; once the slow one ends, the room is back.
+    @Test func aSingleBodyTakesItsRoomByItsLength() async throws {
+        var limits = RequestLimits()
+        limits.maximumBodySize = 16 * 1024
+        limits.maximumBatchBodySize = 16 * 1024
+        limits.maximumBodyBytesAtOnce = 16 * 1024
+        limits.bodyRoomWait = .milliseconds(300)
+        let server = try await LiveServer.start(tables: BatchBoundsTests.tables, limits: limits)
+        let port = server.server.port
+        // Declares 16 KiB and sends one byte of it.
+        let slow = try LoopbackHTTP.connect(port: port)
+        let head =
+            "POST /tables/todo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            + "Content-Length: \(16 * 1024)\r\n\r\n{"
+        try LoopbackHTTP.writeAll(slow, Array(head.utf8))
+        var refused: LiveServer.Reply?
+        for _ in 0..<100 {
+            // Until the slow request holds the room (its head may not have been read yet).
+            let reply = try await server.send("POST", "/tables/todo", json: ["id": "waited"])
+            if reply.status == 503 {
+                refused = reply
+                break
+            }
+            #expect(reply.status == 201 || reply.status == 409, "\(reply.text)")
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(refused?.json?.objectValue?["code"]?.stringValue == "busy", "\(refused?.text ?? "never refused")")
+        #expect(refused?.header("Retry-After") == "1")
+        #expect(
+            try await server.send("GET", "/tables/todo").status == 200, "a request without a body waits for nothing")
+        close(slow)
+        var later = try await server.send("POST", "/tables/todo", json: ["id": "later"])
+        for _ in 0..<100 where later.status == 503 {
+            try await Task.sleep(for: .milliseconds(20))
+            later = try await server.send("POST", "/tables/todo", json: ["id": "later"])
+        }
+        #expect(later.status == 201, "the room came back: \(later.text)")
         try await server.stop()
     }
 }

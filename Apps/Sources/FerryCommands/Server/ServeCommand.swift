@@ -388,8 +388,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             let bodySize = try settings.int("maxBodySize") ?? RequestLimits().maximumBodySize
             configuration.limits.maximumBodySize = bodySize
             configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, bodySize)
-            configuration.limits.maximumBatchBytesAtOnce = max(
-                configuration.limits.maximumBatchBytesAtOnce, 2 * configuration.limits.maximumBatchBodySize)
+            configuration.limits.maximumBodyBytesAtOnce = max(
+                configuration.limits.maximumBodyBytesAtOnce, 2 * configuration.limits.maximumBatchBodySize)
             configuration.limits.maximumBatchRequests =
                 try settings.int("maxBatchRequests") ?? RequestLimits().maximumBatchRequests
             configuration.limits.maximumChangeFeeds =

@@ -206,14 +206,16 @@ public struct RequestLimits: Sendable, Hashable {
     /// took a server 4.4 s to start and 290 MB of memory. On several instances sharing a
     /// database the bound may be passed by a few tables created at once.
     public var maximumDynamicTables: Int
-    /// The most bytes of batch bodies handled at once (default 32 MiB, two of the largest
-    /// batches; at least ``maximumBatchBodySize``). A batch that finds no room waits its turn, at
-    /// most ``batchRoomWait``, then is answered 503 `busy` with `Retry-After`, nothing applied.
-    /// Handling a batch takes many times its size (four 15 MB batches sent together took a server
-    /// to 1.09 GB); batches write one after the other anyway, so waiting costs them little.
-    public var maximumBatchBytesAtOnce: Int
-    /// How long a batch waits for room under ``maximumBatchBytesAtOnce`` (default 10 s).
-    public var batchRoomWait: Duration
+    /// The most bytes of request bodies handled at once (default 32 MiB, two of the largest
+    /// batches; at least ``maximumBatchBodySize``), counted by each body's `Content-Length` (a
+    /// body without one counts as large as it may be) before it is read. A request that finds no
+    /// room waits its turn, at most ``bodyRoomWait``, then is answered 503 `busy` with
+    /// `Retry-After`, nothing applied. Handling a body takes many times its size (four 15 MB
+    /// batches sent together took a server to 1.09 GB); writes go one after the other anyway, so
+    /// waiting costs them little. Uploads of attachment content stream and are not counted.
+    public var maximumBodyBytesAtOnce: Int
+    /// How long a request waits for room under ``maximumBodyBytesAtOnce`` (default 10 s).
+    public var bodyRoomWait: Duration
 
     public init(
         maximumBodySize: Int = 1 << 20, maximumQueryLength: Int = 16_384, maximumFilterDepth: Int = 100,
@@ -223,12 +225,12 @@ public struct RequestLimits: Sendable, Hashable {
         maximumChangeFeedsPerUser: Int = 16, maximumAnonymousChangeFeeds: Int = 64,
         changeFeedHeartbeat: Duration = .seconds(15), changeFeedResumeMargin: Duration = .seconds(60),
         batchWriteSlice: Duration = .milliseconds(100), maximumPageBytes: Int = 8 << 20,
-        maximumDynamicTables: Int = 1_000, maximumBatchBytesAtOnce: Int = 32 << 20,
-        batchRoomWait: Duration = .seconds(10)
+        maximumDynamicTables: Int = 1_000, maximumBodyBytesAtOnce: Int = 32 << 20,
+        bodyRoomWait: Duration = .seconds(10)
     ) {
         self.maximumDynamicTables = maximumDynamicTables
-        self.maximumBatchBytesAtOnce = maximumBatchBytesAtOnce
-        self.batchRoomWait = batchRoomWait
+        self.maximumBodyBytesAtOnce = maximumBodyBytesAtOnce
+        self.bodyRoomWait = bodyRoomWait
         self.maximumPageBytes = maximumPageBytes
         self.batchWriteSlice = batchWriteSlice
         self.maximumAnonymousChangeFeeds = maximumAnonymousChangeFeeds
@@ -279,10 +281,10 @@ public struct RequestLimits: Sendable, Hashable {
         guard changeFeedHeartbeat >= .milliseconds(10) else {
             throw ConfigurationError("changeFeedHeartbeat must be at least 10 ms")
         }
-        guard maximumBatchBytesAtOnce >= maximumBatchBodySize else {
-            throw ConfigurationError("maximumBatchBytesAtOnce must be at least maximumBatchBodySize")
+        guard maximumBodyBytesAtOnce >= maximumBatchBodySize else {
+            throw ConfigurationError("maximumBodyBytesAtOnce must be at least maximumBatchBodySize")
         }
-        guard batchRoomWait >= .zero else { throw ConfigurationError("batchRoomWait must not be negative") }
+        guard bodyRoomWait >= .zero else { throw ConfigurationError("bodyRoomWait must not be negative") }
         guard maximumDynamicTables >= 0 else {
             throw ConfigurationError("maximumDynamicTables must be 0 (no new table) or more")
         }

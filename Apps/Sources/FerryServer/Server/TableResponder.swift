@@ -122,6 +122,22 @@ struct TableResponder: HTTPResponder {
     func collectedAnswer(
         _ request: Request, headers: [(name: String, value: String)], method: String, limit: Int
     ) async throws -> TableResponse {
+        // Room for the body among those handled at once (RequestLimits.maximumBodyBytesAtOnce),
+        // taken before a byte of it is read: by its length, or as large as it may be when it comes
+        // in chunks. A request without either has no body.
+        let declared = request.headers[.contentLength].flatMap { Int($0) }
+        let room = min(declared ?? (request.headers[.transferEncoding] == nil ? 0 : limit), limit)
+        if room > 0 {
+            guard await service.bodyBytes.take(room, within: service.configuration.limits.bodyRoomWait) else {
+                var error = ProtocolError(
+                    503, "busy",
+                    "other requests take the room this server gives request bodies at once; nothing was applied, send it again"
+                )
+                error.retryAfter = 1
+                throw error
+            }
+        }
+        defer { if room > 0 { service.bodyBytes.give(room) } }
         var body: [UInt8]?
         let buffer = try await request.body.collect(upTo: limit)
         if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }

@@ -45,15 +45,6 @@ extension TableService {
             throw ProtocolError(405, "methodNotAllowed", "a batch is sent with POST")
         }
         let limits = configuration.limits
-        let size = request.body?.count ?? 0
-        guard await batchBytes.take(size, within: limits.batchRoomWait) else {
-            var error = ProtocolError(
-                503, "busy",
-                "other batches take the room this server gives batches at once; nothing was applied, send it again")
-            error.retryAfter = 1
-            throw error
-        }
-        defer { batchBytes.give(size) }
         let requests = try Self.batchRequests(request.body)
         guard requests.count <= limits.maximumBatchRequests else {
             throw ProtocolError(

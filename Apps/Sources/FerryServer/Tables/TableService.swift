@@ -24,8 +24,8 @@ final class TableService: Sendable {
     let contentGate = TurnGate()
     /// The tables inserts have created, within ``RequestLimits/maximumDynamicTables``.
     let dynamicTables: DynamicTables
-    /// The bytes of batch bodies handled at once (``RequestLimits/maximumBatchBytesAtOnce``).
-    let batchBytes: ByteBudget
+    /// The bytes of request bodies handled at once (``RequestLimits/maximumBodyBytesAtOnce``).
+    let bodyBytes: ByteBudget
 
     /// The value of `x-zumo-server-version`.
     static let serverVersion = "ferry-\(ReferenceServer.version)"
@@ -46,7 +46,7 @@ final class TableService: Sendable {
                 requiresExpiry: !configuration.allowsTokensWithoutExpiry)
         }
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
-        batchBytes = ByteBudget(capacity: configuration.limits.maximumBatchBytesAtOnce)
+        bodyBytes = ByteBudget(capacity: configuration.limits.maximumBodyBytesAtOnce)
         dynamicTables = DynamicTables(
             declared: configuration.tables.map(\.name), limit: configuration.limits.maximumDynamicTables)
         logger = configuration.logger
