@@ -43,9 +43,8 @@ struct TableResponder: HTTPResponder {
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
         let method = request.method.rawValue.uppercased()
         if let refusal = HostFields.refusal(authority: request.head.authority, headers: request.headers) {
-            // The connection closes after this answer (ConnectionGuard): the body is read first, or
-            // the close would reset the connection and the client could lose the answer.
-            _ = try? await request.body.collect(upTo: limits.maximumBatchBodySize)
+            // The connection closes after this answer; ConnectionGuard's lingering close drops the
+            // unread body, so the client reads the answer instead of a reset.
             return respond(
                 TableService.errorResponse(refusal), route: route, path: path, method: method, started: started,
                 context: context)
