@@ -67,6 +67,24 @@ struct AuthTests {
         try await server.stop()
     }
 
+    @Test func aRequestCarriesOneCredential() async throws {
+        let server = try await LiveServer.start(tables: Self.tables)
+        let (alice, bob) = (LiveServer.token("alice"), LiveServer.token("bob"))
+        // Two different tokens: neither is picked behind the client's back.
+        let both = try await server.send(
+            "GET", "/tables/private", headers: Self.bearer(bob) + [("X-ZUMO-AUTH", alice)])
+        #expect(both.status == 400)
+        #expect(both.json?["error"]?.stringValue?.contains("different tokens") == true)
+        // The same token twice is one credential; an empty X-ZUMO-AUTH is none.
+        #expect(
+            try await server.send("GET", "/tables/private", headers: Self.bearer(alice) + [("X-ZUMO-AUTH", alice)])
+                .status == 200)
+        #expect(
+            try await server.send("GET", "/tables/private", headers: Self.bearer(alice) + [("X-ZUMO-AUTH", " ")])
+                .status == 200)
+        try await server.stop()
+    }
+
     @Test func perUserTablesKeepEachSubjectsRowsInvisibleToOthers() async throws {
         let server = try await LiveServer.start(tables: Self.tables)
         let alice = Self.bearer(LiveServer.token("alice"))

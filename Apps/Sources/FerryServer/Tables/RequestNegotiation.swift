@@ -50,13 +50,25 @@ extension TableService {
 
     /// The token's identity; an invalid token answers the table's unauthorized status (401 unless
     /// configured otherwise), whether or not the table requires one.
+    ///
+    /// A request carries one credential: `X-ZUMO-AUTH` and `Authorization: Bearer` naming two
+    /// different tokens is 400 (RFC 6750 §2: one method per request), not one of them picked.
     func authenticate(_ request: TableRequest, table: TableSettings) throws -> TokenVerifier.Identity? {
-        var token = request.headers["x-zumo-auth"]
-        if token == nil, let authorization = request.headers["authorization"] {
-            let parts = authorization.split(separator: " ", maxSplits: 1)
-            if parts.count == 2, parts[0].lowercased() == "bearer" { token = String(parts[1]) }
+        func given(_ text: String?) -> String? {
+            guard let text = text?.trimmingCharacters(in: .whitespaces), !text.isEmpty else { return nil }
+            return text
         }
-        guard let token = token?.trimmingCharacters(in: .whitespaces), !token.isEmpty, let verifier else { return nil }
+        let zumo = given(request.headers["x-zumo-auth"])
+        var bearer: String?
+        if let authorization = request.headers["authorization"] {
+            let parts = authorization.split(separator: " ", maxSplits: 1)
+            if parts.count == 2, parts[0].lowercased() == "bearer" { bearer = given(String(parts[1])) }
+        }
+        if let zumo, let bearer, zumo != bearer {
+            throw ProtocolError(
+                400, "twoCredentials", "X-ZUMO-AUTH and Authorization: Bearer carry different tokens; send one")
+        }
+        guard let token = zumo ?? bearer, let verifier else { return nil }
         do {
             return try verifier.verify(token)
         } catch {
