@@ -188,22 +188,12 @@ struct MetricsTests {
 
     /// A write that waits past SQLite's busy timeout: one wait timed out, one storage error.
     @Test func aWriterTimeoutIsAWaitTimeoutAndAStorageError() async throws {
-        var storageConfiguration = SQLiteServerStorage.Configuration()
-        storageConfiguration.busyTimeout = 0.2
-        let storage = try SQLiteServerStorage(location: .memory, configuration: storageConfiguration)
+        let storage = try HeldWriter.storageQuicklyBusy()
         let (live, _) = try await Self.start(storage: storage)
-        let holding = Holder()
-        let holder = Task {
-            try await storage.transaction {
-                holding.entered()
-                await holding.released()
-            }
-        }
-        await holding.waitUntilEntered()
+        let held = await HeldWriter.hold(storage)
         let reply = try await live.send("POST", "/tables/todo", json: ["id": "late"])
         #expect(reply.status == 503, "\(reply.text)")
-        holding.release()
-        try await holder.value
+        try await held.release()
         let samples = try await Self.scrape(port: live.server.port)
         #expect(samples["ferry_storage_wait_timeouts_total", ["resource": "writer"]] == 1)
         #expect(samples["ferry_storage_errors_total", ["code": "busy"]] == 1)
@@ -277,22 +267,6 @@ struct MetricsTests {
             let error = #expect(throws: ConfigurationError.self) { try configuration.validate() }
             #expect(error?.message.hasPrefix(message) == true, "\(String(describing: error))")
         }
-    }
-}
-
-/// Holds SQLite's writer in a transaction until released.
-final class Holder: Sendable {
-    private let state = Mutex<(entered: Bool, released: Bool)>((false, false))
-
-    func entered() { state.withLock { $0.entered = true } }
-    func release() { state.withLock { $0.released = true } }
-
-    func waitUntilEntered() async {
-        while !state.withLock({ $0.entered }) { try? await Task.sleep(for: .milliseconds(5)) }
-    }
-
-    func released() async {
-        while !state.withLock({ $0.released }) { try? await Task.sleep(for: .milliseconds(5)) }
     }
 }
 

@@ -16,29 +16,19 @@ struct ServerErrorLogTests {
         let captured = CapturedLog()
         var logger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: captured) }
         logger.logLevel = .info
-        var storageConfiguration = SQLiteServerStorage.Configuration()
-        storageConfiguration.busyTimeout = 0.2
-        let storage = try SQLiteServerStorage(location: .memory, configuration: storageConfiguration)
+        let storage = try HeldWriter.storageQuicklyBusy()
         let configuration = ServerConfiguration(
             host: "127.0.0.1", port: 0, tables: [TableSettings(name: "todo")], logger: logger)
         let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: false)
         let live = LiveServer(server: server)
-        let holding = Holder()
-        let holder = Task {
-            try await storage.transaction {
-                holding.entered()
-                await holding.released()
-            }
-        }
-        await holding.waitUntilEntered()
+        let held = await HeldWriter.hold(storage)
         let reply = try await live.send("POST", "/tables/todo", json: ["id": "late"])
         #expect(reply.status == 503, "\(reply.text)")
         // A batch whose write fails: the batch's one line says so, with its request id.
         let batch: JSONValue = ["requests": [["method": "POST", "url": "todo", "body": ["id": "b"]]]]
         let batched = try await live.send("POST", "/tables/$batch", json: batch)
         #expect(batched.json?["responses"]?.arrayValue?.first?["status"] == 503, "\(batched.text)")
-        holding.release()
-        try await holder.value
+        try await held.release()
         try await server.shutdown()
         try await storage.close()
 
