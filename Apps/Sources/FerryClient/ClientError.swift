@@ -21,6 +21,9 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case notFound = 5
         /// The command line is wrong: exit 64 (as swift-argument-parser's usage errors).
         case usage = 64
+        /// The store is busy (another process holds its lock or its push lease); nothing was
+        /// changed and the same command can run again: exit 75 (`EX_TEMPFAIL`).
+        case busy = 75
     }
 
     public var code: Code
@@ -93,7 +96,9 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
                     .failed, error.message, hint: "push first, or purge with --force, which drops them too")
             case .pushInProgress:
                 return ClientError(
-                    .failed, error.message, hint: "push again when the other push is done; nothing was sent twice")
+                    .busy, error.message, hint: "push again when the other push is done; nothing was sent twice")
+            case .store where (error.underlying as? StoreError)?.code == .busy:
+                return ClientError(.busy, error.message, hint: Self.busyHint)
             default:
                 return ClientError(.failed, error.message)
             }
@@ -108,7 +113,9 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case let error as QueryError:
             return query(error, text: nil)
         case let error as StoreError:
-            return ClientError(.failed, error.description)
+            return ClientError(
+                error.code == .busy ? .busy : .failed, error.description,
+                hint: error.code == .busy ? Self.busyHint : nil)
         case let error as CocoaError:
             // A file-system failure (a read-only directory, a missing parent): the path and the
             // system's reason, not Foundation's error dump.
@@ -120,6 +127,9 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
             return ClientError(.failed, text)
         }
     }
+
+    /// What to do about a store another process holds.
+    static let busyHint = "another process is using this store; run the command again when it is done"
 
     /// What to do about a network failure: the REPL's offline switch, a missing `--server`, or the
     /// server itself.

@@ -165,11 +165,42 @@ struct SharedStoreTests {
         #expect(outcomes.contains { $0.status == 0 }, "\(outcomes.map(\.errors))")
         for outcome in outcomes where outcome.status != 0 {
             #expect(outcome.errors.contains("another process is pushing this store"), "\(outcome.errors)")
+            #expect(outcome.status == 75, "a busy store is a temporary failure (EX_TEMPFAIL)")
         }
         let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
         let total = try await remote.onlineTable("things").query(TableQuery().top(0).includingTotalCount()).totalCount
         #expect(total == count)
         let status = try await FerryBinaryTests.run(["status", "--store", store])
         #expect(status.output.contains("everything synced"), "\(status.output)")
+    }
+
+    /// A store another process holds locked past the wait: exit 75 (try again), with the reason,
+    /// and nothing written.
+    @Test func aStoreLockedByAnotherProcessIsATemporaryFailure() async throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = "\(directory)/locked.ferry"
+        let created = try await FerryBinaryTests.run(["insert", "todo", #"{"id":"a"}"#, "--store", "sqlite:\(path)"])
+        #expect(created.status == 0, "\(created.errors)")
+        let store = try SQLiteStore(path: path)
+        let held = Mutex<(entered: Bool, released: Bool)>((false, false))
+        let holder = Task.detached {
+            try await store.write { tx in
+                try tx.setDeltaToken(table: "todo", queryID: "holding", value: "1")
+                held.withLock { $0.entered = true }
+                while !held.withLock({ $0.released }) { Thread.sleep(forTimeInterval: 0.01) }
+            }
+        }
+        while !held.withLock({ $0.entered }) { try await Task.sleep(for: .milliseconds(10)) }
+        let refused = try await FerryBinaryTests.run(["insert", "todo", #"{"id":"b"}"#, "--store", "sqlite:\(path)"])
+        held.withLock { $0.released = true }
+        try await holder.value
+        #expect(refused.status == 75, "\(refused.errors)")
+        #expect(refused.errors.contains("locked by another connection or process"), "\(refused.errors)")
+        #expect(refused.errors.contains("run the command again"), "\(refused.errors)")
+        #expect(try await store.read { try $0.item("todo", id: "b") } == nil)
+        try await store.close()
+        let again = try await FerryBinaryTests.run(["insert", "todo", #"{"id":"b"}"#, "--store", "sqlite:\(path)"])
+        #expect(again.status == 0, "\(again.errors)")
     }
 }
