@@ -23,6 +23,15 @@ func eventually(
 
 @Suite("Automatic sync")
 struct AutomaticSyncTests {
+    /// Servers name tables whatever their case (the protocol's do, and Ferry's): a hint of
+    /// `TodoItem` is a hint of the subscribed `todoitem`; an exact name wins.
+    @Test func aHintNamesASubscribedTableWhateverItsCase() {
+        #expect(AutomaticSyncRun.subscribed("TodoItem", among: ["todoitem", "notes"]) == "todoitem")
+        #expect(AutomaticSyncRun.subscribed("todo", among: ["Todo", "todo"]) == "todo")
+        #expect(AutomaticSyncRun.subscribed("Todo", among: ["todo", "TODO"]) == "TODO")
+        #expect(AutomaticSyncRun.subscribed("other", among: ["todo"]) == nil)
+    }
+
     /// Fast pacing for tests: pushes right after writes, polls every 50 ms (the model server has no
     /// change feed), retries from 20 ms up to 200 ms.
     static let fast = AutomaticSyncConfiguration(

@@ -39,4 +39,23 @@ struct ItemPostTests {
         #expect(undeleted.json?["deleted"] == false)
         try await server.stop()
     }
+
+    /// Every 405 says what the URL serves (RFC 9110 §15.5.6): 2.0's undelete where the table does not
+    /// soft-delete, and an operation the table disables, leave their methods out of `Allow`.
+    @Test func every405SaysWhatTheTableServes() async throws {
+        let server = try await ProtocolTests.start([
+            TableSettings(name: "hard"), TableSettings(name: "kept", disabledOperations: [.delete, .insert]),
+        ])
+        _ = try await server.send("POST", "/tables/hard", json: ["id": "h"])
+        let undelete = try await server.send("POST", "/tables/hard/h", headers: ProtocolTests.v2)
+        #expect(undelete.status == 405, "\(undelete.text)")
+        #expect(undelete.header("Allow") == "GET, PUT, PATCH, DELETE", "\(undelete.headers)")
+        let delete = try await server.send("DELETE", "/tables/kept/k")
+        #expect(delete.status == 405, "\(delete.text)")
+        #expect(delete.header("Allow") == "GET, PUT, PATCH", "\(delete.headers)")
+        let insert = try await server.send("POST", "/tables/kept", json: ["id": "k"])
+        #expect(insert.status == 405, "\(insert.text)")
+        #expect(insert.header("Allow") == "GET, PATCH", "\(insert.headers)")
+        try await server.stop()
+    }
 }

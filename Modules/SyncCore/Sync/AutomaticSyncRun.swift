@@ -135,6 +135,14 @@ struct AutomaticSyncRun: Sendable {
             "automatic sync: the \(step) failed; retrying later", metadata: ["ferry.error": "\(error)"])
     }
 
+    /// The subscribed table a feed's `table` names: the same name, else the one that differs from
+    /// it only in case; `nil` for a table not subscribed.
+    static func subscribed(_ table: String, among tables: Set<String>) -> String? {
+        if tables.contains(table) { return table }
+        let lowered = table.lowercased()
+        return tables.sorted().first { $0.lowercased() == lowered }
+    }
+
     /// A failure worth retrying: the server's (5xx), or too many requests.
     static func isTransient(_ status: Int?) -> Bool {
         guard let status else { return false }
@@ -212,9 +220,10 @@ struct AutomaticSyncRun: Sendable {
                     // Whatever changed before the feed opened is pulled now.
                     wake = hints.add { $0.everything = true }
                 case .changed(let table, _, _):
-                    // Only subscribed tables: names of others are not kept.
-                    guard tables.contains(table) else { continue }
-                    wake = hints.add { $0.tables.insert(table) }
+                    // Only subscribed tables: names of others are not kept. A server names tables
+                    // whatever their case (the protocol's servers do): `TodoItem` is `todoitem` here.
+                    guard let subscribed = Self.subscribed(table, among: tables) else { continue }
+                    wake = hints.add { $0.tables.insert(subscribed) }
                 case .caughtUp:
                     wake = hints.add { $0.caughtUp = true }
                 }

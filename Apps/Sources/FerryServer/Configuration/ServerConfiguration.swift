@@ -109,11 +109,16 @@ public struct ServerConfiguration: Sendable {
     /// - Throws: ``ConfigurationError`` naming the first problem.
     public func validate() throws(ConfigurationError) {
         guard (0...65_535).contains(port) else { throw ConfigurationError("port \(port) is not in 0...65535") }
-        var names: Set<String> = []
+        // Names by their lower case: a request names a table whatever its case (TableService.resolve).
+        var names: [String: String] = [:]
         for table in tables {
             try table.validate()
-            guard names.insert(table.name).inserted else {
-                throw ConfigurationError("table '\(table.name)' is declared twice")
+            if let earlier = names.updateValue(table.name, forKey: table.name.lowercased()) {
+                throw ConfigurationError(
+                    earlier == table.name
+                        ? "table '\(table.name)' is declared twice"
+                        : "tables '\(earlier)' and '\(table.name)' differ only in case: requests name tables whatever their case"
+                )
             }
             if (table.requiresAuth || table.perUser) && authSecret == nil {
                 throw ConfigurationError(

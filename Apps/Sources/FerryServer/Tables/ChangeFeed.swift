@@ -104,7 +104,10 @@ extension TableService {
                     throw ProtocolError.badRequest("tables: \(error.message)", code: "invalidFeed")
                 }
             }
-            wanted = Set(names)
+            // The tables as the server names them: a feed of `todoitem` tells of `TodoItem`.
+            var stored: Set<String> = []
+            for name in names { stored.insert(try await tableName(name)) }
+            wanted = stored
         }
         var resume: FeedPosition?
         if let text = request.headers["last-event-id"] ?? parameters.value(for: "lastEventId"), !text.isEmpty {

@@ -16,6 +16,8 @@ import Synchronization
 final class DynamicTables: Sendable {
     private struct State {
         var names: Set<String> = []
+        /// The names by their lower case; of names that differ only in case, the first in order.
+        var byLowerCase: [String: String] = [:]
         var loaded = false
         var readAt: ContinuousClock.Instant?
     }
@@ -43,12 +45,41 @@ final class DynamicTables: Sendable {
             return nil
         }
         if let known { return known }
-        let stored = try await storage.tableNames().filter { !uncounted.contains($0) }
+        try await reload(storage, at: now)
+        return state.withLock { Self.admit(name, into: &$0, limit: limit) }
+    }
+
+    /// The table that is `name` but for the case of its letters (`TodoItem` for `todoitem`), or
+    /// `nil` when `name` itself is a table, or no table matches: then `name` is what it is.
+    ///
+    /// A name not known is looked for in the storage again at most once a second, so a table
+    /// another instance created is found within a second.
+    func storedName(matching name: String, storage: any ServerStorage) async throws -> String? {
+        if uncounted.contains(name) { return nil }
+        let now = ContinuousClock.now
+        let lowered = name.lowercased()
+        let known: String?? = state.withLock { state in
+            guard state.loaded else { return .none }
+            if state.names.contains(name) { return .some(nil) }
+            if let match = state.byLowerCase[lowered] { return .some(match) }
+            if let readAt = state.readAt, now - readAt < .seconds(1) { return .some(nil) }
+            return .none
+        }
+        if let known { return known }
+        try await reload(storage, at: now)
         return state.withLock { state in
+            state.names.contains(name) ? nil : state.byLowerCase[lowered]
+        }
+    }
+
+    private func reload(_ storage: any ServerStorage, at now: ContinuousClock.Instant) async throws {
+        let stored = try await storage.tableNames().filter { !uncounted.contains($0) }.sorted()
+        state.withLock { state in
             state.names = Set(stored)
+            state.byLowerCase = Dictionary(
+                stored.map { ($0.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
             state.loaded = true
             state.readAt = now
-            return Self.admit(name, into: &state, limit: limit)
         }
     }
 
@@ -56,6 +87,7 @@ final class DynamicTables: Sendable {
         if state.names.contains(name) { return true }
         guard state.names.count < limit else { return false }
         state.names.insert(name)
+        if state.byLowerCase[name.lowercased()] == nil { state.byLowerCase[name.lowercased()] = name }
         return true
     }
 }

@@ -208,7 +208,11 @@ extension TableService {
     func undelete(_ context: RequestContext, id: String) async throws -> TableResponse {
         let id = try validatedURLID(id)
         guard context.table.softDelete else {
-            throw ProtocolError(405, "methodNotAllowed", "table '\(context.table.name)' does not soft-delete")
+            var error = ProtocolError(405, "methodNotAllowed", "table '\(context.table.name)' does not soft-delete")
+            error.headers = [
+                ("Allow", TableService.allowedMethods(of: context.table, onItem: true, version: context.version))
+            ]
+            throw error
         }
         let status = context.version == .v2 ? 201 : 200
         return try await compareAndSet(id) {

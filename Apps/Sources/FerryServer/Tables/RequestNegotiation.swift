@@ -32,8 +32,13 @@ extension TableService {
             .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
     }
 
+    /// The table a request names, whatever the case of its letters, as on the protocol's other
+    /// servers (ASP.NET's and Express's routes ignore it; so do SQL Server's names): the 2.0 .NET
+    /// client asks for `TodoItem` where the 3.0 one asks for `todoitem`, and both mean one table,
+    /// with its rules. A name that matches a table exactly is that table; otherwise the declared or
+    /// stored table that differs only in case (``DynamicTables/storedName(matching:storage:)``).
     func resolve(_ name: String, creating: Bool) async throws -> TableSettings {
-        if let table = declared[name] { return table }
+        if let table = declared[name] ?? declaredIgnoringCase[name.lowercased()] { return table }
         guard configuration.allowsDynamicTables else { throw ProtocolError.notFound("no table '\(name.prefix(128))'") }
         do {
             try StoreValidation.validateTableName(name)
@@ -41,11 +46,19 @@ extension TableService {
             throw ProtocolError(404, "invalidTableName", error.message)
         }
         var table = configuration.dynamicTableDefaults
-        table.name = name
+        table.name = try await dynamicTables.storedName(matching: name, storage: storage) ?? name
         if !creating {
-            guard try await storage.tableExists(name) else { throw ProtocolError.notFound("no table '\(name)'") }
+            guard try await storage.tableExists(table.name) else { throw ProtocolError.notFound("no table '\(name)'") }
         }
         return table
+    }
+
+    /// The name of the table `name` means: itself, or the declared or stored table that differs
+    /// from it only in case (see ``resolve(_:creating:)``).
+    func tableName(_ name: String) async throws -> String {
+        if let table = declared[name] ?? declaredIgnoringCase[name.lowercased()] { return table.name }
+        guard configuration.allowsDynamicTables else { return name }
+        return try await dynamicTables.storedName(matching: name, storage: storage) ?? name
     }
 
     /// The token's identity; an invalid token answers the table's unauthorized status (401 unless

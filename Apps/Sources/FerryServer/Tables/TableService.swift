@@ -11,6 +11,8 @@ final class TableService: Sendable {
     let storage: any ServerStorage
     let verifier: TokenVerifier?
     let declared: [String: TableSettings]
+    /// The declared tables by their names in lower case (``resolve(_:creating:)``).
+    let declaredIgnoringCase: [String: TableSettings]
     let logger: Logger
     let ledger: IdempotencyLedger
     /// The change feeds open (``openChangeFeed(_:)``).
@@ -46,6 +48,8 @@ final class TableService: Sendable {
                 requiresExpiry: !configuration.allowsTokensWithoutExpiry)
         }
         declared = Dictionary(uniqueKeysWithValues: configuration.tables.map { ($0.name, $0) })
+        declaredIgnoringCase = Dictionary(
+            configuration.tables.map { ($0.name.lowercased(), $0) }, uniquingKeysWith: { first, _ in first })
         bodyBytes = ByteBudget(capacity: configuration.limits.maximumBodyBytesAtOnce)
         dynamicTables = DynamicTables(
             declared: configuration.tables.map(\.name), limit: configuration.limits.maximumDynamicTables)
@@ -249,9 +253,12 @@ final class TableService: Sendable {
             throw ProtocolError(table.unauthorizedStatus, "unauthorized", "table '\(name)' requires a valid token")
         }
         if table.disabledOperations.contains(operation) {
-            throw ProtocolError(405, "methodNotAllowed", "the \(operation.rawValue) operation is disabled on '\(name)'")
+            var error = ProtocolError(
+                405, "methodNotAllowed", "the \(operation.rawValue) operation is disabled on '\(name)'")
+            error.headers = [("Allow", Self.allowedMethods(of: table, onItem: id != nil, version: version))]
+            throw error
         }
-        if operation == .insert, try await !dynamicTables.admit(name, storage: storage) {
+        if operation == .insert, try await !dynamicTables.admit(table.name, storage: storage) {
             throw ProtocolError(
                 403, "tooManyTables",
                 "no table '\(name)', and this server holds the most tables writes may create (\(dynamicTables.limit), maxDynamicTables)"
@@ -273,10 +280,22 @@ final class TableService: Sendable {
         return .write(operation, context, id: id)
     }
 
+    /// The methods of `Allow` (RFC 9110 §10.2.1, sent with every 405): those the protocol serves
+    /// on a table's URL (or, `onItem`, an item's) in `version`, less what `table` does not serve
+    /// (its disabled operations, and 2.0's undelete where it does not soft-delete).
+    static func allowedMethods(of table: TableSettings?, onItem: Bool, version: ProtocolVersion) -> String {
+        var methods: [(method: String, operation: TableOperation)] =
+            onItem
+            ? [("GET", .read), ("POST", .undelete), ("PUT", .update), ("PATCH", .update), ("DELETE", .delete)]
+            : [("GET", .query), ("POST", .insert), ("PATCH", .update)]
+        if onItem && (version == .v3 || table?.softDelete == false) { methods.removeAll { $0.operation == .undelete } }
+        if let table { methods.removeAll { table.disabledOperations.contains($0.operation) } }
+        return methods.map(\.method).joined(separator: ", ")
+    }
+
     /// 405 with `Allow`: the methods a table (or, `onItem`, an item) serves in `version`.
     static func methodNotAllowed(_ request: TableRequest, onItem: Bool, version: ProtocolVersion) -> ProtocolError {
-        let allowed =
-            !onItem ? "GET, POST, PATCH" : version == .v2 ? "GET, POST, PUT, PATCH, DELETE" : "GET, PUT, PATCH, DELETE"
+        let allowed = allowedMethods(of: nil, onItem: onItem, version: version)
         var message = "\(request.method) is not allowed on \(request.path)"
         if onItem && request.method == "POST" {
             message +=
