@@ -231,6 +231,15 @@ final class TableService: Sendable {
             // A code of its own: a client tells a wrong URL from a missing table or item by it.
             throw ProtocolError(404, "noSuchResource", "no such resource; tables are at /tables/{name}")
         }
+        if request.method == "OPTIONS" {
+            // Exempt from the version check (table-protocol.md §1.3): it says what the URL serves.
+            let table = try await resolve(name, creating: true)
+            let version = (try? Self.protocolVersion(request)) ?? .v3
+            return .answered(
+                TableResponse(
+                    status: 204,
+                    headers: [("Allow", Self.allowedMethods(of: table, onItem: id != nil, version: version))]))
+        }
         let version = try Self.protocolVersion(request)
         let operation: TableOperation
         switch (request.method, id) {
@@ -282,7 +291,7 @@ final class TableService: Sendable {
 
     /// The methods of `Allow` (RFC 9110 §10.2.1, sent with every 405): those the protocol serves
     /// on a table's URL (or, `onItem`, an item's) in `version`, less what `table` does not serve
-    /// (its disabled operations, and 2.0's undelete where it does not soft-delete).
+    /// (its disabled operations, and 2.0's undelete where it does not soft-delete), and `OPTIONS`.
     static func allowedMethods(of table: TableSettings?, onItem: Bool, version: ProtocolVersion) -> String {
         var methods: [(method: String, operation: TableOperation)] =
             onItem
@@ -290,7 +299,7 @@ final class TableService: Sendable {
             : [("GET", .query), ("POST", .insert), ("PATCH", .update)]
         if onItem && (version == .v3 || table?.softDelete == false) { methods.removeAll { $0.operation == .undelete } }
         if let table { methods.removeAll { table.disabledOperations.contains($0.operation) } }
-        return methods.map(\.method).joined(separator: ", ")
+        return (methods.map(\.method) + ["OPTIONS"]).joined(separator: ", ")
     }
 
     /// 405 with `Allow`: the methods a table (or, `onItem`, an item) serves in `version`.
