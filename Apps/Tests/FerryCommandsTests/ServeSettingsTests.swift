@@ -77,7 +77,9 @@ struct ServeSettingsTests {
             "authSecret": ("0123456789abcdef-secret", #""0123456789abcdef-secret""#),
             "authAllowNoExpiry": ("true", "true"),
             "publicURL": ("https://sync.example.com", #""https://sync.example.com""#),
-            "trustProxy": ("true", "true"), "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
+            "trustProxy": ("true", "true"),
+            "corsOrigins": ("https://a.example,https://b.example:8443", #""https://a.example,https://b.example:8443""#),
+            "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
             "requestTimeout": ("6", "6"), "maxConnections": ("7", "7"), "maxBatchRequests": ("8", "8"),
             "maxFeeds": ("5", "5"), "maxFeedsPerUser": ("3", "3"), "maxAnonymousFeeds": ("0", "0"),
             "maxDynamicTables": ("12", "12"),
@@ -118,6 +120,7 @@ struct ServeSettingsTests {
             #expect(configuration.tables.map(\.name) == ["todo"])
             #expect(configuration.authSecret == "0123456789abcdef-secret" && configuration.allowsTokensWithoutExpiry)
             #expect(configuration.publicURL == "https://sync.example.com" && configuration.trustsForwardedHeaders)
+            #expect(configuration.corsOrigins == ["https://a.example", "https://b.example:8443"])
             #expect(configuration.limits.maximumBodySize == 2048 && configuration.limits.maximumBatchRequests == 8)
             #expect(configuration.connections.idleTimeout == .milliseconds(5500))
             #expect(configuration.connections.requestTimeout == .seconds(6))

@@ -34,6 +34,9 @@ struct ServeValidationTests {
             (["--host", "not a host!"], [:], "--host 'not a host!' is not an address or a host name"),
             ([], ["FERRY_HOST": "bad host"], "FERRY_HOST 'bad host' is not an address or a host name"),
             ([], ["FERRY_HOST": ""], "FERRY_HOST '' is not an address or a host name"),
+            (["--cors-origins", "app.example"], [:], "--cors-origins 'app.example' must be http:// or https://"),
+            (["--cors-origins", "https://a.example/app"], [:], "--cors-origins 'https://a.example/app' must be"),
+            ([], ["FERRY_CORS_ORIGINS": "*, https://a.example"], "FERRY_CORS_ORIGINS '*' must be"),
             (
                 ["--port", "9100", "--metrics-port", "9100"], [:],
                 "--port and --metrics-port are both 9100: the metrics listener needs a port of its own"

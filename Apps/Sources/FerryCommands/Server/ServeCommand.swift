@@ -70,6 +70,12 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     var trustProxy: Bool?
 
     @Option(
+        help: ArgumentHelp(
+            "The origins of browser apps that may call the server from their pages (CORS), comma-separated, or * for any (default: none).",
+            valueName: "origins"))
+    var corsOrigins: String?
+
+    @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
             "The largest request body, in bytes (default: \(RequestLimits().maximumBodySize)).", valueName: "bytes"))
@@ -242,6 +248,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["authAllowNoExpiry"] = authAllowNoExpiry.map { .bool($0) }
         values["publicURL"] = publicURL.map { .string($0) }
         values["trustProxy"] = trustProxy.map { .bool($0) }
+        values["corsOrigins"] = corsOrigins.map { .string($0) }
         values["maxBodySize"] = maxBodySize.map { .int($0) }
         values["idleTimeout"] = idleTimeout.map { .double($0) }
         values["attachments"] = attachments.map { .bool($0) }
@@ -385,6 +392,8 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             configuration.allowsTokensWithoutExpiry = try settings.bool("authAllowNoExpiry") ?? false
             configuration.publicURL = try settings.string("publicURL")
             configuration.trustsForwardedHeaders = try settings.bool("trustProxy") ?? false
+            configuration.corsOrigins = (try settings.string("corsOrigins") ?? "").split(separator: ",")
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             let bodySize = try settings.int("maxBodySize") ?? RequestLimits().maximumBodySize
             configuration.limits.maximumBodySize = bodySize
             configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, bodySize)
@@ -445,6 +454,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             "maximumChangeFeeds": "maxFeeds", "maximumChangeFeedsPerUser": "maxFeedsPerUser",
             "maximumAnonymousChangeFeeds": "maxAnonymousFeeds", "maximumDynamicTables": "maxDynamicTables",
             "maximumBodySize": "maxBodySize", "the auth secret": "authSecret", "the public URL": "publicURL",
+            "the CORS origin": "corsOrigins",
             "port": "port", "the metrics port": "metricsPort", "the metrics host": "metricsHost",
             "the OTLP endpoint": "otlpEndpoint",
         ]

@@ -43,6 +43,11 @@ public struct ServerConfiguration: Sendable {
     /// `false`). Turn it on only behind a proxy that sets or clears both, or clients could point
     /// links anywhere.
     public var trustsForwardedHeaders = false
+    /// The origins of browser apps that may call this server from their own pages (CORS):
+    /// `["https://app.example.com"]`, as a browser sends them in `Origin`, or `["*"]` for any. Empty
+    /// (the default): no CORS headers, and browsers keep pages of other origins from reading the
+    /// answers (see docs/server.md).
+    public var corsOrigins: [String] = []
     /// Request limits.
     public var limits: RequestLimits
     /// Connection limits and timeouts.
@@ -139,6 +144,13 @@ public struct ServerConfiguration: Sendable {
         try attachments?.validate()
         try metrics.validate()
         guard shutdownGracePeriod >= .zero else { throw ConfigurationError("shutdownGracePeriod must not be negative") }
+        for origin in corsOrigins where origin != "*" || corsOrigins.count > 1 {
+            guard origin != "*", PublicOrigin(publicURL: origin) != nil, !origin.hasSuffix("/") else {
+                throw ConfigurationError(
+                    "the CORS origin '\(origin)' must be http:// or https:// with a host and no path (as a browser sends"
+                        + " it in Origin), or * alone")
+            }
+        }
         if let publicURL, PublicOrigin(publicURL: publicURL) == nil {
             throw ConfigurationError(
                 "the public URL '\(publicURL)' must be http:// or https:// with a host, and no path, query or fragment")

@@ -127,7 +127,7 @@ public final class ReferenceServer: Sendable {
         var frameworkLogger = configuration.logger
         if frameworkLogger.logLevel == .info { frameworkLogger.logLevel = .notice }
         let application = Application(
-            responder: responder,
+            responder: CrossOriginResponder(responder, origins: configuration.corsOrigins),
             server: .guardedHTTP1(configuration.connections, logger: configuration.logger, metrics: metrics),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
