@@ -256,6 +256,7 @@ struct AttachmentUploadTests {
         let tooBig = try await live.send(
             "PUT", Self.path, headers: Self.auth("alice") + Self.creation(big, complete: false))
         #expect(tooBig.status == 413 && tooBig.json?["code"] == "maxFileSize", "\(tooBig.text)")
+        #expect(tooBig.header("Upload-Limit") == "max-size=1000", "\(tooBig.headers)")
         let file = Self.file(1_000)
         let stored = try await live.send(
             "PUT", Self.path, headers: Self.auth("alice") + Self.creation(file, complete: true), body: file)
@@ -265,6 +266,51 @@ struct AttachmentUploadTests {
             "PUT", "/tables/notes/a1/$attachments/b.bin",
             headers: Self.auth("alice") + Self.creation(second, complete: false))
         #expect(item.status == 413 && item.json?["code"] == "maxItemSize", "\(item.text)")
+        try await live.stop()
+    }
+
+    /// Uploads created side by side are each within the limits alone: the limits are checked
+    /// again as each completes, so the second to complete is refused (two devices adding a photo
+    /// to one item put 40 MB on an item of 30).
+    @Test(arguments: ServerBackend.allCases)
+    func uploadsCompletedSideBySideStayWithinTheLimits(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(
+            limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 1_500, maximumUserSize: 2_500),
+            backend: backend)
+        func create(_ path: String, _ bytes: [UInt8]) async throws -> String {
+            let created = try await live.send(
+                "PUT", path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+            #expect(created.status == 201, "\(created.text)")
+            return try #require(created.header("Location"))
+        }
+        func complete(_ location: String, _ bytes: [UInt8]) async throws -> LiveServer.Reply {
+            try await live.send(
+                "PATCH", location,
+                headers: Self.auth("alice") + [
+                    ("Content-Type", "application/partial-upload"), ("Upload-Offset", "0"), ("Upload-Complete", "?1"),
+                ], body: bytes)
+        }
+        let (one, two) = (Self.file(1_000, seed: 1), Self.file(1_000, seed: 2))
+        let first = try await create("/tables/notes/a1/$attachments/one.bin", one)
+        let second = try await create("/tables/notes/a1/$attachments/two.bin", two)
+        #expect(try await complete(first, one).status == 200)
+        let refused = try await complete(second, two)
+        #expect(refused.status == 413 && refused.json?["code"] == "maxItemSize", "\(refused.text)")
+        let list = try await live.send("GET", "/tables/notes/a1/$attachments", headers: Self.auth("alice"))
+        #expect(AttachmentRouteTests.names(list) == ["one.bin"])
+
+        // The user's limit the same way, across two other items (alice holds 1,000 bytes already).
+        for id in ["a2", "a3"] {
+            let created = try await live.send(
+                "POST", "/tables/notes", headers: Self.auth("alice"), json: ["id": .string(id), "text": "x"])
+            #expect(created.status == 201)
+        }
+        let (three, four) = (Self.file(900, seed: 3), Self.file(900, seed: 4))
+        let third = try await create("/tables/notes/a2/$attachments/three.bin", three)
+        let fourth = try await create("/tables/notes/a3/$attachments/four.bin", four)
+        #expect(try await complete(third, three).status == 200)
+        let over = try await complete(fourth, four)
+        #expect(over.status == 413 && over.json?["code"] == "maxUserSize", "\(over.text)")
         try await live.stop()
     }
 
