@@ -114,6 +114,47 @@ struct AttachmentFailureTests {
         #expect(try await phone.table().attachments(of: "a").isEmpty)
         #expect(await phone.files.url(sha256: attached.sha256) == nil)
     }
+
+    /// An item another device deleted on the server while this one's upload waited: the server
+    /// answers 410, and the upload is dropped with its file, and said so (it failed every push
+    /// until a pull brought the delete, and the push that dropped it then said "sent").
+    @Test(arguments: StoreKind.allCases)
+    func theUploadOfAnItemDeletedOnTheServerIsDropped(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        try await phone.table().insert(["id": "b"])
+        try await phone.context.push()
+        let doomed = try await phone.table().attach(file: try phone.file(pattern(100)), to: "a", name: "f")
+        try await phone.table().attach(file: try phone.file(pattern(200)), to: "b", name: "g")
+        server.softDelete("todo", ids: ["a"], by: "tablet")
+        let result = try await phone.context.push()
+        #expect(result.attachmentsTransferred == 1 && result.attachmentsDropped.map(\.itemID) == ["a"], "\(result)")
+        #expect(remote.stored("todo", "b", "g")?.bytes == pattern(200))
+        #expect(try await phone.attachment("a", "f") == nil)
+        #expect(await phone.files.url(sha256: doomed.sha256) == nil)
+        #expect(try await phone.context.queuedAttachments().isEmpty)
+        // Nothing left to fail the next push.
+        let next = try await phone.context.push()
+        #expect(next.attachmentsDropped.isEmpty && next.attachmentsTransferred == 0)
+    }
+
+    /// A push that sends only files is a sync: the store's last sync time moves.
+    @Test func aPushOfFilesOnlyRecordsASync() async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .memory, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        try await phone.context.push()
+        let first = try #require(try await phone.context.lastSyncedAt())
+        try await Task.sleep(for: .milliseconds(20))
+        try await phone.table().attach(file: try phone.file(pattern(10)), to: "a", name: "f")
+        let result = try await phone.context.push()
+        #expect(result.pushed == 0 && result.attachmentsTransferred == 1)
+        let second = try #require(try await phone.context.lastSyncedAt())
+        #expect(second > first)
+    }
 }
 
 @Suite("Attachments: the sync status")

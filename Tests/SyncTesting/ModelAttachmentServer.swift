@@ -107,8 +107,12 @@ public final class ModelAttachmentServer: RemoteAttachments {
     }
 
     private func requireItem(_ table: String, _ itemID: String) throws {
-        guard let row = items.row(table, id: itemID), row["deleted"]?.boolValue != true else {
+        guard let row = items.row(table, id: itemID) else {
             throw Failure(description: "404: no item '\(itemID)' in '\(table)'")
+        }
+        if row["deleted"]?.boolValue == true {
+            // As Ferry's server answers for an item soft-deleted there (another device deleted it).
+            throw RemoteError(.notFound, status: 410, "the item '\(itemID)' of '\(table)' is deleted")
         }
     }
 

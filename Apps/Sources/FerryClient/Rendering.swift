@@ -105,7 +105,11 @@ public enum Rendering: Sendable {
                 "pushed": .int(Int64(result.pushed)), "failed": .array(result.failed.map { .object($0.json) }),
             ]
             if let files {
-                object["files"] = ["sent": .int(Int64(files.sent)), "queued": .int(Int64(files.queued))]
+                var counts: JSONObject = ["sent": .int(Int64(files.sent)), "queued": .int(Int64(files.queued))]
+                if !result.attachmentsDropped.isEmpty {
+                    counts["dropped"] = .int(Int64(result.attachmentsDropped.count))
+                }
+                object["files"] = .object(counts)
             }
             if !result.resolvedConflicts.isEmpty {
                 object["resolvedConflicts"] = resolvedConflictsJSON(result.resolvedConflicts)
@@ -122,6 +126,11 @@ public enum Rendering: Sendable {
             if let files {
                 text +=
                     "\nsent \(grouped(files.sent)) of \(grouped(files.queued)) queued file\(files.queued == 1 ? "" : "s") (attachments)"
+                let dropped = result.attachmentsDropped.count
+                if dropped > 0 {
+                    text +=
+                        "; dropped \(grouped(dropped)): \(dropped == 1 ? "its item was" : "their items were") deleted"
+                }
             }
             return text
         }

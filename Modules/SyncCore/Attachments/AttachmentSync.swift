@@ -1,4 +1,5 @@
 public import Foundation
+import Logging
 
 /// The attachment work of the engine: uploads and deletes after a push's operations, the rows and
 /// eager downloads after a pull, on-demand downloads, and the cache's eviction.
@@ -98,7 +99,7 @@ extension SyncContext {
     /// A failure leaves its attachment queued. One the whole push shares (offline, unauthorized,
     /// cancelled) stops at once; another (the server refused one file) lets the rest run, and the
     /// first such failure is thrown at the end, so one file never holds the others back.
-    func pushAttachments() async throws {
+    func pushAttachments(into result: inout PushResult) async throws {
         guard let configuration = attachmentConfiguration else { return }
         let queued = try await read("push attachments") { try AttachmentQueue.queued(in: $0) }
         var firstFailure: SyncError?
@@ -111,13 +112,15 @@ extension SyncContext {
                 )
             }
             if waits { continue }
-            if gone && attachment.state == .pendingUpload {
-                try await removeRow(attachment, in: .pendingUpload, onlyWithoutItem: true, configuration)
-                continue
-            }
             let direction: AttachmentTransfer.Direction = attachment.state == .pendingUpload ? .upload : .delete
             let transfer = AttachmentTransfer(
                 direction, table: attachment.table, itemID: attachment.itemID, name: attachment.name)
+            if gone && attachment.state == .pendingUpload {
+                if try await removeRow(attachment, in: .pendingUpload, onlyWithoutItem: true, configuration) {
+                    result.attachmentsDropped.append(transfer)
+                }
+                continue
+            }
             do {
                 if attachment.state == .pendingUpload {
                     try await upload(attachment, transfer, configuration)
@@ -127,6 +130,15 @@ extension SyncContext {
                         sha256: attachment.sha256)
                     try await removeRow(attachment, in: .pendingDelete, onlyWithoutItem: false, configuration)
                 }
+            } catch let error as RemoteError where error.status == 410 && direction == .upload {
+                // The item was deleted on the server (another device): its attachments went with
+                // it, and this file has nothing to belong to. Dropped as a local delete drops it,
+                // instead of failing every push until a pull brings the delete.
+                try await removeRow(attachment, in: .pendingUpload, onlyWithoutItem: false, configuration)
+                result.attachmentsDropped.append(transfer)
+                hub.logger.notice(
+                    "\(transfer) dropped: the item was deleted on the server", metadata: ["ferry.status": "410"])
+                continue
             } catch {
                 let error = Self.transferError(error, transfer)
                 hub.emit(.attachmentFailed(transfer, message: error.message))
@@ -135,6 +147,7 @@ extension SyncContext {
                 continue
             }
             hub.emit(.attachmentTransferred(transfer))
+            result.attachmentsTransferred += 1
         }
         if let firstFailure { throw firstFailure }
     }
@@ -143,22 +156,24 @@ extension SyncContext {
     /// `onlyWithoutItem`, while its item no longer exists locally), and its file when no other row
     /// uses the content: a pending upload of a deleted item is forgotten, a delete the server took
     /// is settled.
+    @discardableResult
     private func removeRow(
         _ attachment: ItemAttachment, in state: AttachmentState, onlyWithoutItem: Bool,
         _ configuration: AttachmentConfiguration
-    ) async throws {
+    ) async throws -> Bool {
         try await holding([Self.filesGate]) {
-            let unused = try await write("remove the queue row of an attachment") { tx -> Bool in
+            let (removed, unused) = try await write("remove the queue row of an attachment") { tx -> (Bool, Bool) in
                 guard
                     let row = try AttachmentQueue.find(
                         table: attachment.table, itemID: attachment.itemID, name: attachment.name, in: tx),
-                    row.attachment.state == state,
+                    row.attachment.state == state, row.attachment.sha256 == attachment.sha256,
                     try !onlyWithoutItem || tx.item(attachment.table, id: attachment.itemID) == nil
-                else { return false }
+                else { return (false, false) }
                 try tx.delete(AttachmentQueue.table, ids: [row.id])
-                return try !AttachmentQueue.contentInUse(attachment.sha256, except: nil, in: tx)
+                return (true, try !AttachmentQueue.contentInUse(attachment.sha256, except: nil, in: tx))
             }
             if unused { try await configuration.files.remove(sha256: attachment.sha256) }
+            return removed
         }
     }
 

@@ -27,20 +27,21 @@ extension SyncContext {
                     hub.emit(.pushStarted(operations: 0))
                     hub.emit(.pushFinished(PushResult(), stoppedBy: nil))
                     // Attachments of items the server already has (AttachmentSync.swift).
-                    try await pushAttachments()
-                    return PushResult()
+                    var result = PushResult()
+                    try await pushAttachments(into: &result)
+                    return result
                 }
-                let result = try await holdingPushLease { try await self.pushHoldingGate() }
+                var result = try await holdingPushLease { try await self.pushHoldingGate() }
                 // Uploads and deletes after the operations: an upload never precedes its item's insert.
                 do {
-                    try await pushAttachments()
+                    try await pushAttachments(into: &result)
                 } catch {
                     throw Self.afterOperations(result, error, doing: "push of attachments")
                 }
                 return result
             }
-            // Operations reached the server even when others failed: the store did sync.
-            if result.pushed > 0 { try await recordSync() }
+            // Operations (or files) reached the server even when others failed: the store did sync.
+            if result.pushed > 0 || result.attachmentsTransferred > 0 { try await recordSync() }
             return result
         } catch {
             let error = SyncError.wrapping(error, "push")

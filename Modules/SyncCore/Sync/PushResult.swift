@@ -13,6 +13,11 @@ public struct PushResult: Sendable, Hashable {
     /// The conflicts the conflict handler settled during this push (counted in ``pushed`` too), in
     /// queue order: what an app or a person is told, since `useServer` drops a local change.
     public var resolvedConflicts: [ResolvedConflict] = []
+    /// Attachment uploads and deletes this push completed on the server, after the operations.
+    public var attachmentsTransferred = 0
+    /// Pending uploads this push dropped, with their files, because their item is gone: deleted on
+    /// this device, or on the server (it answered 410, as another device deleted the item).
+    public var attachmentsDropped: [AttachmentTransfer] = []
 
     public init(pushed: Int = 0, failed: [OperationErrorRecord] = []) {
         self.pushed = pushed

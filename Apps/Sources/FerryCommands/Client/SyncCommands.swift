@@ -31,10 +31,12 @@ public struct PushCommand: DeviceCommand, Sendable {
             throw error
         }
         await progress.finish()
-        // The attachment uploads and deletes that ran after the operations.
-        let sent = files > 0 ? files - (try await device.queuedAttachmentCount()) : 0
+        // The attachment uploads and deletes that ran after the operations (not those dropped with
+        // their item: the rendering says so apart).
         output.print(
-            Rendering.push(result, files: (sent, files), format: output.format, width: output.terminalWidth))
+            Rendering.push(
+                result, files: (result.attachmentsTransferred, files), format: output.format,
+                width: output.terminalWidth))
         if !result.failed.isEmpty {
             let count = result.failed.count
             throw ClientError(
