@@ -13,7 +13,9 @@ import Synchronization
 ///
 /// ```
 /// <directory>/ab/cdef…   a content: exactly its bytes, named by its SHA-256 (2 + 62 hex digits)
-/// <directory>/tmp/…      imports and downloads in progress (removed when they end)
+/// <directory>/tmp/…      imports and downloads in progress (removed when they end; one left by a
+///                        killed process is removed when the directory is next opened, once it
+///                        has not changed for `staleTemporaryAge`)
 /// ```
 ///
 /// Imports stream: the file is read and hashed `chunkSize` bytes at a time while the copy is
@@ -34,12 +36,32 @@ public final class DiskAttachmentFiles: AttachmentFiles {
     /// The largest single read an import made (for the tests of bounded memory).
     let largestRead = Mutex(0)
 
-    /// Opens (creating it when absent) the directory.
+    /// How long a scratch file in `tmp/` may go unchanged before it is taken for one a killed
+    /// process left (a download or an import writes its file as it goes).
+    public static let staleTemporaryAge: TimeInterval = 3_600
+
+    /// Opens (creating it when absent) the directory, and removes the scratch files killed
+    /// processes left in it (a download cut by SIGKILL left 65 MB there for good).
     public init(directory: URL, chunkSize: Int = 256 << 10) throws {
         self.directory = directory
         self.chunkSize = max(chunkSize, 4096)
-        try FileManager.default.createDirectory(
-            at: directory.appending(path: "tmp"), withIntermediateDirectories: true)
+        let scratch = directory.appending(path: "tmp")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        Self.removeStale(in: scratch, olderThan: Date(timeIntervalSinceNow: -Self.staleTemporaryAge))
+    }
+
+    /// Removes the files of `scratch` last changed before `limit`; one that cannot be read or
+    /// removed stays (another process may be ending with it).
+    static func removeStale(in scratch: URL, olderThan limit: Date) {
+        let manager = FileManager.default
+        guard let names = try? manager.contentsOfDirectory(atPath: scratch.path) else { return }
+        for name in names {
+            let file = scratch.appending(path: name)
+            guard let changed = (try? manager.attributesOfItem(atPath: file.path))?[.modificationDate] as? Date,
+                changed < limit
+            else { continue }
+            try? manager.removeItem(at: file)
+        }
     }
 
     public func importFile(at source: URL, moving: Bool) async throws -> ImportedFile {

@@ -48,6 +48,25 @@ struct DiskAttachmentFilesTests {
         #expect(scratch.isEmpty, "no scratch file is left behind")
     }
 
+    /// A scratch file a killed process left (a download cut by SIGKILL) is removed when the
+    /// directory is next opened, once it went unchanged for an hour; a recent one may be another
+    /// process's transfer in progress, and stays.
+    @Test func scratchFilesKilledProcessesLeftAreRemovedOnOpening() throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let directory = root.appending(path: "files")
+        _ = try DiskAttachmentFiles(directory: directory)
+        let scratch = directory.appending(path: "tmp")
+        let (old, recent) = (scratch.appending(path: "old"), scratch.appending(path: "recent"))
+        try Data(count: 1_000).write(to: old)
+        try Data(count: 1_000).write(to: recent)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date(timeIntervalSinceNow: -DiskAttachmentFiles.staleTemporaryAge - 60)],
+            ofItemAtPath: old.path)
+        _ = try DiskAttachmentFiles(directory: directory)
+        #expect(!FileManager.default.fileExists(atPath: old.path))
+        #expect(FileManager.default.fileExists(atPath: recent.path))
+    }
+
     /// Memory stays bounded: a 20 MB file is read and hashed a chunk at a time, never whole.
     @Test func aTwentyMegabyteFileIsHashedInChunks() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
