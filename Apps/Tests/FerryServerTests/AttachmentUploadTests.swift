@@ -1,8 +1,10 @@
 import Crypto
 import Foundation
+import Logging
 import ServerStorageCore
 import ServerTestSupport
 import SyncCore
+import Synchronization
 import Testing
 
 @testable import FerryServer
@@ -311,6 +313,42 @@ struct AttachmentUploadTests {
         #expect(try await complete(third, three).status == 200)
         let over = try await complete(fourth, four)
         #expect(over.status == 413 && over.json?["code"] == "maxUserSize", "\(over.text)")
+        try await live.stop()
+    }
+
+    /// A PATCH whose client goes away mid-body (a mobile network dropping) is the client's doing:
+    /// a 400 `bodyCut` at info, not a 500 at error level, and the bytes that came are kept.
+    @Test func aBodyCutByTheClientIsNotAServerError() async throws {
+        let captured = CapturedLog()
+        var logger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: captured) }
+        logger.logLevel = .info
+        let live = try await LiveServer.start(tables: [Self.notes], logger: logger, attachments: AttachmentLimits())
+        let item = try await live.send("POST", "/tables/notes", headers: Self.auth("alice"), json: ["id": "a1"])
+        #expect(item.status == 201)
+        let bytes = Self.file(200_000)
+        let created = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: false))
+        let location = try #require(created.header("Location"))
+        let head =
+            "PATCH \(location) HTTP/1.1\r\nHost: a\r\n"
+            + Self.auth("alice").map { "\($0.0): \($0.1)\r\n" }.joined()
+            + "Content-Type: application/partial-upload\r\nUpload-Offset: 0\r\nUpload-Complete: ?1\r\n"
+            + "Content-Length: \(bytes.count)\r\n\r\n"
+        try await offThePool {
+            let fd = try LoopbackHTTP.connect(port: live.server.port)
+            try LoopbackHTTP.writeAll(fd, Array(head.utf8) + Array(bytes[..<100_000]))
+            Thread.sleep(forTimeInterval: 0.3)
+            close(fd)
+        }
+        try await eventually("the cut request is answered and logged") {
+            captured.entries.withLock { $0 }.contains { $0.message.hasPrefix("PATCH /tables/$uploads/") }
+        }
+        let lines = captured.entries.withLock { $0 }.filter { $0.message.hasPrefix("PATCH /tables/$uploads/") }
+        #expect(lines.allSatisfy { $0.level < .warning }, "\(lines.map { "\($0.level) \($0.message)" })")
+        #expect(lines.first?.message.contains(" 400") == true, "\(lines.map(\.message))")
+        #expect(!captured.entries.withLock { $0 }.contains { $0.level >= .error }, "nothing at error level")
+        let state = try await live.send("HEAD", location, headers: Self.auth("alice"))
+        #expect(Int(state.header("Upload-Offset") ?? "") ?? 0 > 0, "\(state.headers)")
         try await live.stop()
     }
 

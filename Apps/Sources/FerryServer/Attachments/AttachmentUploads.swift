@@ -21,7 +21,8 @@ extension TableService {
     /// Answers an upload request whose body is `body`, read as it arrives.
     func handleUpload<Body: AsyncSequence>(_ request: TableRequest, body: Body) async -> TableResponse
     where Body.Element == ByteBuffer {
-        Self.finished(
+        let body = ClientBody(base: body)
+        return Self.finished(
             await answeringUpload {
                 switch request.route {
                 case .attachment(let table, let id, let name):
@@ -316,6 +317,13 @@ extension TableService {
                 return try await body()
             } catch let answer as UploadAnswer {
                 return answer.response
+            } catch let cut as BodyCut {
+                // The client's connection closed, or its bytes stopped, before the body's end: a
+                // mobile network dropping, not the server failing (it was a 500 at error level).
+                throw ProtocolError(
+                    400, "bodyCut",
+                    "the body stopped before its end (\(cut.reason)); the bytes that came are kept: continue from Upload-Offset"
+                )
             } catch let error as BlobStorageError where error.code == .invalidName || error.code == .invalidLength {
                 throw ProtocolError.badRequest(error.message, code: error.code.description)
             } catch let error as BlobStorageError where error.code == .uploadNotFound {
@@ -332,4 +340,34 @@ extension TableService {
 /// A complete answer thrown from deep inside an upload (a 409 with headers).
 struct UploadAnswer: Error {
     var response: TableResponse
+}
+
+/// A request body whose failures are told apart from the storage's: a body that stops before its
+/// end (the connection closed, a proxy cut it) is the client's cut, ``BodyCut``.
+struct ClientBody<Base: AsyncSequence>: AsyncSequence where Base.Element == ByteBuffer {
+    typealias Element = ByteBuffer
+    let base: Base
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var base: Base.AsyncIterator
+
+        mutating func next(isolation actor: isolated (any Actor)?) async throws -> ByteBuffer? {
+            do {
+                return try await base.next(isolation: actor)
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                throw BodyCut(reason: "\(error)")
+            }
+        }
+
+        mutating func next() async throws -> ByteBuffer? { try await next(isolation: nil) }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+}
+
+/// The request body stopped before its end.
+struct BodyCut: Error {
+    var reason: String
 }
