@@ -245,6 +245,20 @@ struct ODataParametersTests: ODataTestSupport {
         )
     }
 
+    /// A value with an odd `'` (a fuzzer's `tag=%27`): its quote is encoded in the link, so that
+    /// reading the link back does not take the rest of the query into that value (the next page
+    /// lost its `$filter` and `$skip`, and paging never ended).
+    @Test func aLoneQuoteInAValueDoesNotSwallowTheRestOfTheLink() {
+        let parameters = ODataParameters(parsing: "tag=%27&$filter=n%20eq%201&$top=300")
+        #expect(parameters.value(for: "tag") == "'" && parameters.value(for: "$filter") == "n eq 1")
+        let link = parameters.nextPageParameters(skip: 100, top: 200).percentEncodedQueryString
+        #expect(link == "tag=%27&$filter=n%20eq%201&$skip=100&$top=200")
+        let back = ODataParameters(parsing: link)
+        #expect(back.value(for: "tag") == "'" && back.value(for: "$filter") == "n eq 1", "\(back)")
+        #expect(back.value(for: "$skip") == "100" && back.value(for: "$top") == "200")
+        #expect(PercentEncoding.queryComponent("'a' and 'b'") == "'a'%20and%20'b'", "paired quotes stay readable")
+    }
+
     @Test func itemsAccessor() {
         var parameters = ODataParameters([("a", "1")])
         parameters.items.append(("b", "2"))

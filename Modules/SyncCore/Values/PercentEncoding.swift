@@ -27,13 +27,17 @@ public enum PercentEncoding: Sendable {
     ///
     /// RFC 3986 (section 3.4) allows more in a query, but `&`, `=` and `+` separate names, values
     /// and words in form-style query strings, and `#` would end the query: these and every other
-    /// character are encoded.
+    /// character are encoded. A `'` stays only where the text's quotes pair up: a reader that keeps
+    /// a raw `&` inside `'…'` in one value (an OData string literal sent unencoded, as
+    /// ``ODataParameters`` reads them) would take the rest of the query string into a value with
+    /// an odd one (`tag=%27&$filter=…` lost its filter in a next-page link).
     public static func queryComponent(_ text: String) -> String {
-        encoded(text) { byte in
+        let keepsQuotes = text.utf8.count(where: { $0 == UInt8(ascii: "'") }).isMultiple(of: 2)
+        return encoded(text) { byte in
             switch byte {
-            case UInt8(ascii: "$"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: ","),
-                UInt8(ascii: ":"):
+            case UInt8(ascii: "$"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: ","), UInt8(ascii: ":"):
                 true
+            case UInt8(ascii: "'"): keepsQuotes
             default: false
             }
         }
