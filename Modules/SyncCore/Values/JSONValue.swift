@@ -2,7 +2,10 @@
 ///
 /// Items in Ferry are JSON objects (``JSONObject``). `JSONValue` round-trips exactly through
 /// ``JSONValue/init(parsing:)-(String)`` and ``JSONValue/serialized()``: `1` stays an integer, `1.0`
-/// stays a floating-point number, and object keys keep their values bit for bit.
+/// stays a floating-point number, and object keys keep their values bit for bit. One exception: a
+/// number beyond a double's range (`1e999`) parses as an infinite `.double`, which JSON cannot
+/// write (``serialized()`` writes `null`); check `isFinite` where that matters (Ferry's server
+/// refuses such items with a 400 naming the field).
 ///
 /// ```swift
 /// let item: JSONObject = ["id": "a1", "title": "Milk", "count": 2, "price": 1.5, "done": false]
