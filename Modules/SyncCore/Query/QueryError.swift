@@ -72,7 +72,8 @@ public struct QueryLimits: Sendable, Hashable {
     /// is long; for long lists of values use `in`.
     public var maximumDepth: Int
     /// The deepest nesting of parentheses, function calls and unary operators (default 100), which
-    /// bounds the parser's recursion.
+    /// bounds the parser's recursion. A function call counts two levels (it takes more stack), so
+    /// at most 50 calls nest in one another: the deepest filter fits a 512 KiB thread.
     public var maximumNesting: Int
 
     public init(maximumLength: Int = 65_536, maximumDepth: Int = 1_000, maximumNesting: Int? = nil) {
