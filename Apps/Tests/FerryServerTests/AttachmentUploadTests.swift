@@ -352,6 +352,23 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// A table is named whatever its case: the attachments of an item are one list, however a
+    /// client spells the table.
+    @Test func attachmentsAreOneListWhateverTheCaseOfTheTable() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(1_000)
+        let stored = try await live.send(
+            "PUT", "/tables/NOTES/a1/$attachments/photo.png",
+            headers: Self.auth("alice") + Self.creation(bytes, complete: true), body: bytes)
+        #expect(stored.status == 200, "\(stored.text)")
+        let list = try await live.send("GET", "/tables/notes/a1/$attachments", headers: Self.auth("alice"))
+        #expect(AttachmentRouteTests.names(list) == ["photo.png"])
+        let download = try await live.send(
+            "GET", "/tables/Notes/a1/$attachments/photo.png", headers: Self.auth("alice"))
+        #expect(download.status == 200 && download.body == bytes)
+        try await live.stop()
+    }
+
     @Test func hostileHeadersAreClientErrors() async throws {
         let live = try await Self.start()
         let bytes = Self.file(10)

@@ -17,7 +17,7 @@ extension TableService {
     func download(_ request: TableRequest) async -> (TableResponse, BlobBytes?) {
         var bytes: BlobBytes?
         let response = await answeringUpload {
-            guard case .attachment(let table, let id, let name) = request.route else {
+            guard case .attachment(let table, let id, let name) = try await withStoredTableName(request.route) else {
                 throw ProtocolError.notFound("no such resource")
             }
             let (head, body) = try await downloadAnswer(request, table: table, id: id, name: name)

@@ -16,8 +16,19 @@ extension TableService {
 
     var attachmentIndex: AttachmentIndex { AttachmentIndex(storage: storage) }
 
+    /// `route` with its table as the server names it (``tableName(_:)``): an item's attachments
+    /// are one list whatever the case a client spells its table with.
+    func withStoredTableName(_ route: TableRoute) async throws -> TableRoute {
+        switch route {
+        case .attachments(let table, let id): .attachments(try await tableName(table), id: id)
+        case .attachment(let table, let id, let name): .attachment(try await tableName(table), id: id, name: name)
+        case .attachmentRows(let table): .attachmentRows(try await tableName(table))
+        default: route
+        }
+    }
+
     func attachmentRoute(_ request: TableRequest) async throws -> TableResponse {
-        switch (request.route, request.method) {
+        switch (try await withStoredTableName(request.route), request.method) {
         case (.attachments(let table, let id), "GET"):
             let (context, item) = try await attachedItem(request, table: table, id: id)
             let list = try await attachmentIndex.attachments(table: table, item: item.id, owner: .all)

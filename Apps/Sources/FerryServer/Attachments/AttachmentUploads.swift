@@ -24,7 +24,7 @@ extension TableService {
         let body = ClientBody(base: body)
         return Self.finished(
             await answeringUpload {
-                switch request.route {
+                switch try await withStoredTableName(request.route) {
                 case .attachment(let table, let id, let name):
                     return try await createUpload(request, table: table, id: id, name: name, body: body)
                 case .upload(let token):
