@@ -138,6 +138,13 @@ struct AttachmentFailureTests {
         // Nothing left to fail the next push.
         let next = try await phone.context.push()
         #expect(next.attachmentsDropped.isEmpty && next.attachmentsTransferred == 0)
+
+        // A file's delete queued for an item deleted on the server meanwhile has nothing left to do.
+        try await phone.table().removeAttachment(of: "b", name: "g")
+        server.softDelete("todo", ids: ["b"], by: "tablet")
+        let settled = try await phone.context.push()
+        #expect(settled.attachmentsTransferred == 0 && settled.attachmentsDropped.isEmpty)
+        #expect(try await phone.context.queuedAttachments().isEmpty)
     }
 
     /// A push that sends only files is a sync: the store's last sync time moves.

@@ -160,6 +160,9 @@ public final class ModelAttachmentServer: RemoteAttachments {
 
     public func deleteAttachment(table: String, itemID: String, name: String, sha256: String?) async throws {
         if begin(.delete, "\(table)/\(itemID)/\(name)") { throw Failure(description: "connection reset") }
+        if items.row(table, id: itemID)?["deleted"]?.boolValue == true {
+            throw RemoteError(.notFound, status: 410, "the item '\(itemID)' of '\(table)' is deleted")
+        }
         state.withLock { state in
             let key = Self.key(table, itemID, name)
             guard var stored = state.stored[key], !stored.deleted, sha256 == nil || stored.sha256 == sha256 else {

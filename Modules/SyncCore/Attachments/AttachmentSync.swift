@@ -130,14 +130,19 @@ extension SyncContext {
                         sha256: attachment.sha256)
                     try await removeRow(attachment, in: .pendingDelete, onlyWithoutItem: false, configuration)
                 }
-            } catch let error as RemoteError where error.status == 410 && direction == .upload {
-                // The item was deleted on the server (another device): its attachments went with
-                // it, and this file has nothing to belong to. Dropped as a local delete drops it,
-                // instead of failing every push until a pull brings the delete.
-                try await removeRow(attachment, in: .pendingUpload, onlyWithoutItem: false, configuration)
-                result.attachmentsDropped.append(transfer)
+            } catch let error as RemoteError where error.status == 410 {
+                // The item was deleted on the server (another device), and its attachments with
+                // it: an upload has nothing to belong to and is dropped, as a local delete drops
+                // it; a delete has nothing left to do. Either failed every push until a pull
+                // brought the item's delete.
+                if direction == .upload {
+                    try await removeRow(attachment, in: .pendingUpload, onlyWithoutItem: false, configuration)
+                    result.attachmentsDropped.append(transfer)
+                } else {
+                    try await removeRow(attachment, in: .pendingDelete, onlyWithoutItem: false, configuration)
+                }
                 hub.logger.notice(
-                    "\(transfer) dropped: the item was deleted on the server", metadata: ["ferry.status": "410"])
+                    "\(transfer) settled: the item was deleted on the server", metadata: ["ferry.status": "410"])
                 continue
             } catch {
                 let error = Self.transferError(error, transfer)
