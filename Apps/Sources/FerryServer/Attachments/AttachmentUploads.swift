@@ -92,7 +92,7 @@ extension TableService {
         let index = attachmentIndex
         let attachment = StoredAttachment(
             table: table, item: item.id, name: name, sha256: sha256, size: length, contentType: contentType)
-        let scope = context.scope ?? .owner(context.identity?.subject ?? "")
+        let scope = Self.uploaderScope(context)
         let current = try await checkRoom(for: attachment, scope: scope, limits: limits)
         // Stored already within the caller's scope: no bytes need to come.
         if let current, current.sha256 == sha256, current.contentType == contentType {
@@ -225,7 +225,7 @@ extension TableService {
         // put 40 MB on an item of 30).
         do {
             _ = try await checkRoom(
-                for: attachment, scope: context.scope ?? .owner(context.identity?.subject ?? ""),
+                for: attachment, scope: Self.uploaderScope(context),
                 limits: configuration.attachments ?? AttachmentLimits())
         } catch {
             _ = try? await blobs.abortUpload(id: uploadID)
@@ -275,6 +275,12 @@ extension TableService {
         case "?0": return false
         default: throw ProtocolError.badRequest("Upload-Complete is ?0 or ?1", code: "invalidUploadComplete")
         }
+    }
+
+    /// Whose attachments an upload counts among for `maxUserSize`: the table's owner scope, else
+    /// the caller's subject (anonymous callers share the empty one).
+    static func uploaderScope(_ context: RequestContext) -> OwnerScope {
+        context.scope ?? .owner(context.identity?.subject ?? "")
     }
 
     /// Checks that `attachment` fits its item's and its user's limits (413 when not), counting the

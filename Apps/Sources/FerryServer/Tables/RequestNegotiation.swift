@@ -38,7 +38,7 @@ extension TableService {
     /// with its rules. A name that matches a table exactly is that table; otherwise the declared or
     /// stored table that differs only in case (``DynamicTables/storedName(matching:storage:)``).
     func resolve(_ name: String, creating: Bool) async throws -> TableSettings {
-        if let table = declared[name] ?? declaredIgnoringCase[name.lowercased()] { return table }
+        if let table = declaredTable(name) { return table }
         guard configuration.allowsDynamicTables else { throw ProtocolError.notFound("no table '\(name.prefix(128))'") }
         do {
             try StoreValidation.validateTableName(name)
@@ -53,10 +53,15 @@ extension TableService {
         return table
     }
 
+    /// The declared table `name` names, exactly or but for its case.
+    func declaredTable(_ name: String) -> TableSettings? {
+        declared[name] ?? declaredIgnoringCase[name.lowercased()]
+    }
+
     /// The name of the table `name` means: itself, or the declared or stored table that differs
     /// from it only in case (see ``resolve(_:creating:)``).
     func tableName(_ name: String) async throws -> String {
-        if let table = declared[name] ?? declaredIgnoringCase[name.lowercased()] { return table.name }
+        if let table = declaredTable(name) { return table.name }
         guard configuration.allowsDynamicTables else { return name }
         return try await dynamicTables.storedName(matching: name, storage: storage) ?? name
     }
