@@ -213,6 +213,7 @@ final class ProcessWatch: Sendable {
         for (arguments, named) in [
             (["--port", "abc"], "--port"), (["--max-connections", "0"], "--max-connections"),
             (["--max-batch-requests", "0"], "--max-batch-requests"), (["--idle-timeout", "0"], "--idle-timeout"),
+            (["--write-timeout", "0"], "--write-timeout"),
             (["--public-url", "ftp://x"], "--public-url"), (["--auth-secret", "short"], "--auth-secret"),
             (["--log-level", "loud"], "log level"), (["--log-format", "xml"], "log format"),
             (["--db", "nosuch:x"], "unknown database"), (["--max-feeds=-1"], "--max-feeds must"),

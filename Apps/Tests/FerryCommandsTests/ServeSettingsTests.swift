@@ -80,7 +80,8 @@ struct ServeSettingsTests {
             "trustProxy": ("true", "true"),
             "corsOrigins": ("https://a.example,https://b.example:8443", #""https://a.example,https://b.example:8443""#),
             "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
-            "requestTimeout": ("6", "6"), "maxConnections": ("7", "7"), "maxBatchRequests": ("8", "8"),
+            "requestTimeout": ("6", "6"), "writeTimeout": ("9.25", "9.25"), "maxConnections": ("7", "7"),
+            "maxBatchRequests": ("8", "8"),
             "maxFeeds": ("5", "5"), "maxFeedsPerUser": ("3", "3"), "maxAnonymousFeeds": ("0", "0"),
             "maxDynamicTables": ("12", "12"),
             "protocolOnly": ("true", "true"), "shutdownTimeout": ("4", "4"), "metrics": ("on", #""on""#),
@@ -124,6 +125,7 @@ struct ServeSettingsTests {
             #expect(configuration.limits.maximumBodySize == 2048 && configuration.limits.maximumBatchRequests == 8)
             #expect(configuration.connections.idleTimeout == .milliseconds(5500))
             #expect(configuration.connections.requestTimeout == .seconds(6))
+            #expect(configuration.connections.writeTimeout == .milliseconds(9250))
             #expect(configuration.connections.maximumConnections == 7)
             #expect(configuration.limits.maximumChangeFeeds == 5 && configuration.limits.maximumChangeFeedsPerUser == 3)
             #expect(configuration.limits.maximumAnonymousChangeFeeds == 0)

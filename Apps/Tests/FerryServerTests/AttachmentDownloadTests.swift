@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ServerStorageCore
 import ServerTestSupport
 import SyncCore
@@ -19,8 +20,10 @@ struct AttachmentDownloadTests {
     typealias Uploads = AttachmentUploadTests
 
     /// A server whose alice's `a1` has `photo.png` holding `bytes`.
-    static func stored(_ bytes: [UInt8]) async throws -> LiveServer {
-        let live = try await Uploads.start()
+    static func stored(
+        _ bytes: [UInt8], connections: ConnectionLimits = ConnectionLimits(), logger: Logger = .quietTest
+    ) async throws -> LiveServer {
+        let live = try await Uploads.start(connections: connections, logger: logger)
         let reply = try await live.send(
             "PUT", Uploads.path, headers: Uploads.auth("alice") + Uploads.creation(bytes, complete: true), body: bytes)
         #expect(reply.status == 200, "\(reply.text)")
@@ -64,6 +67,35 @@ struct AttachmentDownloadTests {
         #expect(try await live.send("GET", Uploads.path).status == 401)
         let missing = try await live.send("GET", "/tables/notes/a1/$attachments/none.png", headers: alice)
         #expect(missing.status == 404)
+        try await live.stop()
+    }
+
+    /// A download whose reader stops taking bytes is closed after the write timeout, as a page's
+    /// is: it held a connection (and its place among `maximumConnections`) for as long as the
+    /// reader liked.
+    @Test func aDownloadWhoseReaderStopsIsClosedAfterTheWriteTimeout() async throws {
+        let log = CapturedLog()
+        var logger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: log) }
+        logger.logLevel = .debug
+        // More than loopback's socket buffers hold on both sides, so that the server's writes stop.
+        let bytes = Uploads.file(24 << 20)
+        let live = try await Self.stored(
+            bytes, connections: ConnectionLimits(idleTimeout: .seconds(30), writeTimeout: .milliseconds(500)),
+            logger: logger)
+        let port = live.server.port
+        let headers = Uploads.auth("alice")
+        try await offThePool {
+            let connection = try LoopbackHTTP.KeptAlive(port: port)
+            try connection.send("GET", Uploads.path, headers: headers)
+            let deadline = Date().addingTimeInterval(60)
+            while !log.contains("the client read nothing of the response"), Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            #expect(log.contains("the client read nothing of the response"), "the server never gave up")
+            #expect(throws: LoopbackHTTP.Failure.self, "the server gave up on a reader that stopped") {
+                try connection.receive()
+            }
+        }
         try await live.stop()
     }
 

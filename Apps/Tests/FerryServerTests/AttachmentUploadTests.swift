@@ -17,9 +17,12 @@ struct AttachmentUploadTests {
 
     /// A server with `notes` (per user) and alice's item `a1`, bob's `b1`.
     static func start(
-        limits: AttachmentLimits = AttachmentLimits(), backend: ServerBackend = .sqlite, sharing: LiveServer? = nil
+        limits: AttachmentLimits = AttachmentLimits(), backend: ServerBackend = .sqlite, sharing: LiveServer? = nil,
+        connections: ConnectionLimits = ConnectionLimits(), logger: Logger = .quietTest
     ) async throws -> LiveServer {
-        let live = try await LiveServer.start(tables: [notes], backend: backend, sharing: sharing, attachments: limits)
+        let live = try await LiveServer.start(
+            tables: [notes], backend: backend, sharing: sharing, logger: logger, attachments: limits,
+            connections: connections)
         if sharing != nil { return live }
         for (user, id) in [("alice", "a1"), ("bob", "b1")] {
             let reply = try await live.send(

@@ -23,6 +23,7 @@ struct LiveServer: Sendable {
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
         backend: ServerBackend = .sqlite, sharing: LiveServer? = nil, logger: Logger = .quietTest,
         attachments: AttachmentLimits? = nil, authSecret: String? = LiveServer.secret,
+        connections: ConnectionLimits = ConnectionLimits(),
         seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
@@ -31,6 +32,7 @@ struct LiveServer: Sendable {
         configuration.authSecret = authSecret
         configuration.limits = limits
         configuration.attachments = attachments
+        configuration.connections = connections
         var database: TestDatabase?
         let storage: any ServerStorage
         if let shared = sharing?.database {

@@ -129,6 +129,13 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
+            "Seconds a client may take none of a response before its connection closes (default: 60).",
+            valueName: "seconds"))
+    var writeTimeout: Double?
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
             "The most connections open at once (default: \(ConnectionLimits().maximumConnections)).",
             valueName: "count"))
     var maxConnections: Int?
@@ -257,6 +264,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
         values["attachmentMaxItemSize"] = attachmentMaxItemSize.map { .int($0) }
         values["attachmentMaxUserSize"] = attachmentMaxUserSize.map { .int($0) }
         values["requestTimeout"] = requestTimeout.map { .double($0) }
+        values["writeTimeout"] = writeTimeout.map { .double($0) }
         values["maxConnections"] = maxConnections.map { .int($0) }
         values["maxBatchRequests"] = maxBatchRequests.map { .int($0) }
         values["maxFeeds"] = maxFeeds.map { .int($0) }
@@ -420,7 +428,10 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             let attachmentLimits = try attachmentLimits(from: settings)
             if try settings.bool("attachments") ?? (directory != nil) { configuration.attachments = attachmentLimits }
             var timeouts: [Duration] = []
-            for (key, fallback) in [("idleTimeout", 30.0), ("requestTimeout", 60.0), ("shutdownTimeout", 10.0)] {
+            let fallbacks = [
+                ("idleTimeout", 30.0), ("requestTimeout", 60.0), ("shutdownTimeout", 10.0), ("writeTimeout", 60.0),
+            ]
+            for (key, fallback) in fallbacks {
                 let seconds = try settings.double(key) ?? fallback
                 guard seconds.isFinite && seconds >= 0.01 && seconds <= 86_400 else {
                     throw ConfigurationError(
@@ -430,7 +441,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             }
             configuration.shutdownGracePeriod = timeouts[2]
             configuration.connections = ConnectionLimits(
-                idleTimeout: timeouts[0], requestTimeout: timeouts[1],
+                idleTimeout: timeouts[0], requestTimeout: timeouts[1], writeTimeout: timeouts[3],
                 maximumConnections: try settings.int("maxConnections") ?? ConnectionLimits().maximumConnections)
             try checkAddresses(configuration, settings: settings)
             try configuration.validate()
