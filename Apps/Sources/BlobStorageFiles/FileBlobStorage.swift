@@ -432,4 +432,21 @@ public final class FileBlobStorage: BlobStorage {
             return usage
         }
     }
+
+    public func unfinishedUploads(idPrefix: String) async throws -> UnfinishedUploads {
+        try BlobNames.validateUploadID(idPrefix)
+        return try await FileIO.run { [self] in
+            var pending = UnfinishedUploads(count: 0, declaredBytes: 0)
+            for name in try FileIO.names(in: uploads) where name.hasPrefix(idPrefix) && name.hasSuffix(".state") {
+                let id = String(name.dropLast(".state".count))
+                guard (try? BlobNames.validateUploadID(id)) != nil,
+                    let record = try withUpload(id, exclusive: false, { fd in try readRecord(fd, id) }) ?? nil,
+                    record.completedSHA256 == nil
+                else { continue }
+                pending.count += 1
+                pending.declaredBytes += record.length
+            }
+            return pending
+        }
+    }
 }

@@ -147,6 +147,20 @@ public protocol BlobStorage: Sendable {
     /// What the storage holds now: blobs, uploads and the bytes they take. Reads every blob and
     /// upload entry (a table scan or a directory walk): for monitoring, not for every request.
     func usage() async throws -> BlobUsage
+
+    /// The uploads not completed whose id begins with `idPrefix`: how many, and the sum of the
+    /// lengths they were created with (what they will hold once whole, not what they hold now).
+    /// A server that names uploads by their uploader (a prefix per user) bounds with it what one
+    /// user's unfinished uploads may reserve.
+    ///
+    /// ```swift
+    /// let pending = try await blobs.unfinishedUploads(idPrefix: "u3f9c2a7d41e0b6c8-")
+    /// if pending.declaredBytes + length > quota { refuse() }
+    /// ```
+    ///
+    /// - Throws: ``BlobStorageError/Code/invalidName`` for a prefix outside the upload ids'
+    ///   alphabet (or longer than an id).
+    func unfinishedUploads(idPrefix: String) async throws -> UnfinishedUploads
 }
 
 /// An upload as the storage holds it.
@@ -220,6 +234,20 @@ public struct BlobUsage: Sendable, Hashable {
         self.uploadCount = uploadCount
         self.uploadBytes = uploadBytes
         self.storedBytes = storedBytes
+    }
+}
+
+/// The uploads not completed under one id prefix (``BlobStorage/unfinishedUploads(idPrefix:)``).
+public struct UnfinishedUploads: Sendable, Hashable {
+    /// How many there are.
+    public var count: Int
+    /// The sum of the lengths they were created with.
+    public var declaredBytes: Int64
+
+    /// A count and a sum; see the properties.
+    public init(count: Int, declaredBytes: Int64) {
+        self.count = count
+        self.declaredBytes = declaredBytes
     }
 }
 

@@ -286,6 +286,22 @@ public final class PostgreSQLBlobStorage: BlobStorage {
         }
     }
 
+    public func unfinishedUploads(idPrefix: String) async throws -> UnfinishedUploads {
+        try BlobNames.validateUploadID(idPrefix)
+        return try await connection("counting unfinished uploads") { session in
+            // `left(…) =` rather than a range: text comparisons follow the database's collation.
+            let query: PostgresQuery = """
+                SELECT COUNT(*), COALESCE(SUM(length), 0)::bigint FROM ferry_uploads
+                WHERE left(id, \(Int32(idPrefix.utf8.count))) = \(idPrefix) AND sha256 IS NULL
+                """
+            guard let row = try await session.rows(query).first else {
+                return UnfinishedUploads(count: 0, declaredBytes: 0)
+            }
+            let (count, bytes) = try row.decode((Int64, Int64).self)
+            return UnfinishedUploads(count: Int(count), declaredBytes: bytes)
+        }
+    }
+
     // MARK: - Rows
 
     struct UploadRow: Sendable {

@@ -291,6 +291,20 @@ public final class SQLiteBlobStorage: BlobStorage {
         }
     }
 
+    public func unfinishedUploads(idPrefix: String) async throws -> UnfinishedUploads {
+        try BlobNames.validateUploadID(idPrefix)
+        return try await read("counting unfinished uploads") { db in
+            // A range on the unique index of `id` (ids are ASCII, compared byte by byte).
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT COUNT(*), COALESCE(SUM(length), 0) FROM ferry_uploads
+                    WHERE id >= ? AND id < ? AND sha256 IS NULL
+                    """, arguments: [idPrefix, idPrefix + "\u{7F}"])
+            return UnfinishedUploads(count: row?[0] ?? 0, declaredBytes: row?[1] ?? 0)
+        }
+    }
+
     // MARK: - Rows
 
     struct UploadRow {

@@ -25,6 +25,39 @@ extension BlobStorageConformanceSuite {
                 #expect(usage.blobCount == 1 && usage.blobBytes == Int64(bytes.count) && usage.uploadCount == 1)
                 #expect(usage.uploadBytes == 0 && usage.storedBytes == Int64(bytes.count))
             },
+            .init("unfinished uploads are counted by id prefix, with the lengths they were created with") { fixture in
+                let storage = fixture.storage
+                #expect(
+                    try await storage.unfinishedUploads(idPrefix: "alice_")
+                        == UnfinishedUploads(count: 0, declaredBytes: 0))
+                _ = try await storage.createUpload(id: "alice_1", length: 1000)
+                _ = try await storage.createUpload(id: "alice_2", length: 2500)
+                _ = try await storage.createUpload(id: "alicex3", length: 7)  // `_` is no wildcard
+                _ = try await storage.createUpload(id: "bob_1", length: 40)
+                let bytes = BlobTestData.bytes(300, seed: 9)
+                _ = try await storage.createUpload(id: "alice_done", length: Int64(bytes.count))
+                _ = try await storage.append(id: "alice_2", at: 0, Pieces(Array(bytes[..<100]), size: 100))
+                #expect(
+                    try await storage.unfinishedUploads(idPrefix: "alice_")
+                        == UnfinishedUploads(count: 3, declaredBytes: 3800))
+                _ = try await storage.append(id: "alice_done", at: 0, Pieces(bytes, size: 100))
+                _ = try await storage.completeUpload(id: "alice_done", sha256: BlobTestData.sha256(bytes))
+                _ = try await storage.abortUpload(id: "alice_1")
+                #expect(
+                    try await storage.unfinishedUploads(idPrefix: "alice_")
+                        == UnfinishedUploads(count: 1, declaredBytes: 2500))
+                #expect(
+                    try await storage.unfinishedUploads(idPrefix: "alice")
+                        == UnfinishedUploads(count: 2, declaredBytes: 2507))
+                #expect(
+                    try await storage.unfinishedUploads(idPrefix: "bob_1")
+                        == UnfinishedUploads(count: 1, declaredBytes: 40))
+                for prefix in ["", "a%", "../", String(repeating: "x", count: 129)] {
+                    await expectError(BlobStorageError.self, .invalidName, "prefix '\(prefix)'") {
+                        try await storage.unfinishedUploads(idPrefix: prefix)
+                    }
+                }
+            },
             .init("creating is idempotent for the same length and refused for another; bad ids and lengths fail") {
                 fixture in
                 let storage = fixture.storage

@@ -304,18 +304,69 @@ struct AttachmentUploadTests {
         let list = try await live.send("GET", "/tables/notes/a1/$attachments", headers: Self.auth("alice"))
         #expect(AttachmentRouteTests.names(list) == ["one.bin"])
 
-        // The user's limit the same way, across two other items (alice holds 1,000 bytes already).
+        // The user's limit counts unfinished uploads in when an upload is created: they held
+        // what they liked until they expired (a probe held 480 MB under a quota of 50 MB).
         for id in ["a2", "a3"] {
             let created = try await live.send(
                 "POST", "/tables/notes", headers: Self.auth("alice"), json: ["id": .string(id), "text": "x"])
             #expect(created.status == 201)
         }
         let (three, four) = (Self.file(900, seed: 3), Self.file(900, seed: 4))
-        let third = try await create("/tables/notes/a2/$attachments/three.bin", three)
-        let fourth = try await create("/tables/notes/a3/$attachments/four.bin", four)
-        #expect(try await complete(third, three).status == 200)
-        let over = try await complete(fourth, four)
-        #expect(over.status == 413 && over.json?["code"] == "maxUserSize", "\(over.text)")
+        let third = try await create("/tables/notes/a2/$attachments/three.bin", three)  // 1,000 held, 900 reserved
+        let fourPath = "/tables/notes/a3/$attachments/four.bin"
+        let early = try await live.send(
+            "PUT", fourPath, headers: Self.auth("alice") + Self.creation(four, complete: false))
+        #expect(early.status == 413 && early.json?["code"] == "maxUserSize", "\(early.text)")
+        #expect(early.text.contains("unfinished uploads (900 bytes)"), "\(early.text)")
+        // Another user's uploads are his own.
+        let bobs = try await live.send(
+            "PUT", "/tables/notes/b1/$attachments/b.bin",
+            headers: Self.auth("bob") + Self.creation(four, complete: false))
+        #expect(bobs.status == 201, "\(bobs.text)")
+        // The third, cancelled, reserves nothing any more.
+        #expect(try await live.send("DELETE", third, headers: Self.auth("alice")).status == 204)
+        let fourth = try await create(fourPath, four)
+        // Created again (a client that lost its Location): it does not count against itself.
+        #expect(try await create(fourPath, four) == fourth)
+        #expect(try await complete(fourth, four).status == 200)
+        #expect(try await complete(third, three).status == 404)
+        try await live.stop()
+    }
+
+    /// Completion checks the user's limit again: uploads created side by side (each within it
+    /// alone, before the other was created) cannot both be kept past it.
+    @Test(arguments: ServerBackend.allCases)
+    func uploadsCreatedSideBySideStayWithinTheUserLimit(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(
+            limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 1_500, maximumUserSize: 2_000),
+            backend: backend)
+        for id in ["a2", "a3"] {
+            let created = try await live.send(
+                "POST", "/tables/notes", headers: Self.auth("alice"), json: ["id": .string(id), "text": "x"])
+            #expect(created.status == 201)
+        }
+        let files = (1...3).map { Self.file(900, seed: UInt8(10 + $0)) }
+        // Three creations at once: each may see none of the others reserved.
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, item) in ["a1", "a2", "a3"].enumerated() {
+                group.addTask {
+                    let path = "/tables/notes/\(item)/$attachments/f.bin"
+                    let created = try await live.send(
+                        "PUT", path, headers: Self.auth("alice") + Self.creation(files[index], complete: true),
+                        body: files[index])
+                    return created.status
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 200 }.count == 2, "\(statuses)")
+        #expect(statuses.allSatisfy { $0 == 200 || $0 == 413 }, "\(statuses)")
+        var held = 0
+        for item in ["a1", "a2", "a3"] {
+            let list = try await live.send("GET", "/tables/notes/\(item)/$attachments", headers: Self.auth("alice"))
+            held += AttachmentRouteTests.names(list).count
+        }
+        #expect(held == 2)
         try await live.stop()
     }
 

@@ -17,11 +17,16 @@ struct UploadTicketTests {
         #expect(Self.ticket.token(key: key) == token, "the same upload, the same ticket: a lost Location comes back")
         #expect(token.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." })
         let id = Self.ticket.uploadID(key: key)
-        #expect(id.count == 64 && id.allSatisfy(\.isHexDigit))
+        // `u`, the uploader's tag, `-`, the signature: one user's unfinished uploads share a prefix.
+        let prefix = UploadTicket.uploaderPrefix(owner: "alice", key: key)
+        #expect(prefix.count == 18 && prefix.hasPrefix("u") && prefix.hasSuffix("-"))
+        #expect(id.hasPrefix(prefix) && id.count == 82 && id.dropFirst(18).allSatisfy(\.isHexDigit))
+        #expect(UploadTicket.uploaderPrefix(owner: "bob", key: key) != prefix)
         var anonymous = Self.ticket
         anonymous.owner = nil
         #expect(UploadTicket(token: anonymous.token(key: key), key: key)?.owner == nil)
         #expect(anonymous.uploadID(key: key) != id)
+        #expect(anonymous.uploadID(key: key).hasPrefix(UploadTicket.uploaderPrefix(owner: "", key: key)))
     }
 
     @Test func aChangedOrForeignTicketIsRefused() throws {

@@ -93,7 +93,13 @@ extension TableService {
         let attachment = StoredAttachment(
             table: table, item: item.id, name: name, sha256: sha256, size: length, contentType: contentType)
         let scope = Self.uploaderScope(context)
-        let current = try await checkRoom(for: attachment, scope: scope, limits: limits)
+        let ticket = UploadTicket(
+            owner: context.identity?.subject, table: table, item: item.id, name: name, sha256: sha256,
+            length: length, contentType: contentType)
+        let uploadID = ticket.uploadID(key: ticketKey)
+        let current = try await checkRoom(
+            for: attachment, scope: scope, limits: limits,
+            reserved: try await reservedByOtherUploads(blobs, scope: scope, except: uploadID))
         // Stored already within the caller's scope: no bytes need to come.
         if let current, current.sha256 == sha256, current.contentType == contentType {
             return .json(200, .object(Self.rendered(current, context.version)))
@@ -104,10 +110,6 @@ extension TableService {
             let stored = try await index.put(attachment, owner: item.owner)
             return .json(200, .object(Self.rendered(stored, context.version)))
         }
-        let ticket = UploadTicket(
-            owner: context.identity?.subject, table: table, item: item.id, name: name, sha256: sha256,
-            length: length, contentType: contentType)
-        let uploadID = ticket.uploadID(key: ticketKey)
         var state = try await blobs.createUpload(id: uploadID, length: length)
         let location = "/tables/\(Self.uploadsSegment)/\(ticket.token(key: ticketKey))"
         if !state.isCompleted, request.headers["content-length"].flatMap(Int64.init) ?? (complete ? 1 : 0) > 0 {
@@ -283,11 +285,30 @@ extension TableService {
         context.scope ?? .owner(context.identity?.subject ?? "")
     }
 
-    /// Checks that `attachment` fits its item's and its user's limits (413 when not), counting the
-    /// attachment of the same name it replaces out; answers that one.
-    private func checkRoom(for attachment: StoredAttachment, scope: OwnerScope, limits: AttachmentLimits)
-        async throws -> StoredAttachment?
+    /// The bytes the unfinished uploads of `scope` other than `uploadID` were created for: they count
+    /// against `maxUserSize` when an upload is created, so that uploads left unfinished cannot hold
+    /// more than the quota until they expire (a probe held 480 MB under a 50 MB quota that way).
+    private func reservedByOtherUploads(_ blobs: any BlobStorage, scope: OwnerScope, except uploadID: String)
+        async throws -> Int64
     {
+        let prefix =
+            switch scope {
+            case .all: UploadTicket.allUploadsPrefix
+            case .owner(let subject): UploadTicket.uploaderPrefix(owner: subject, key: ticketKey)
+            }
+        let pending = try await blobs.unfinishedUploads(idPrefix: prefix)
+        guard let own = try await blobs.uploadState(id: uploadID), !own.isCompleted else {
+            return pending.declaredBytes
+        }
+        return pending.declaredBytes - own.length
+    }
+
+    /// Checks that `attachment` fits its item's and its user's limits (413 when not), counting the
+    /// attachment of the same name it replaces out, and `reserved` bytes of unfinished uploads in;
+    /// answers the attachment replaced.
+    private func checkRoom(
+        for attachment: StoredAttachment, scope: OwnerScope, limits: AttachmentLimits, reserved: Int64 = 0
+    ) async throws -> StoredAttachment? {
         let index = attachmentIndex
         let current = try await index.attachment(
             table: attachment.table, item: attachment.item, name: attachment.name, owner: .all)
@@ -298,8 +319,15 @@ extension TableService {
         {
             throw Self.limitExceeded("maxItemSize", limits.maximumItemSize, "the item's attachments would pass it")
         }
-        if try await index.bytesUsed(by: scope) - replaced + length > limits.maximumUserSize {
-            throw Self.limitExceeded("maxUserSize", limits.maximumUserSize, "the user's attachments would pass it")
+        // Sending the content stored already under that name again reserves nothing.
+        let reserved =
+            current?.sha256 == attachment.sha256 && current?.contentType == attachment.contentType ? 0 : reserved
+        if try await index.bytesUsed(by: scope) - replaced + length + reserved > limits.maximumUserSize {
+            throw Self.limitExceeded(
+                "maxUserSize", limits.maximumUserSize,
+                reserved > 0
+                    ? "the user's attachments and unfinished uploads (\(reserved) bytes) would pass it"
+                    : "the user's attachments would pass it")
         }
         return current
     }

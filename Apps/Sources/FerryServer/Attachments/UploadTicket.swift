@@ -45,11 +45,25 @@ struct UploadTicket: Sendable, Hashable {
         return Self.base64URL(payload) + "." + Self.base64URL(Array(signature))
     }
 
-    /// The id of the upload's bytes in the blob storage: the signature in hex, 64 characters.
+    /// The id of the upload's bytes in the blob storage: `u`, the uploader's tag
+    /// (``uploaderPrefix(owner:key:)``), then the signature in hex; 82 characters.
     func uploadID(key: SymmetricKey) -> String {
-        HMAC<SHA256>.authenticationCode(for: Array(payload.serialized().utf8), using: key)
+        Self.uploaderPrefix(owner: owner ?? "", key: key)
+            + HMAC<SHA256>.authenticationCode(for: Array(payload.serialized().utf8), using: key)
             .map { String(format: "%02x", $0) }.joined()
     }
+
+    /// What the ids of one uploader's uploads begin with: `u`, 16 hex digits keyed on the subject
+    /// (`""` for anonymous callers), and `-`. The blob storage counts unfinished uploads by it
+    /// (``BlobStorage/unfinishedUploads(idPrefix:)``), so that they count against the user's quota;
+    /// ``allUploadsPrefix`` begins every id.
+    static func uploaderPrefix(owner: String, key: SymmetricKey) -> String {
+        let tag = HMAC<SHA256>.authenticationCode(for: Array(("uploader\u{0}" + owner).utf8), using: key)
+        return allUploadsPrefix + tag.prefix(8).map { String(format: "%02x", $0) }.joined() + "-"
+    }
+
+    /// What every upload id begins with.
+    static let allUploadsPrefix = "u"
 
     init(
         owner: String?, table: String, item: String, name: String, sha256: String, length: Int64, contentType: String
