@@ -128,6 +128,22 @@ public final class DiskAttachmentFiles: AttachmentFiles {
         }
     }
 
+    public func holdsIntact(sha256: String) async throws -> Bool {
+        guard let file = path(sha256), FileManager.default.fileExists(atPath: file.path) else { return false }
+        return try await run {
+            let input = try FileHandle(forReadingFrom: file)
+            defer { try? input.close() }
+            var hasher = SHA256()
+            while let chunk = try input.read(upToCount: self.chunkSize), !chunk.isEmpty {
+                self.largestRead.withLock { $0 = max($0, chunk.count) }
+                hasher.update(data: chunk)
+            }
+            return Self.hex(hasher.finalize()) == sha256
+        }
+    }
+
+    static func hex(_ digest: SHA256.Digest) -> String { digest.map { String(format: "%02x", $0) }.joined() }
+
     /// The path of a content, or `nil` for text that is not a SHA-256 (so nothing else reaches a path).
     func path(_ sha256: String) -> URL? {
         guard sha256.utf8.count == 64, sha256.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
@@ -165,19 +181,31 @@ public final class DiskAttachmentFiles: AttachmentFiles {
             if let scratch { try? manager.removeItem(at: scratch) }
             throw error
         }
-        let sha256 = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        let sha256 = Self.hex(hasher.finalize())
         guard let target = path(sha256) else { preconditionFailure("a SHA-256 in hex is a valid content name") }
         let placed = scratch ?? source
-        if manager.fileExists(atPath: target.path) {
-            // Stored once: the content is already here.
-            if scratch != nil || moving { try? manager.removeItem(at: placed) }
-        } else {
-            try manager.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
-            do {
-                try manager.moveItem(at: placed, to: target)
-            } catch  where manager.fileExists(atPath: target.path) {
-                try? manager.removeItem(at: placed)  // another import of the same content won
+        try manager.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        // Stored once: a content already here is replaced by the copy just hashed, in one rename
+        // (a reader of the old file keeps reading it). Keeping the old one kept a copy damaged on
+        // the device for good: attaching the file again did not repair it.
+        if rename(placed.path, target.path) != 0 {
+            let failure = errno
+            guard failure == EXDEV, scratch == nil else {
+                if scratch != nil { try? manager.removeItem(at: placed) }
+                throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO)
             }
+            // A file moved in from another volume: copied to the scratch area, then renamed.
+            let copy = directory.appending(path: "tmp").appending(path: UUID().uuidString)
+            do {
+                try manager.copyItem(at: placed, to: copy)
+                guard rename(copy.path, target.path) == 0 else {
+                    throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+                }
+            } catch {
+                try? manager.removeItem(at: copy)
+                throw error
+            }
+            try? manager.removeItem(at: placed)
         }
         return ImportedFile(sha256: sha256, size: size)
     }

@@ -84,6 +84,41 @@ struct AttachmentFailureTests {
         #expect(remote.log == ["upload todo/a/f", "upload todo/b/f", "upload todo/a/f"])
     }
 
+    /// A copy damaged on the device is reported and stays queued, without a byte sent (it was
+    /// uploaded in full on every push for the server to refuse); attached again, it goes.
+    @Test(arguments: StoreKind.allCases)
+    func aDamagedLocalCopyIsReportedNotUploaded(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        let original = pattern(5_000, seed: 3)
+        for id in ["a", "b"] {
+            try await phone.table().insert(["id": .string(id)])
+            try await phone.table().attach(
+                file: try phone.file(pattern(100, seed: id == "a" ? 3 : 4)), to: id, name: "f")
+        }
+        try await phone.table().attach(file: try phone.file(original), to: "a", name: "f")
+        let queued = try #require(try await phone.attachment("a", "f"))
+        let stored = try #require(await phone.files.url(sha256: queued.sha256))
+        var damaged = original
+        damaged[2_500] ^= 0x01
+        try damaged.write(to: stored)
+        for _ in 0..<2 {
+            let error = await expectSyncError(.attachmentFile) { try await phone.context.push() }
+            #expect(
+                error?.message.hasSuffix(
+                    "the file of attachment 'f' of 'todo/a' is damaged: its bytes no longer have the SHA-256 they had "
+                        + "when it was attached; attach the file again, or remove the attachment"
+                ) == true, "\(error?.message ?? "")")
+        }
+        #expect(remote.log == ["upload todo/b/f"], "only the intact file was sent")
+        #expect(try await phone.attachment("a", "f")?.state == .pendingUpload)
+        try await phone.table().attach(file: try phone.file(original), to: "a", name: "f")
+        try await phone.context.push()
+        #expect(try await phone.attachment("a", "f")?.state == .uploaded)
+        #expect(remote.stored("todo", "a", "f")?.bytes == original)
+    }
+
     /// A file imported for a write that never came is swept once it is old enough; attached ones stay.
     @Test func theSweepRemovesOnlyFilesNoAttachmentRefersTo() async throws {
         let server = ModelServer()

@@ -48,6 +48,27 @@ struct DiskAttachmentFilesTests {
         #expect(scratch.isEmpty, "no scratch file is left behind")
     }
 
+    /// A copy damaged on the device is found by hashing it again, and importing the content again
+    /// repairs it (the import kept the damaged copy, as the content was "already there").
+    @Test func aDamagedCopyIsFoundAndAnImportRepairsIt() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let files = try DiskAttachmentFiles(directory: root.appending(path: "files"), chunkSize: 4096)
+        let bytes = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        let imported = try await files.importFile(at: try write(bytes, "a.bin"), moving: false)
+        #expect(try await files.holdsIntact(sha256: imported.sha256))
+        let stored = try #require(await files.url(sha256: imported.sha256))
+        var damaged = bytes
+        damaged[40_000] ^= 0x80
+        try damaged.write(to: stored)
+        #expect(try await !files.holdsIntact(sha256: imported.sha256))
+        #expect(try await !files.holdsIntact(sha256: String(repeating: "0", count: 64)), "absent")
+        #expect(try await files.importFile(at: try write(bytes, "b.bin"), moving: true) == imported)
+        #expect(try await files.holdsIntact(sha256: imported.sha256))
+        #expect(try Data(contentsOf: stored) == bytes)
+        let scratch = try FileManager.default.contentsOfDirectory(atPath: root.appending(path: "files/tmp").path)
+        #expect(scratch.isEmpty, "no scratch file is left behind")
+    }
+
     /// A scratch file a killed process left (a download cut by SIGKILL) is removed when the
     /// directory is next opened, once it went unchanged for an hour; a recent one may be another
     /// process's transfer in progress, and stays.

@@ -225,4 +225,9 @@ final class StoreAttachmentFiles: AttachmentFiles {
         guard exists else { return [] }
         return try await files().storedContents()
     }
+
+    func holdsIntact(sha256: String) async throws -> Bool {
+        guard exists else { return false }
+        return try await files().holdsIntact(sha256: sha256)
+    }
 }

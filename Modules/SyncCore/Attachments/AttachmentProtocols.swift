@@ -31,6 +31,18 @@ public protocol AttachmentFiles: Sendable {
     /// Every content in the directory, with when its file was last written (for
     /// ``SyncContext/sweepAttachmentFiles(olderThan:)``).
     func storedContents() async throws -> [StoredContent]
+
+    /// Whether the content's file is there and its bytes still hash to `sha256` (read whole,
+    /// streaming). The engine asks before it uploads a file, so that a copy damaged on the device
+    /// is reported rather than sent in full on every push for the server to refuse.
+    ///
+    /// The default implementation checks only that the file is there.
+    func holdsIntact(sha256: String) async throws -> Bool
+}
+
+extension AttachmentFiles {
+    /// Checks only that the file is there (see ``AttachmentFiles/holdsIntact(sha256:)``).
+    public func holdsIntact(sha256: String) async throws -> Bool { await url(sha256: sha256) != nil }
 }
 
 /// A content in an ``AttachmentFiles`` directory.

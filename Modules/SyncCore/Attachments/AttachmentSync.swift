@@ -204,7 +204,18 @@ extension SyncContext {
     ) async throws {
         guard let file = await configuration.files.url(sha256: attachment.sha256) else {
             throw SyncError(
-                .attachmentFile, "the file of attachment '\(attachment.name)' is missing from the attachments directory"
+                .attachmentFile,
+                "the file of attachment '\(attachment.name)' of '\(attachment.table)/\(attachment.itemID)' is missing "
+                    + "from the attachments directory")
+        }
+        // A copy damaged on the device (a flipped byte) was sent in full on every push, for the
+        // server to refuse it each time: it is reported instead, and stays queued.
+        guard try await configuration.files.holdsIntact(sha256: attachment.sha256) else {
+            throw SyncError(
+                .attachmentFile,
+                "the file of attachment '\(attachment.name)' of '\(attachment.table)/\(attachment.itemID)' is damaged: "
+                    + "its bytes no longer have the SHA-256 they had when it was attached; attach the file again, or "
+                    + "remove the attachment"
             )
         }
         let hub = hub
