@@ -22,10 +22,12 @@ enum FileIO {
         }
     }
 
-    /// A failure of `call` on `path` as a `BlobStorageError` (`full` for a full disk or quota).
+    /// A failure of `call` on `path` as a `BlobStorageError`: `full` (507) for a full disk, a
+    /// quota, or a file past the size limit of the file system or the process (`EFBIG`, which a
+    /// probe met as a 500 `io`); `io` otherwise.
     static func failure(_ call: String, _ path: String, _ code: Int32 = errno) -> BlobStorageError {
         let reason = String(cString: strerror(code))
-        let kind: BlobStorageError.Code = (code == ENOSPC || code == EDQUOT) ? .full : .io
+        let kind: BlobStorageError.Code = [ENOSPC, EDQUOT, EFBIG].contains(code) ? .full : .io
         return BlobStorageError(kind, "\(call) \(path) failed: \(reason)")
     }
 
