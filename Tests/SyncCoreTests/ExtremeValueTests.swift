@@ -146,8 +146,11 @@ struct ExtremeValueTests: ODataTestSupport {
     }
 
     @Test func extremeDatesParseOrFailWithAQueryError() throws {
-        _ = try parseFilter("d lt 9999-12-31T23:59:59.999-23:59")
-        _ = try parseFilter("d gt 0000-01-01T00:00:00+23:59")
+        _ = try parseFilter("d lt 9999-12-31T23:59:59.999+23:59")
+        _ = try parseFilter("d gt 0000-01-01T00:00:00-23:59")
+        // Offsets that carry the instant out of years 0000 to 9999 (no text of it parses back).
+        expectQueryError(.syntax) { _ = try parseFilter("d lt 9999-12-31T23:59:59.999-23:59") }
+        expectQueryError(.syntax) { _ = try parseFilter("d gt 0000-01-01T00:00:00+23:59") }
         _ = try parseFilter("year(0000-01-01) eq 0")
         expectQueryError(.syntax) { _ = try parseFilter("d eq 99999-01-01") }
         expectQueryError(.syntax) { _ = try parseFilter("d eq 999999999-01-01T00:00:00Z") }

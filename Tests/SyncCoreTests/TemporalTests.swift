@@ -22,10 +22,22 @@ struct TemporalTests {
     @Test(arguments: [
         "", "2024-08-23", "2024-13-01T00:00:00Z", "2023-02-29T00:00:00Z", "2024-08-23T24:00:00Z",
         "2024-08-23T20:22:54", "2024-08-23T20:22:54.Z", "2024-08-23T20:22:54Zjunk", "24-08-23T20:22:54Z",
+        // An offset that carries the instant into year -1 or 10000, whose text does not parse back.
+        "0000-01-01T00:00:00+23:59", "0000-01-01T00:00:00.000+00:01", "9999-12-31T23:59:59.999-00:01",
     ])
     func invalidTimestampsAreRejected(_ text: String) {
         #expect(Timestamp(iso8601: text) == nil)
         #expect(throws: TemporalParseError.self) { try Timestamp(parsing: text) }
+    }
+
+    @Test func theEndsOfTheTextRangeRoundTrip() throws {
+        for text in [
+            "0000-01-01T00:00:00.000Z", "0000-01-01T00:01:00-00:01", "9999-12-31T23:59:59.999Z",
+            "9999-12-31T23:59:59.999+00:01",
+        ] {
+            let value = try Timestamp(parsing: text)
+            #expect(Timestamp(iso8601: value.iso8601) == value, "\(text) → \(value.iso8601)")
+        }
     }
 
     @Test func theCanonicalFormFastPathAgreesWithTheGeneralParser() {

@@ -76,8 +76,16 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
         guard scanner.isAtEnd else { return nil }
         let days = Int64(CalendarDate.daysSince1970(year: year, month: month, day: day))
         let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
-        return seconds * 1000 + Int64(millisecond)
+        let instant = seconds * 1000 + Int64(millisecond)
+        // An offset may carry a date at either end into year -1 or 10000, whose text no parser
+        // here reads back: refused, as those years' own text is.
+        return Self.textRange.contains(instant) ? instant : nil
     }
+
+    /// The instants of years 0000 to 9999 in UTC: those with a wire form.
+    static let textRange: ClosedRange<Int64> =
+        Int64(CalendarDate.daysSince1970(year: 0, month: 1, day: 1)) * 86_400_000...Int64(
+            CalendarDate.daysSince1970(year: 9_999, month: 12, day: 31) + 1) * 86_400_000 - 1
 
     /// The wire form `yyyy-MM-ddTHH:mm:ss.SSSZ` read in one pass (every item a store writes carries
     /// one); `nil` for any other form, which the general parser then reads.
