@@ -1,4 +1,6 @@
 import Foundation
+import ServerTestSupport
+import Testing
 
 #if canImport(Glibc)
     import Glibc
@@ -68,6 +70,22 @@ extension LoopbackHTTP {
                 buffered = []
             }
             return Response(status: parsedHead.status, headers: parsedHead.headers, body: body)
+        }
+
+        /// Reads nothing (socket buffers fill, then nothing moves) until `log` says the server gave
+        /// up on this reader, for at most a minute; then expects the rest of the answer to be cut
+        /// and the connection closed. A fixed pause was shorter than making a 20 MB page on a
+        /// loaded machine, and the reader then got it whole.
+        func expectClosedForReadingNothing(log: CapturedLog) throws {
+            let deadline = Date().addingTimeInterval(60)
+            while !log.contains("the client read nothing of the response"), Date() < deadline {
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            #expect(log.contains("the client read nothing of the response"), "the server never gave up")
+            #expect(throws: LoopbackHTTP.Failure.self, "the server gave up on a reader that stopped") {
+                try self.receive()
+            }
+            #expect(try isClosedByServer())
         }
 
         /// Whether the server has closed the connection (reads what is left first).
