@@ -24,12 +24,17 @@ struct AttachmentUploadTests {
             tables: [notes], backend: backend, sharing: sharing, logger: logger, attachments: limits,
             connections: connections)
         if sharing != nil { return live }
-        for (user, id) in [("alice", "a1"), ("bob", "b1")] {
+        try await insertNotes([("alice", "a1"), ("bob", "b1")], into: live)
+        return live
+    }
+
+    /// Inserts a note of each id, as its user.
+    static func insertNotes(_ notes: [(user: String, id: String)], into live: LiveServer) async throws {
+        for (user, id) in notes {
             let reply = try await live.send(
                 "POST", "/tables/notes", headers: auth(user), json: ["id": .string(id), "text": "x"])
             #expect(reply.status == 201, "\(reply.text)")
         }
-        return live
     }
 
     /// The blob storage of the server's SQLite database.
@@ -306,11 +311,7 @@ struct AttachmentUploadTests {
 
         // The user's limit counts unfinished uploads in when an upload is created: they held
         // what they liked until they expired (a probe held 480 MB under a quota of 50 MB).
-        for id in ["a2", "a3"] {
-            let created = try await live.send(
-                "POST", "/tables/notes", headers: Self.auth("alice"), json: ["id": .string(id), "text": "x"])
-            #expect(created.status == 201)
-        }
+        try await Self.insertNotes([("alice", "a2"), ("alice", "a3")], into: live)
         let (three, four) = (Self.file(900, seed: 3), Self.file(900, seed: 4))
         let third = try await create("/tables/notes/a2/$attachments/three.bin", three)  // 1,000 held, 900 reserved
         let fourPath = "/tables/notes/a3/$attachments/four.bin"
@@ -340,11 +341,7 @@ struct AttachmentUploadTests {
         let live = try await Self.start(
             limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 1_500, maximumUserSize: 2_000),
             backend: backend)
-        for id in ["a2", "a3"] {
-            let created = try await live.send(
-                "POST", "/tables/notes", headers: Self.auth("alice"), json: ["id": .string(id), "text": "x"])
-            #expect(created.status == 201)
-        }
+        try await Self.insertNotes([("alice", "a2"), ("alice", "a3")], into: live)
         let files = (1...3).map { Self.file(900, seed: UInt8(10 + $0)) }
         // Three creations at once: each may see none of the others reserved.
         let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
