@@ -49,6 +49,17 @@ public protocol ServerStorage: Sendable {
     /// The names of every table, declared or created by a write, sorted.
     func tableNames() async throws -> [String]
 
+    /// The table a first write into `name` goes to: `name` when it exists; else the table whose
+    /// name differs from it only in the case of its letters (the first by name); else `name`,
+    /// created now. One table for every spelling, even for writes racing from several instances
+    /// (PostgreSQL takes a lock on the lower-cased name), so that `TodoItem` and `todoitem`
+    /// written at the same moment never become two tables.
+    ///
+    /// ```swift
+    /// let name = try await storage.claimTable("TodoItem")   // "todoitem" when that exists
+    /// ```
+    func claimTable(_ name: String) async throws -> String
+
     /// Whether `table` exists.
     func tableExists(_ table: String) async throws -> Bool
 

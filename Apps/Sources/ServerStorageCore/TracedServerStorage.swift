@@ -42,6 +42,10 @@ package struct TracedServerStorage: ServerStorage {
         try await span("tableNames") { _ in try await base.tableNames() }
     }
 
+    package func claimTable(_ name: String) async throws -> String {
+        try await span("claimTable", table: name) { _ in try await base.claimTable(name) }
+    }
+
     package func tableExists(_ table: String) async throws -> Bool {
         try await span("tableExists", table: table) { _ in try await base.tableExists(table) }
     }

@@ -34,6 +34,27 @@ extension PostgreSQLServerStorage {
         }
     }
 
+    public func claimTable(_ name: String) async throws -> String {
+        try StorageTable.validateName(name)
+        if numbers.withLock({ $0[name] }) != nil { return name }
+        return try await transaction { [self] in
+            let existing: String? = try await withConnection("creating table '\(name)'") { connection in
+                // Racing claims of one name in any case wait for each other, on every instance.
+                let key = "ferry_tables:" + name.lowercased()
+                let lock: SQLFragment = "SELECT pg_advisory_xact_lock(hashtext(\(bind: key)))"
+                _ = try await connection.rows(lock)
+                let same: SQLFragment = """
+                    SELECT name FROM ferry_tables WHERE lower(name) = lower(\(bind: name))
+                    ORDER BY name = \(bind: name) DESC, name LIMIT 1
+                    """
+                return try await connection.rows(same).first.map { try $0.decode(String.self) }
+            }
+            if let existing { return existing }
+            _ = try await tableNumber(name, creating: true)
+            return name
+        }
+    }
+
     public func tableExists(_ table: String) async throws -> Bool {
         try await tableNumber(table, creating: false) != nil
     }

@@ -20,6 +20,23 @@ extension SQLiteServerStorage {
         }
     }
 
+    public func claimTable(_ name: String) async throws -> String {
+        try StorageTable.validateName(name)
+        if try await number(of: name) != nil { return name }
+        // In one write transaction: SQLite's single writer orders racing claims, across processes too.
+        return try await write("creating table '\(name)'") { db in
+            if try Self.tableRecord(db, name, creating: false) != nil { return name }
+            if let other = try String.fetchOne(
+                db, sql: "SELECT name FROM ferry_tables WHERE lower(name) = lower(?) ORDER BY name LIMIT 1",
+                arguments: [name])
+            {
+                return other
+            }
+            _ = try Self.tableRecord(db, name, creating: true)
+            return name
+        }
+    }
+
     public func tableExists(_ table: String) async throws -> Bool {
         try await number(of: table) != nil
     }

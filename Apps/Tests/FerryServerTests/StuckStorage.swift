@@ -49,6 +49,7 @@ final class StuckStorage: ServerStorage {
     func prepare(_ tables: [StorageTable]) async throws { try await inner.prepare(tables) }
     func tableNames() async throws -> [String] { try await inner.tableNames() }
     func tableExists(_ table: String) async throws -> Bool { try await inner.tableExists(table) }
+    func claimTable(_ name: String) async throws -> String { try await inner.claimTable(name) }
     func tableStamps(named names: Set<String>?, changedSince: Int64?) async throws -> [StorageChange] {
         try await inner.tableStamps(named: names, changedSince: changedSince)
     }

@@ -40,6 +40,42 @@ struct TableNameCaseTests {
         try await server.stop()
     }
 
+    /// First inserts racing into a new table under several spellings, on one instance and (on
+    /// PostgreSQL) two: one table, holding every acknowledged row, read under every spelling. Each
+    /// spelling made a table of its own, and rows acknowledged in one could not be read.
+    @Test(arguments: ServerBackend.allCases)
+    func firstInsertsRacingUnderSeveralSpellingsMakeOneTable(_ backend: ServerBackend) async throws {
+        let first = try await LiveServer.start(tables: [], backend: backend)
+        let second =
+            backend == .postgreSQL ? try await LiveServer.start(tables: [], backend: backend, sharing: first) : nil
+        let servers = [first] + (second.map { [$0] } ?? [])
+        let spellings = ["RaceX", "racex", "RACEX", "raceX", "Racex", "rACEX"]
+        for round in 0..<3 {
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for (index, spelling) in spellings.enumerated() {
+                    let server = servers[index % servers.count]
+                    group.addTask {
+                        try await server.send("POST", "/tables/\(spelling)\(round)", json: ["id": .string("r\(index)")])
+                            .status
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.allSatisfy { $0 == 201 }, "round \(round): \(statuses)")
+            let tables = try await first.server.storage.tableNames().filter { $0.lowercased() == "racex\(round)" }
+            #expect(tables.count == 1, "round \(round): \(tables)")
+            for server in servers {
+                for spelling in spellings {
+                    let listed = try await server.send("GET", "/tables/\(spelling)\(round)?$orderby=id")
+                    let ids = listed.json?["items"]?.arrayValue?.compactMap { $0["id"]?.stringValue }
+                    #expect(ids == spellings.indices.map { "r\($0)" }, "round \(round), \(spelling): \(listed.text)")
+                }
+            }
+        }
+        try await second?.stop()
+        try await first.stop()
+    }
+
     /// A feed of `todoitem` tells of writes to the table created as `TodoItem`.
     @Test func aFeedNamesTablesWhateverTheirCase() async throws {
         let live = try await LiveServer.start(tables: [])

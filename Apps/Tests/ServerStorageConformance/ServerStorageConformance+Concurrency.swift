@@ -128,6 +128,31 @@ extension ServerStorageConformanceSuite {
 
     static var fields: [ServerStorageCheck] {
         [
+            .init("a claimed table name is one table whatever its case, even for claims at once") {
+                fixture async throws in
+                let storage = fixture.storage
+                #expect(try await storage.claimTable("Notes") == "Notes")
+                #expect(try await storage.claimTable("notes") == "Notes")
+                #expect(try await storage.claimTable("NOTES") == "Notes")
+                _ = try await storage.insert(into: StorageTable(name: "Notes"), id: "1", content: [:], owner: nil)
+                // Names that an earlier version made differing only in case: each keeps its own.
+                try await storage.prepare([StorageTable(name: "twin"), StorageTable(name: "Twin")])
+                #expect(try await storage.claimTable("twin") == "twin")
+                #expect(try await storage.claimTable("Twin") == "Twin")
+                #expect(try await storage.claimTable("TWIN") == "Twin", "the first by name")
+                let spellings = ["RaceA", "racea", "RACEA", "raceA", "rAcEa", "Racea", "RACEa", "racEA"]
+                let claimed = try await withThrowingTaskGroup(of: String.self) { group in
+                    for spelling in spellings { group.addTask { try await storage.claimTable(spelling) } }
+                    return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+                }
+                #expect(claimed.count == 1, "\(claimed)")
+                let tables = try await storage.tableNames()
+                #expect(tables.filter { $0.lowercased() == "racea" } == Array(claimed), "\(tables)")
+                #expect(tables.filter { $0.lowercased() == "notes" } == ["Notes"])
+                await expectError(StorageError.self, .invalidTableName, "a name no table may have") {
+                    try await storage.claimTable("bad name")
+                }
+            },
             .init("an undeclared field's first value fixes its kind; another kind is refused") { fixture async throws in
                 let storage = fixture.storage
                 _ = try await storage.insert(

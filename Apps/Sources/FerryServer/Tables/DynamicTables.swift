@@ -20,6 +20,8 @@ final class DynamicTables: Sendable {
         var byLowerCase: [String: String] = [:]
         var loaded = false
         var readAt: ContinuousClock.Instant?
+        /// The table each name an insert named was claimed as (``claimed(_:storage:)``).
+        var claimed: [String: String] = [:]
     }
 
     private let state = Mutex(State())
@@ -70,6 +72,26 @@ final class DynamicTables: Sendable {
         return state.withLock { state in
             state.names.contains(name) ? nil : state.byLowerCase[lowered]
         }
+    }
+
+    /// The table an admitted insert into `name` writes to: the storage's claim of the name
+    /// (``ServerStorage/claimTable(_:)``), asked once per name and remembered. Resolving a name by
+    /// the names read before left a window: inserts racing into a new table as `RACE0X` and
+    /// `race0x` made two tables, and rows acknowledged in one could not be read through the other.
+    func claimed(_ name: String, storage: any ServerStorage) async throws -> String {
+        if uncounted.contains(name) { return name }
+        if let known = state.withLock({ $0.claimed[name] }) { return known }
+        let table = try await storage.claimTable(name)
+        state.withLock { state in
+            state.claimed[name] = table
+            state.names.insert(table)
+            if table != name {
+                // `name` is no table (its admission counted it): reads of it reach `table`.
+                state.names.remove(name)
+                state.byLowerCase[name.lowercased()] = table
+            }
+        }
+        return table
     }
 
     private func reload(_ storage: any ServerStorage, at now: ContinuousClock.Instant) async throws {

@@ -256,7 +256,7 @@ final class TableService: Sendable {
         }
         // A query of a dynamic table nobody has written yet is an empty table, not a 404: clients
         // tell "no rows yet" from "not a table endpoint" by that.
-        let table = try await resolve(name, creating: operation == .insert || operation == .query)
+        var table = try await resolve(name, creating: operation == .insert || operation == .query)
         let identity = try authenticate(request, table: table)
         if table.requiresAuth && identity == nil {
             throw ProtocolError(table.unauthorizedStatus, "unauthorized", "table '\(name)' requires a valid token")
@@ -272,6 +272,9 @@ final class TableService: Sendable {
                 403, "tooManyTables",
                 "no table '\(name)', and this server holds the most tables writes may create (\(dynamicTables.limit), maxDynamicTables)"
             )
+        }
+        if operation == .insert, declaredTable(name) == nil {
+            table.name = try await dynamicTables.claimed(table.name, storage: storage)
         }
         var context = RequestContext(
             request: request, version: version, table: table, identity: identity,
