@@ -318,7 +318,9 @@ struct AttachmentUploadTests {
         let early = try await live.send(
             "PUT", fourPath, headers: Self.auth("alice") + Self.creation(four, complete: false))
         #expect(early.status == 413 && early.json?["code"] == "maxUserSize", "\(early.text)")
-        #expect(early.text.contains("unfinished uploads (900 bytes)"), "\(early.text)")
+        #expect(
+            early.text.contains("the user's attachments and 900 bytes of unfinished uploads would pass it"),
+            "\(early.text)")
         // Another user's uploads are his own.
         let bobs = try await live.send(
             "PUT", "/tables/notes/b1/$attachments/b.bin",
@@ -364,6 +366,30 @@ struct AttachmentUploadTests {
             held += AttachmentRouteTests.names(list).count
         }
         #expect(held == 2)
+        try await live.stop()
+    }
+
+    /// Uploads created side by side, each left unfinished, count against the user's limit as if
+    /// they had come one after the other: twenty at once each saw none of the others reserved.
+    @Test(arguments: ServerBackend.allCases)
+    func unfinishedUploadsCreatedSideBySideStayWithinTheUserLimit(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(
+            limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 2_000, maximumUserSize: 2_000),
+            backend: backend)
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<12 {
+                group.addTask {
+                    let file = Self.file(900, seed: UInt8(index))
+                    return try await live.send(
+                        "PUT", "/tables/notes/a1/$attachments/f\(index).bin",
+                        headers: Self.auth("alice") + Self.creation(file, complete: false)
+                    ).status
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.filter { $0 == 201 }.count == 2, "\(statuses)")
+        #expect(statuses.filter { $0 == 413 }.count == 10, "\(statuses)")
         try await live.stop()
     }
 
