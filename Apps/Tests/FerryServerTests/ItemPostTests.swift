@@ -56,7 +56,33 @@ struct ItemPostTests {
         let insert = try await server.send("POST", "/tables/kept", json: ["id": "k"])
         #expect(insert.status == 405, "\(insert.text)")
         #expect(insert.header("Allow") == "GET, PATCH, OPTIONS", "\(insert.headers)")
+        // A method no table serves: the table's own list, as OPTIONS gives it.
+        for (method, path, allow) in [
+            ("PUT", "/tables/kept", "GET, PATCH, OPTIONS"), ("TRACE", "/tables/kept/k", "GET, PUT, PATCH, OPTIONS"),
+        ] {
+            let reply = try await server.send(method, path)
+            #expect(reply.status == 405 && reply.header("Allow") == allow, "\(method) \(path): \(reply.headers)")
+            #expect(try await server.send("OPTIONS", path).header("Allow") == allow, "OPTIONS \(path)")
+        }
         try await server.stop()
+    }
+
+    /// The routes beside the tables' say what they serve on a 405 too.
+    @Test func every405OfTheOtherRoutesHasAllow() async throws {
+        let live = try await AttachmentUploadTests.start()
+        let alice = AttachmentUploadTests.auth("alice")
+        for (method, path, allow) in [
+            ("GET", "/tables/$batch", "POST"), ("POST", "/tables/$capabilities", "GET"),
+            ("POST", "/tables/$changes", "GET"), ("POST", "/health", "GET, HEAD"), ("POST", "/tables", "GET"),
+            ("POST", "/tables/$uploads/x", "HEAD, PATCH, DELETE"), ("POST", "/tables/notes/a1/$attachments", "GET"),
+            ("POST", "/tables/notes/a1/$attachments/f.bin", "GET, HEAD, PUT, DELETE"),
+            ("POST", "/tables/$attachments/notes", "GET"),
+        ] {
+            let reply = try await live.send(method, path, headers: alice)
+            #expect(reply.status == 405, "\(method) \(path): \(reply.status) \(reply.text)")
+            #expect(reply.header("Allow") == allow, "\(method) \(path): \(reply.headers)")
+        }
+        try await live.stop()
     }
 
     /// `OPTIONS` is exempt from the version check (table-protocol.md §1.3): 204 with what the URL

@@ -51,9 +51,13 @@ extension TableService {
         case (.upload(let token), "HEAD"), (.upload(let token), "DELETE"):
             return try await uploadResource(request, token: token)
         case (.attachment, let method) where !["GET", "HEAD", "PUT"].contains(method):
-            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
-        case (.attachments, _), (.attachmentRows, _), (.upload, _):
-            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path)")
+            throw ProtocolError.methodNotAllowed(
+                "\(request.method) is not allowed on \(request.path)", allow: ["GET", "HEAD", "PUT", "DELETE"])
+        case (.attachments, _), (.attachmentRows, _):
+            throw ProtocolError.methodNotAllowed("\(request.method) is not allowed on \(request.path)", allow: ["GET"])
+        case (.upload, _):
+            throw ProtocolError.methodNotAllowed(
+                "\(request.method) is not allowed on \(request.path)", allow: ["HEAD", "PATCH", "DELETE"])
         default:
             throw ProtocolError(
                 501, "notImplemented", "downloading attachments is not offered by this server yet")
@@ -85,7 +89,12 @@ extension TableService {
             throw ProtocolError(table.unauthorizedStatus, "unauthorized", "table '\(name)' requires a valid token")
         }
         if table.disabledOperations.contains(operation) {
-            throw ProtocolError(405, "methodNotAllowed", "the \(operation.rawValue) operation is disabled on '\(name)'")
+            // The attachment routes' reads need the table's read, their changes its update.
+            let allow = ["GET", "HEAD", "PUT", "DELETE"].filter {
+                !table.disabledOperations.contains($0 == "GET" || $0 == "HEAD" ? .read : .update)
+            }
+            throw ProtocolError.methodNotAllowed(
+                "the \(operation.rawValue) operation is disabled on '\(name)'", allow: allow)
         }
         var context = RequestContext(
             request: request, version: version, table: table, identity: identity,

@@ -54,7 +54,8 @@ extension TableService {
             guard try await blobs.abortUpload(id: id) else { throw ProtocolError.notFound("no such upload") }
             return TableResponse(status: 204)
         default:
-            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on an upload")
+            throw ProtocolError.methodNotAllowed(
+                "\(request.method) is not allowed on an upload", allow: ["HEAD", "PATCH", "DELETE"])
         }
     }
 

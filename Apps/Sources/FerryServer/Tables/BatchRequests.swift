@@ -42,7 +42,7 @@ extension TableService {
 
     func batch(_ request: TableRequest) async throws -> TableResponse {
         guard request.method == "POST" else {
-            throw ProtocolError(405, "methodNotAllowed", "a batch is sent with POST")
+            throw ProtocolError.methodNotAllowed("a batch is sent with POST", allow: ["POST"])
         }
         let limits = configuration.limits
         let requests = try Self.batchRequests(request.body)

@@ -90,7 +90,7 @@ extension TableService {
     /// answer instead.
     func openChangeFeed(_ request: TableRequest, peer: String?) async throws -> ChangeFeed {
         guard request.method == "GET" else {
-            throw ProtocolError(405, "methodNotAllowed", "the change feed is read with GET")
+            throw ProtocolError.methodNotAllowed("the change feed is read with GET", allow: ["GET"])
         }
         let identity = try authenticate(request, table: configuration.dynamicTableDefaults)
         let parameters = ODataParameters(parsing: request.rawQuery)

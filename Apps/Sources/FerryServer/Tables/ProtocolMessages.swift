@@ -240,6 +240,13 @@ struct ProtocolError: Error, Sendable, CustomStringConvertible {
 
     var description: String { "\(status) \(code): \(message)" }
 
+    /// 405 with `Allow`, the methods the resource serves (RFC 9110 §15.5.6: a 405 carries them).
+    static func methodNotAllowed(_ message: String, allow: [String]) -> ProtocolError {
+        var error = ProtocolError(405, "methodNotAllowed", message)
+        error.headers = [("Allow", allow.joined(separator: ", "))]
+        return error
+    }
+
     static func badRequest(_ message: String, code: String = "badRequest") -> ProtocolError {
         ProtocolError(400, code, message)
     }

@@ -202,8 +202,12 @@ final class TableService: Sendable {
         case .liveness where request.method == "GET" || request.method == "HEAD":
             return .answered(.json(200, ["status": "ok", "server": .string(Self.serverVersion)]))
         case .tableList where request.method == "GET": return .answered(try await tableList(request))
-        case .health, .liveness, .tableList:
-            throw ProtocolError(405, "methodNotAllowed", "\(request.method) is not allowed on \(request.path); use GET")
+        case .health, .liveness:
+            throw ProtocolError.methodNotAllowed(
+                "\(request.method) is not allowed on \(request.path); use GET", allow: ["GET", "HEAD"])
+        case .tableList:
+            throw ProtocolError.methodNotAllowed(
+                "\(request.method) is not allowed on \(request.path); use GET", allow: ["GET"])
         case .batch, .capabilities, .changes:
             guard configuration.offersPushExtensions else {
                 throw ProtocolError.notFound("no such resource; tables are at /tables/{name}")
@@ -212,11 +216,11 @@ final class TableService: Sendable {
             case .batch: return .answered(try await batch(request))
             case .capabilities:
                 guard request.method == "GET" else {
-                    throw ProtocolError(405, "methodNotAllowed", "the capabilities are read with GET")
+                    throw ProtocolError.methodNotAllowed("the capabilities are read with GET", allow: ["GET"])
                 }
                 return .answered(capabilities())
             default:
-                throw ProtocolError(405, "methodNotAllowed", "the change feed is read with GET")
+                throw ProtocolError.methodNotAllowed("the change feed is read with GET", allow: ["GET"])
             }
         case .attachments, .attachment, .attachmentRows, .upload:
             guard configuration.offersPushExtensions, configuration.attachments != nil else {
@@ -252,7 +256,9 @@ final class TableService: Sendable {
         case ("PATCH", _), ("PUT", _?): operation = .update
         case ("DELETE", _?): operation = .delete
         default:
-            throw Self.methodNotAllowed(request, onItem: id != nil, version: version)
+            // With the table's rules when it is one (its disabled operations are not allowed).
+            let table = try? await resolve(name, creating: true)
+            throw Self.methodNotAllowed(request, table: table, onItem: id != nil, version: version)
         }
         // A query of a dynamic table nobody has written yet is an empty table, not a 404: clients
         // tell "no rows yet" from "not a table endpoint" by that.
@@ -306,8 +312,10 @@ final class TableService: Sendable {
     }
 
     /// 405 with `Allow`: the methods a table (or, `onItem`, an item) serves in `version`.
-    static func methodNotAllowed(_ request: TableRequest, onItem: Bool, version: ProtocolVersion) -> ProtocolError {
-        let allowed = allowedMethods(of: nil, onItem: onItem, version: version)
+    static func methodNotAllowed(
+        _ request: TableRequest, table: TableSettings?, onItem: Bool, version: ProtocolVersion
+    ) -> ProtocolError {
+        let allowed = allowedMethods(of: table, onItem: onItem, version: version)
         var message = "\(request.method) is not allowed on \(request.path)"
         if onItem && request.method == "POST" {
             message +=
