@@ -37,6 +37,21 @@ struct ServeValidationTests {
             (["--cors-origins", "app.example"], [:], "--cors-origins 'app.example' must be http:// or https://"),
             (["--cors-origins", "https://a.example/app"], [:], "--cors-origins 'https://a.example/app' must be"),
             ([], ["FERRY_CORS_ORIGINS": "*, https://a.example"], "FERRY_CORS_ORIGINS '*' must be"),
+            (["--cors-origins", "https://a.example,"], [:], "--cors-origins '' must be http:// or https://"),
+            (["--cors-origins", ","], [:], "--cors-origins '' must be"),
+            (
+                ["--cors-origins", "https://a.example:443"], [:],
+                "--cors-origins 'https://a.example:443' names its scheme's default port, which browsers leave out of"
+                    + " Origin: write 'https://a.example'"
+            ),
+            (
+                ["--cors-origins", "http://b.example:80"], [:],
+                "--cors-origins 'http://b.example:80' names its scheme's"
+            ),
+            (
+                ["--cors-origins", "https://a.example\nhttps://b"], [:],
+                "--cors-origins 'https://a.example\\nhttps://b' must"
+            ),
             (
                 ["--port", "9100", "--metrics-port", "9100"], [:],
                 "--port and --metrics-port are both 9100: the metrics listener needs a port of its own"

@@ -61,6 +61,9 @@ struct CrossOriginTests {
         // Without Origin (not a browser's cross-origin request): nothing added.
         let plain = try await HardeningTests.send(server, "GET", "/tables/todo")
         #expect(plain.headers["access-control-allow-origin"] == nil, "\(plain.headers)")
+        // Both answers depend on Origin: a shared cache must not give them to the allowed page.
+        #expect(read.headers["vary"]?.contains("Origin") == true, "\(read.headers)")
+        #expect(plain.headers["vary"]?.contains("Origin") == true, "\(plain.headers)")
         try await server.shutdown()
     }
 

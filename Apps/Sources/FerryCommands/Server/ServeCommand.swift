@@ -400,8 +400,14 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             configuration.allowsTokensWithoutExpiry = try settings.bool("authAllowNoExpiry") ?? false
             configuration.publicURL = try settings.string("publicURL")
             configuration.trustsForwardedHeaders = try settings.bool("trustProxy") ?? false
-            configuration.corsOrigins = (try settings.string("corsOrigins") ?? "").split(separator: ",")
-                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            // An empty value is no origin; an empty entry among others is a mistake the check names.
+            let origins = try settings.string("corsOrigins") ?? ""
+            configuration.corsOrigins =
+                origins.trimmingCharacters(in: .whitespaces).isEmpty
+                ? []
+                : origins.split(separator: ",", omittingEmptySubsequences: false).map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
             let bodySize = try settings.int("maxBodySize") ?? RequestLimits().maximumBodySize
             configuration.limits.maximumBodySize = bodySize
             configuration.limits.maximumBatchBodySize = max(configuration.limits.maximumBatchBodySize, bodySize)

@@ -147,8 +147,17 @@ public struct ServerConfiguration: Sendable {
         for origin in corsOrigins where origin != "*" || corsOrigins.count > 1 {
             guard origin != "*", PublicOrigin(publicURL: origin) != nil, !origin.hasSuffix("/") else {
                 throw ConfigurationError(
-                    "the CORS origin '\(origin)' must be http:// or https:// with a host and no path (as a browser sends"
-                        + " it in Origin), or * alone")
+                    "the CORS origin '\(LogText.escaped(origin))' must be http:// or https:// with a host and no path"
+                        + " (as a browser sends it in Origin), or * alone")
+            }
+            // A browser leaves the scheme's own port out of Origin: such an entry would never match.
+            let lowered = origin.lowercased()
+            if (lowered.hasPrefix("https://") && lowered.hasSuffix(":443"))
+                || (lowered.hasPrefix("http://") && lowered.hasSuffix(":80"))
+            {
+                throw ConfigurationError(
+                    "the CORS origin '\(origin)' names its scheme's default port, which browsers leave out of"
+                        + " Origin: write '\(origin.dropLast(lowered.hasSuffix(":443") ? 4 : 3))'")
             }
         }
         if let publicURL, PublicOrigin(publicURL: publicURL) == nil {

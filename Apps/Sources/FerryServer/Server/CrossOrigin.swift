@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -49,7 +50,11 @@ struct CrossOriginResponder: HTTPResponder {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         guard let origin = request.headers[.origin], anyOrigin || origins.contains(origin.lowercased()) else {
-            return try await inner.respond(to: request, context: context)
+            var response = try await inner.respond(to: request, context: context)
+            // The answer depends on Origin whenever a list decides (a shared cache must not hand
+            // this one, without CORS headers, to an allowed page); `*` answers every origin alike.
+            if !origins.isEmpty && !anyOrigin { Self.varyByOrigin(&response.headers) }
+            return response
         }
         var response = try await middleware.handle(request, context: context) { request, context in
             try await inner.respond(to: request, context: context)
@@ -60,5 +65,13 @@ struct CrossOriginResponder: HTTPResponder {
             response.headers[exposed] = Self.responseHeaders.joined(separator: ", ")
         }
         return response
+    }
+
+    /// Adds `Origin` to the answer's `Vary` (keeping what it names already).
+    static func varyByOrigin(_ headers: inout HTTPFields) {
+        let named = headers[values: .vary].flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        guard !named.contains("origin"), !named.contains("*") else { return }
+        headers.append(HTTPField(name: .vary, value: "Origin"))
     }
 }
