@@ -14,7 +14,8 @@ public enum StoreValidation: Sendable {
         }
         guard name.utf8.allSatisfy({ isTableNameByte($0) }) else {
             throw StoreError(
-                .invalidTableName, "invalid table name '\(name.prefix(40))': use only letters, digits, '_' and '-'")
+                .invalidTableName,
+                "invalid table name '\(name.prefix(40))': use only ASCII letters, digits, '_' and '-'")
         }
         guard !name.hasPrefix("__") else {
             throw StoreError(.invalidTableName, "invalid table name '\(name)': names starting with '__' are reserved")
