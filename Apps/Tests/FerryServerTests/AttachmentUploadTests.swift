@@ -393,6 +393,40 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// The tables without users share one quota, apart from the users' own: a user's attachments
+    /// on per-user tables counted against every upload to a shared table (once the users together
+    /// held the quota, no shared table could take a file).
+    @Test func theTablesWithoutUsersShareAQuotaOfTheirOwn() async throws {
+        let live = try await LiveServer.start(
+            tables: [Self.notes, TableSettings(name: "board")],
+            attachments: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 2_000, maximumUserSize: 2_000))
+        try await Self.insertNotes([("alice", "a1"), ("alice", "a2")], into: live)
+        for id in ["s1", "s2", "s3"] {
+            #expect(try await live.send("POST", "/tables/board", json: ["id": .string(id)]).status == 201)
+        }
+        func put(_ path: String, _ file: [UInt8], complete: Bool, as user: String?) async throws -> LiveServer.Reply {
+            try await live.send(
+                "PUT", path, headers: (user.map(Self.auth) ?? []) + Self.creation(file, complete: complete),
+                body: complete ? file : [])
+        }
+        for name in ["one", "two"] {  // alice's quota, full
+            let file = Self.file(900, seed: UInt8(name.count))
+            #expect(
+                try await put("/tables/notes/a1/$attachments/\(name)", file, complete: true, as: "alice").status == 200)
+        }
+        let third = try await put("/tables/notes/a2/$attachments/three", Self.file(900), complete: false, as: "alice")
+        #expect(third.status == 413 && third.text.contains("the user's attachments"), "\(third.text)")
+        #expect(try await put("/tables/board/s1/$attachments/f", Self.file(900), complete: true, as: nil).status == 200)
+        let bobs = try await put("/tables/board/s2/$attachments/f", Self.file(900, seed: 9), complete: false, as: "bob")
+        #expect(bobs.status == 201, "\(bobs.text)")
+        let over = try await put("/tables/board/s3/$attachments/f", Self.file(900, seed: 8), complete: false, as: nil)
+        #expect(over.status == 413, "\(over.text)")
+        #expect(
+            over.text.contains("the attachments of the tables without users and 900 bytes of unfinished uploads"),
+            "\(over.text)")
+        try await live.stop()
+    }
+
     /// A PATCH whose client goes away mid-body (a mobile network dropping) is the client's doing:
     /// a 400 `bodyCut` at info, not a 500 at error level, and the bytes that came are kept.
     @Test func aBodyCutByTheClientIsNotAServerError() async throws {

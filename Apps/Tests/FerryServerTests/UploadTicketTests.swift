@@ -1,4 +1,5 @@
 import Crypto
+import ServerStorageCore
 import Testing
 
 @testable import FerryServer
@@ -18,15 +19,21 @@ struct UploadTicketTests {
         #expect(token.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "." })
         let id = Self.ticket.uploadID(key: key)
         // `u`, the uploader's tag, `-`, the signature: one user's unfinished uploads share a prefix.
-        let prefix = UploadTicket.uploaderPrefix(owner: "alice", key: key)
+        let prefix = UploadTicket.quotaPrefix(.owner("alice"), key: key)
         #expect(prefix.count == 18 && prefix.hasPrefix("u") && prefix.hasSuffix("-"))
         #expect(id.hasPrefix(prefix) && id.count == 82 && id.dropFirst(18).allSatisfy(\.isHexDigit))
-        #expect(UploadTicket.uploaderPrefix(owner: "bob", key: key) != prefix)
+        #expect(UploadTicket.quotaPrefix(.owner("bob"), key: key) != prefix)
+        // An upload to a table without users counts against their shared quota.
+        var shared = Self.ticket
+        shared.shared = true
+        #expect(UploadTicket(token: shared.token(key: key), key: key) == shared)
+        #expect(shared.uploadID(key: key).hasPrefix(UploadTicket.quotaPrefix(.all, key: key)))
+        #expect(UploadTicket.quotaPrefix(.all, key: key) != UploadTicket.quotaPrefix(.owner(""), key: key))
         var anonymous = Self.ticket
         anonymous.owner = nil
         #expect(UploadTicket(token: anonymous.token(key: key), key: key)?.owner == nil)
         #expect(anonymous.uploadID(key: key) != id)
-        #expect(anonymous.uploadID(key: key).hasPrefix(UploadTicket.uploaderPrefix(owner: "", key: key)))
+        #expect(anonymous.uploadID(key: key).hasPrefix(UploadTicket.quotaPrefix(.owner(""), key: key)))
     }
 
     @Test func aChangedOrForeignTicketIsRefused() throws {

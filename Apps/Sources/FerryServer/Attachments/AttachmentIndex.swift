@@ -143,9 +143,12 @@ struct AttachmentIndex: Sendable {
     }
 
     /// The bytes `owner`'s attachments take (each attachment counts, even when contents repeat:
-    /// the quota is what the user attached, not what the server stores).
+    /// the quota is what the user attached, not what the server stores); for `.all`, those of the
+    /// tables without users, whose rows have no owner (the users' own do not count there).
     func bytesUsed(by owner: OwnerScope) async throws -> Int64 {
-        try await rows(where: nil, owner: owner).compactMap(StoredAttachment.init).reduce(0) { $0 + $1.size }
+        var rows = try await rows(where: nil, owner: owner)
+        if owner == .all { rows.removeAll { $0.owner != nil } }
+        return rows.compactMap(StoredAttachment.init).reduce(0) { $0 + $1.size }
     }
 
     /// The bytes the attachments of one item take.

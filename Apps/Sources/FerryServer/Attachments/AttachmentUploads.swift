@@ -96,7 +96,7 @@ extension TableService {
         let scope = Self.uploaderScope(context)
         let ticket = UploadTicket(
             owner: context.identity?.subject, table: table, item: item.id, name: name, sha256: sha256,
-            length: length, contentType: contentType)
+            length: length, contentType: contentType, shared: scope == .all)
         let uploadID = ticket.uploadID(key: ticketKey)
         // The limits, and the upload's creation, taking turns with other creations and completions
         // in this instance: creations side by side each saw none of the others reserved (20 at
@@ -312,12 +312,7 @@ extension TableService {
     private func reservedByOtherUploads(_ blobs: any BlobStorage, scope: OwnerScope, except uploadID: String)
         async throws -> Int64
     {
-        let prefix =
-            switch scope {
-            case .all: UploadTicket.allUploadsPrefix
-            case .owner(let subject): UploadTicket.uploaderPrefix(owner: subject, key: ticketKey)
-            }
-        let pending = try await blobs.unfinishedUploads(idPrefix: prefix)
+        let pending = try await blobs.unfinishedUploads(idPrefix: UploadTicket.quotaPrefix(scope, key: ticketKey))
         guard let own = try await blobs.uploadState(id: uploadID), !own.isCompleted else {
             return pending.declaredBytes
         }
@@ -346,8 +341,8 @@ extension TableService {
         if try await index.bytesUsed(by: scope) - replaced + length + reserved > limits.maximumUserSize {
             throw Self.limitExceeded(
                 "maxUserSize", limits.maximumUserSize,
-                // A table without users counts every attachment of the server (one scope for all).
-                (scope == .all ? "the server's attachments" : "the user's attachments")
+                // The tables without users share one quota (their attachments have no user).
+                (scope == .all ? "the attachments of the tables without users" : "the user's attachments")
                     + (reserved > 0 ? " and \(reserved) bytes of unfinished uploads" : "") + " would pass it")
         }
         return current

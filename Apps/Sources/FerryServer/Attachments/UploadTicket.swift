@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import ServerStorageCore
 import SyncCore
 
 /// What an upload resource stands for, carried in its URL (`/tables/$uploads/{ticket}`): who
@@ -21,6 +22,9 @@ struct UploadTicket: Sendable, Hashable {
     /// The declared size in bytes.
     var length: Int64
     var contentType: String
+    /// Whether the table has no users: its uploads count against the quota of the tables without
+    /// users together, not the uploader's.
+    var shared = false
 
     /// The key that signs tickets: derived from the auth secret, so that every instance of one
     /// deployment accepts the others' tickets. Without a secret there are no users to tell apart
@@ -35,6 +39,7 @@ struct UploadTicket: Sendable, Hashable {
             "c": .string(contentType),
         ]
         if let owner { object["o"] = .string(owner) }
+        if shared { object["s"] = .bool(true) }
         return .object(object)
     }
 
@@ -45,29 +50,33 @@ struct UploadTicket: Sendable, Hashable {
         return Self.base64URL(payload) + "." + Self.base64URL(Array(signature))
     }
 
-    /// The id of the upload's bytes in the blob storage: `u`, the uploader's tag
-    /// (``uploaderPrefix(owner:key:)``), then the signature in hex; 82 characters.
+    /// The id of the upload's bytes in the blob storage: the prefix of its quota's scope
+    /// (``quotaPrefix(_:key:)``), then the signature in hex; 82 characters.
     func uploadID(key: SymmetricKey) -> String {
-        Self.uploaderPrefix(owner: owner ?? "", key: key)
+        Self.quotaPrefix(shared ? .all : .owner(owner ?? ""), key: key)
             + HMAC<SHA256>.authenticationCode(for: Array(payload.serialized().utf8), using: key)
             .map { String(format: "%02x", $0) }.joined()
     }
 
-    /// What the ids of one uploader's uploads begin with: `u`, 16 hex digits keyed on the subject
-    /// (`""` for anonymous callers), and `-`. The blob storage counts unfinished uploads by it
-    /// (``BlobStorage/unfinishedUploads(idPrefix:)``), so that they count against the user's quota;
-    /// ``allUploadsPrefix`` begins every id.
-    static func uploaderPrefix(owner: String, key: SymmetricKey) -> String {
-        let tag = HMAC<SHA256>.authenticationCode(for: Array(("uploader\u{0}" + owner).utf8), using: key)
-        return allUploadsPrefix + tag.prefix(8).map { String(format: "%02x", $0) }.joined() + "-"
+    /// What the ids of the uploads counted against one quota begin with: `u`, 16 hex digits keyed
+    /// on the scope (an uploader's subject, `""` for anonymous callers; or `.all`, the tables
+    /// without users together), and `-`. The blob storage counts unfinished uploads by it
+    /// (``BlobStorage/unfinishedUploads(idPrefix:)``).
+    static func quotaPrefix(_ scope: OwnerScope, key: SymmetricKey) -> String {
+        let name =
+            switch scope {
+            case .all: "shared"
+            case .owner(let subject): "uploader\u{0}" + subject
+            }
+        let tag = HMAC<SHA256>.authenticationCode(for: Array(name.utf8), using: key)
+        return "u" + tag.prefix(8).map { String(format: "%02x", $0) }.joined() + "-"
     }
 
-    /// What every upload id begins with.
-    static let allUploadsPrefix = "u"
-
     init(
-        owner: String?, table: String, item: String, name: String, sha256: String, length: Int64, contentType: String
+        owner: String?, table: String, item: String, name: String, sha256: String, length: Int64, contentType: String,
+        shared: Bool = false
     ) {
+        self.shared = shared
         self.owner = owner
         self.table = table
         self.item = item
@@ -92,7 +101,7 @@ struct UploadTicket: Sendable, Hashable {
         if case .string(let subject)? = object["o"] { owner = subject }
         self.init(
             owner: owner, table: table, item: item, name: name, sha256: sha256, length: length,
-            contentType: contentType)
+            contentType: contentType, shared: object["s"] == .bool(true))
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {
