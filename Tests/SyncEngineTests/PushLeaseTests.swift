@@ -100,13 +100,15 @@ struct PushLeaseTests {
     @Test func aLongPushRenewsItsLeaseAndKeepsTheStore() async throws {
         let store = MemoryStore()
         let server = ModelServer()
-        // Eight inserts of 250 ms each: more than two lifetimes of 900 ms (renewed every 300 ms,
-        // which leaves a loaded machine 600 ms of slack).
-        let long = Self.context(store, server, delay: .milliseconds(250), lifetime: .milliseconds(900))
-        let other = Self.context(store, server, lifetime: .milliseconds(900))
+        // Eight inserts of 700 ms each: more than two lifetimes of 2.4 s (renewed every 800 ms,
+        // which leaves a loaded machine 1.6 s of slack: 600 ms was too little for a CI run of the
+        // suites side by side on two cores, where a renewal came late and the other pusher took
+        // the lease).
+        let long = Self.context(store, server, delay: .milliseconds(700), lifetime: .milliseconds(2_400))
+        let other = Self.context(store, server, lifetime: .milliseconds(2_400))
         try await Self.queue(8, on: long)
         let pushing = Task { try await long.push() }
-        try await Task.sleep(for: .milliseconds(1_200))
+        try await Task.sleep(for: .milliseconds(3_000))
         do {
             let result = try await other.push()
             // Only when the long push had already ended (a very slow machine) may this one run.
