@@ -300,8 +300,10 @@ extension TableService {
         }
     }
 
-    /// Whose attachments an upload counts among for `maxUserSize`: the table's owner scope, else
-    /// the caller's subject (anonymous callers share the empty one).
+    /// Whose quota (`maxUserSize`) an upload counts against: the caller's subject on a per-user
+    /// table, `.all` on a table without users (those tables share one quota, their attachments
+    /// having no user), and the caller's subject where the table's scope is unknown (anonymous
+    /// callers share the empty one).
     static func uploaderScope(_ context: RequestContext) -> OwnerScope {
         context.scope ?? .owner(context.identity?.subject ?? "")
     }
