@@ -177,19 +177,16 @@ struct AttachmentProxyTests {
 
         // What the server shows while the upload goes on, straight from it (not through the proxy).
         let blobs = try #require(server.server.storage.blobStorage())
+        // Stopped by a flag, not by cancelling the task: cancelling `URLSession.data(from:)` while
+        // its answer completes deadlocks swift-corelibs-foundation (the cancellation handler waits
+        // on the session's queue, which waits on the task's status lock): a CI run hung there.
+        let stopped = Mutex(false)
         let watcher = Task {
             var seen: [(listed: JSONValue?, stored: Int64?)] = []
-            while !Task.isCancelled {
-                let listing: Data
-                let stored: Int64?
-                do {
-                    (listing, _) = try await URLSession.shared.data(
-                        from: server.url.appendingPathComponent("tables/notes/a1/$attachments"))
-                    stored = try await blobs.blob(sha256: sha256)?.size
-                } catch {
-                    if Task.isCancelled { break }  // the look the end of the upload cancelled
-                    throw error
-                }
+            while !stopped.withLock({ $0 }) {
+                let (listing, _) = try await URLSession.shared.data(
+                    from: server.url.appendingPathComponent("tables/notes/a1/$attachments"))
+                let stored = try await blobs.blob(sha256: sha256)?.size
                 let listed = try JSONValue(parsingUTF8: [UInt8](listing)).arrayValue?.first { $0["name"] == "big.bin" }
                 seen.append((listed, stored))
                 try? await Task.sleep(for: .milliseconds(20))
@@ -204,7 +201,7 @@ struct AttachmentProxyTests {
             table: "notes", itemID: "a1", name: "big.bin", file: source, contentType: nil, sha256: sha256
         ) { _, _ in }
         let afterUpload = proxy.counts
-        watcher.cancel()
+        stopped.withLock { $0 = true }
         let seen = try await watcher.value
         #expect(proxy.armed == 0 && afterUpload.cuts - before.cuts == cuts, "seed \(seed): cuts at \(plannedUp)")
         let upstream = afterUpload.upstream - before.upstream
