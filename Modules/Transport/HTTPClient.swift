@@ -373,12 +373,18 @@ final class TaskBox: @unchecked Sendable {
         if cancelNow { task.cancel() }
     }
 
+    /// Called from a cancellation handler, which runs holding the Swift task's status lock: the
+    /// data task is cancelled from another thread. swift-corelibs-foundation's `cancel()` waits on
+    /// the session's queue, where a completing answer may be waiting on that same lock to resume
+    /// the continuation: cancelling in place deadlocked both (seen in a CI run, through
+    /// `URLSession`'s own async API).
     func cancel() {
         lock.lock()
         cancelled = true
         let task = self.task
         lock.unlock()
-        task?.cancel()
+        guard let task else { return }
+        DispatchQueue.global().async { task.cancel() }
     }
 }
 
