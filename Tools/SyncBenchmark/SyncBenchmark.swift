@@ -79,6 +79,7 @@ struct SyncBenchmarkMain: AsyncParsableCommand {
             print("  batched, idempotency keys         \(pad(Int(batched))) operations/s")
             let perOperation = { (seconds: Double) in pad(Int((seconds * 1e6 / Double(options.push)).rounded())) }
             print("    CPU per operation: client \(perOperation(clientCPU)) µs, server \(perOperation(serverCPU)) µs")
+            if options.batchedOnly { continue }
             let single = try await pushBenchmark(
                 options: options, directory: directory, protocolOnly: true, backend: backend
             ).rate
@@ -274,6 +275,8 @@ struct Options: ParsableArguments {
     var page = 1_000
     @Option(help: "Queued inserts to push (0: no push).")
     var push = 10_000
+    @Flag(help: "Push batched only, without the one-request-each run (to profile the batched push).")
+    var batchedOnly = false
     @Option(help: "Queued inserts of a store the initial pull is repeated into, beside the fresh pull (0: not run).")
     var pullBehindQueue = 0
     @Option(help: "Rows of a second, bigger pull, for memory.")

@@ -19,7 +19,7 @@ struct ItemPostTests {
             for headers in [[], [("ZUMO-API-VERSION", "3.0.0")]] {
                 let reply = try await server.send("POST", "/tables/todo/\(id)", headers: headers, json: body)
                 #expect(reply.status == 405, "\(id) \(headers): \(reply.status) \(reply.text)")
-                #expect(reply.header("Allow") == "GET, PUT, PATCH, DELETE, OPTIONS", "\(reply.headers)")
+                #expect(reply.header("Allow") == "GET, HEAD, PUT, PATCH, DELETE, OPTIONS", "\(reply.headers)")
                 #expect(reply.json?["code"] == "methodNotAllowed", "\(reply.text)")
                 #expect(reply.json?["error"]?.stringValue?.contains("PUT") == true, "\(reply.text)")
             }
@@ -32,7 +32,7 @@ struct ItemPostTests {
             json: ["requests": [["id": "1", "method": "POST", "url": "todo/d", "body": [:]]]])
         let answer = batch.json?["responses"]?.arrayValue?.first
         #expect(answer?["status"] == 405, "\(batch.text)")
-        #expect(answer?["headers"]?["allow"] == "GET, PUT, PATCH, DELETE, OPTIONS", "\(batch.text)")
+        #expect(answer?["headers"]?["allow"] == "GET, HEAD, PUT, PATCH, DELETE, OPTIONS", "\(batch.text)")
         // 2.0 still undeletes.
         let undeleted = try await server.send("POST", "/tables/todo/d", headers: ProtocolTests.v2)
         #expect(undeleted.status == 201, "\(undeleted.text)")
@@ -49,16 +49,17 @@ struct ItemPostTests {
         _ = try await server.send("POST", "/tables/hard", json: ["id": "h"])
         let undelete = try await server.send("POST", "/tables/hard/h", headers: ProtocolTests.v2)
         #expect(undelete.status == 405, "\(undelete.text)")
-        #expect(undelete.header("Allow") == "GET, PUT, PATCH, DELETE, OPTIONS", "\(undelete.headers)")
+        #expect(undelete.header("Allow") == "GET, HEAD, PUT, PATCH, DELETE, OPTIONS", "\(undelete.headers)")
         let delete = try await server.send("DELETE", "/tables/kept/k")
         #expect(delete.status == 405, "\(delete.text)")
-        #expect(delete.header("Allow") == "GET, PUT, PATCH, OPTIONS", "\(delete.headers)")
+        #expect(delete.header("Allow") == "GET, HEAD, PUT, PATCH, OPTIONS", "\(delete.headers)")
         let insert = try await server.send("POST", "/tables/kept", json: ["id": "k"])
         #expect(insert.status == 405, "\(insert.text)")
-        #expect(insert.header("Allow") == "GET, PATCH, OPTIONS", "\(insert.headers)")
+        #expect(insert.header("Allow") == "GET, HEAD, PATCH, OPTIONS", "\(insert.headers)")
         // A method no table serves: the table's own list, as OPTIONS gives it.
         for (method, path, allow) in [
-            ("PUT", "/tables/kept", "GET, PATCH, OPTIONS"), ("TRACE", "/tables/kept/k", "GET, PUT, PATCH, OPTIONS"),
+            ("PUT", "/tables/kept", "GET, HEAD, PATCH, OPTIONS"),
+            ("TRACE", "/tables/kept/k", "GET, HEAD, PUT, PATCH, OPTIONS"),
         ] {
             let reply = try await server.send(method, path)
             #expect(reply.status == 405 && reply.header("Allow") == allow, "\(method) \(path): \(reply.headers)")
@@ -92,12 +93,12 @@ struct ItemPostTests {
         for headers in [[], [("ZUMO-API-VERSION", "1.0.0")], [("ZUMO-API-VERSION", "3.0.0")]] {
             let table = try await server.send("OPTIONS", "/tables/soft", headers: headers)
             #expect(table.status == 204, "\(headers): \(table.text)")
-            #expect(table.header("Allow") == "GET, POST, PATCH, OPTIONS", "\(table.headers)")
+            #expect(table.header("Allow") == "GET, HEAD, POST, PATCH, OPTIONS", "\(table.headers)")
             let item = try await server.send("OPTIONS", "/tables/soft/a", headers: headers)
-            #expect(item.header("Allow") == "GET, PUT, PATCH, DELETE, OPTIONS", "\(item.headers)")
+            #expect(item.header("Allow") == "GET, HEAD, PUT, PATCH, DELETE, OPTIONS", "\(item.headers)")
         }
         let v2 = try await server.send("OPTIONS", "/tables/soft/a", headers: ProtocolTests.v2)
-        #expect(v2.header("Allow") == "GET, POST, PUT, PATCH, DELETE, OPTIONS", "\(v2.headers)")
+        #expect(v2.header("Allow") == "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS", "\(v2.headers)")
         #expect(try await server.send("OPTIONS", "/tables/__bad").status == 404)
         try await server.stop()
     }

@@ -35,8 +35,9 @@ extension LoopbackHTTP {
             try LoopbackHTTP.writeAll(fd, Array(head.utf8))
         }
 
-        /// Reads one answer. `pause` is slept after every `step` bytes read.
-        func receive(step: Int = 65_536, pause: Duration = .zero) throws -> Response {
+        /// Reads one answer. `pause` is slept after every `step` bytes read. The answer to a `HEAD`
+        /// (`toHead`) has no body, whatever its `Content-Length` says.
+        func receive(step: Int = 65_536, pause: Duration = .zero, toHead: Bool = false) throws -> Response {
             var headEnd: Range<Int>?
             while headEnd == nil {
                 headEnd = buffered.firstRange(of: [13, 10, 13, 10])
@@ -48,7 +49,9 @@ extension LoopbackHTTP {
             buffered.removeFirst(headEnd!.upperBound)
             let parsedHead = try LoopbackHTTP.parse(head, method: "HEAD")
             var body: [UInt8] = []
-            if let length = parsedHead.headers["content-length"].flatMap(Int.init) {
+            if toHead {
+                return Response(status: parsedHead.status, headers: parsedHead.headers, body: [])
+            } else if let length = parsedHead.headers["content-length"].flatMap(Int.init) {
                 while buffered.count < length {
                     guard try fill(step, pause) else {
                         throw Failure(

@@ -113,8 +113,17 @@ struct TableResponder: HTTPResponder {
         let milliseconds = Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000
         Self.log(answer, method: method, path: path, milliseconds: milliseconds, to: logger, context: context.logger)
         let status = HTTPResponse.Status(code: answer.status)
-        guard let bytes = answer.body, method != "HEAD" else { return Response(status: status, headers: fields) }
+        guard let bytes = answer.body else { return Response(status: status, headers: fields) }
+        if method == "HEAD" { return Self.headResponse(status, fields, length: bytes.count) }
         return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// A `HEAD`'s response: no body, and the `Content-Length` the `GET` would have (RFC 9110
+    /// §8.6; without it Hummingbird sends 0, the length of the empty body).
+    static func headResponse(_ status: HTTPResponse.Status, _ fields: HTTPFields, length: Int) -> Response {
+        var fields = fields
+        fields[.contentLength] = String(length)
+        return Response(status: status, headers: fields)
     }
 
     /// The answer to a request whose body is collected whole (up to `limit` bytes) first.
@@ -180,7 +189,8 @@ struct TableResponder: HTTPResponder {
                     try await writer.finish(nil)
                 })
         }
-        if method == "HEAD" || answer.body == nil { return Response(status: status, headers: fields) }
+        if method == "HEAD", let body = answer.body { return Self.headResponse(status, fields, length: body.count) }
+        if answer.body == nil { return Response(status: status, headers: fields) }
         return Response(
             status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: answer.body ?? [])))
     }

@@ -79,20 +79,21 @@ extension TableService {
                 break
             }
             let (id, innerRequest) = parsed[index]
-            guard innerRequest.method != "GET" else {
+            guard !Self.isRead(innerRequest.method) else {
                 guard readBytes < limits.maximumBatchAnswerSize else {
                     responses.append((id, Self.answerTooLarge(limits)))
                     index += 1
                     continue
                 }
                 var response = await handleInBatch(innerRequest)
+                if innerRequest.method == "HEAD" { response.body = nil }  // GET's answer without the body
                 readBytes += response.body?.count ?? 0
                 if readBytes > limits.maximumBatchAnswerSize { response = Self.answerTooLarge(limits) }
                 responses.append((id, response))
                 index += 1
                 continue
             }
-            let end = parsed[index...].firstIndex { $0.request.method == "GET" } ?? parsed.endIndex
+            let end = parsed[index...].firstIndex { Self.isRead($0.request.method) } ?? parsed.endIndex
             let writes = Array(parsed[index..<end])
             let done = await writeSlice(writes, deadline: deadline)
             responses += done
@@ -104,6 +105,9 @@ extension TableService {
         answer.logDetail = Self.serverFailures(responses)
         return answer
     }
+
+    /// Whether a request of a batch only reads (it runs alone, not in a slice of writes).
+    static func isRead(_ method: String) -> Bool { method == "GET" || method == "HEAD" }
 
     /// For the batch's log line: how many of its requests the server failed (5xx), and the first
     /// of them in words; `nil` when none.

@@ -247,8 +247,10 @@ final class TableService: Sendable {
         let version = try Self.protocolVersion(request)
         let operation: TableOperation
         switch (request.method, id) {
-        case ("GET", nil): operation = .query
-        case ("GET", _?): operation = .read
+        // HEAD is GET without the body (RFC 9110 §9.3.2: every general-purpose server serves it),
+        // with the headers (ETag, Content-Length, Link) a GET would send.
+        case ("GET", nil), ("HEAD", nil): operation = .query
+        case ("GET", _?), ("HEAD", _?): operation = .read
         case ("POST", nil): operation = .insert
         // 2.0's undelete. 3.0 has no POST on an item (it undeletes with a PUT): answering it
         // as an undelete gave a 200 that changed nothing (table-protocol.md §1.1).
@@ -304,8 +306,11 @@ final class TableService: Sendable {
     static func allowedMethods(of table: TableSettings?, onItem: Bool, version: ProtocolVersion) -> String {
         var methods: [(method: String, operation: TableOperation)] =
             onItem
-            ? [("GET", .read), ("POST", .undelete), ("PUT", .update), ("PATCH", .update), ("DELETE", .delete)]
-            : [("GET", .query), ("POST", .insert), ("PATCH", .update)]
+            ? [
+                ("GET", .read), ("HEAD", .read), ("POST", .undelete), ("PUT", .update), ("PATCH", .update),
+                ("DELETE", .delete),
+            ]
+            : [("GET", .query), ("HEAD", .query), ("POST", .insert), ("PATCH", .update)]
         if onItem && (version == .v3 || table?.softDelete == false) { methods.removeAll { $0.operation == .undelete } }
         if let table { methods.removeAll { table.disabledOperations.contains($0.operation) } }
         return (methods.map(\.method) + ["OPTIONS"]).joined(separator: ", ")
