@@ -45,6 +45,35 @@ struct PurgeTests {
         #expect(try await device.table().pull(queryID: "all").items.received == 4)
     }
 
+    /// A forced purge with a filter dropped the whole table's queue: an item it kept stayed on the
+    /// device with its insert gone, never pushed, while nothing was queued any more.
+    @Test(arguments: StoreKind.allCases)
+    func aForcedPurgeOfSomeItemsKeepsTheOthersQueuedChanges(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", PullTests.rows(3))
+        try await device.table().pull(queryID: "all")
+        try await device.table().insert(["id": "kept", "n": 10])
+        try await device.table().update(["id": "r000", "n": 20])
+        try await device.table().update(["id": "r001", "n": 1])
+        server.inject(.status(400, "no"), on: .update, itemID: "r001")
+        _ = try await device.context.push()
+        try await device.table().update(["id": "r000", "n": 21])
+        try await device.table().insert(["id": "gone", "n": 30])
+        try await device.table().delete(id: "r002")
+        #expect(try await device.table().queuedOperationCount() == 4)  // r001 (failed), r000, gone, r002
+        let removed = try await device.table().purge(TableQuery().filter(.field("n").ge(20)), force: true)
+        #expect(removed == 2)  // r000 and gone
+        let left = try await device.context.queuedOperations(table: "todo")
+        #expect(Set(left.map(\.itemID)) == ["r001", "r002"], "\(left)")
+        #expect(try await device.context.operationErrors(table: "todo").map(\.itemID) == ["r001"])
+        // The kept insert had been pushed; the kept delete still goes.
+        #expect(try await device.table().item(id: "kept") != nil)
+        #expect(server.row("todo", id: "kept") != nil)
+        _ = try await device.context.push()
+        #expect(!server.rows("todo").contains { $0.id == "r002" }, "the kept delete reached the server")
+    }
+
     /// Legacy bug #16: a purge resets the delta tokens that would never bring the purged items back.
     @Test(arguments: StoreKind.allCases)
     func aPurgeResetsTheDeltaTokensItInvalidates(_ kind: StoreKind) async throws {

@@ -113,7 +113,17 @@ enum PurgeSteps {
         selection.includeTotalCount = false
         selection.includeDeleted = true
         let items = try tx.query(table, selection).items
-        if force {
+        // A forced purge of some items drops their queued operations only: it dropped the table's,
+        // and an item it kept then never reached the server while the status said everything synced.
+        let narrowed = query.filter != nil || query.top != nil || (query.skip ?? 0) > 0
+        if force && narrowed {
+            let purged = Set(items.compactMap(\.id))
+            for operation in try tx.operations(after: nil, table: table, limit: nil)
+            where purged.contains(operation.itemID) {
+                try QueuedEdits.dropOperation(operation, in: tx)
+            }
+        }
+        if force && !narrowed {
             for operation in try tx.operations(after: nil, table: table, limit: nil) {
                 try QueuedEdits.dropOperation(operation, in: tx)
             }

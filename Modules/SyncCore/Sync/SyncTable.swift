@@ -167,8 +167,15 @@ public struct SyncTable: Sendable {
     /// Removes local items (all of them by default) without telling the server. Returns how many.
     ///
     /// Refuses with ``SyncError/Code/queuedOperations`` while the table has queued operations, unless
-    /// `force` is set: then the table's operations, errors and delta tokens are dropped too. A purge
-    /// resets the delta tokens whose query selects a purged item, so a later pull brings them back.
+    /// `force` is set: then the queued operations (and their errors) of the purged items are dropped
+    /// too; a forced purge of the whole table (no filter, `top` or `skip`) drops all of the table's
+    /// operations, errors and delta tokens. A purge resets the delta tokens whose query selects a
+    /// purged item, so a later pull brings them back.
+    ///
+    /// ```swift
+    /// // Drops the done items and their unpushed edits; other items keep theirs.
+    /// try await todos.purge(TableQuery().filter(.field("done").eq(true)), force: true)
+    /// ```
     @discardableResult
     public func purge(_ query: TableQuery = TableQuery(), force: Bool = false) async throws(SyncError) -> Int {
         try await engine("purge of '\(name)'") { try await context.purge(name, query: query, force: force) }

@@ -104,14 +104,16 @@ public struct PurgeCommand: DeviceCommand, Sendable {
     @OptionGroup public var client: LocalOptions
     @Argument(help: "The table.") var table: String
     @Option(help: "Only items matching this OData $filter.") var filter: String?
-    @Flag(help: "Also drop the table's queued operations, errors and delta tokens.") var force = false
+    @Flag(help: "Also drop the purged items' queued operations and errors (without --filter: all of the table's, and its delta tokens).")
+    var force = false
     public var needsExistingStore: Bool { true }
     public init() {}
 
     public func execute(on device: Device, output: CommandOutput) async throws {
-        // A forced purge also drops the table's queued operations: say how many changes were lost.
-        let dropped = force ? try await device.queuedOperationCount(table) : 0
+        // A forced purge also drops the purged items' queued operations: say how many changes were lost.
+        let before = force ? try await device.queuedOperationCount(table) : 0
         let removed = try await device.purge(table, query: try makeQuery(filter: filter), force: force)
+        let dropped = force ? max(0, before - (try await device.queuedOperationCount(table))) : 0
         var text = "purged \(Rendering.grouped(removed)) item\(removed == 1 ? "" : "s") of '\(table)'"
         if dropped > 0 {
             text +=
