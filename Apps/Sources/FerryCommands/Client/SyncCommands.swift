@@ -104,7 +104,10 @@ public struct PurgeCommand: DeviceCommand, Sendable {
     @OptionGroup public var client: LocalOptions
     @Argument(help: "The table.") var table: String
     @Option(help: "Only items matching this OData $filter.") var filter: String?
-    @Flag(help: "Also drop the purged items' queued operations and errors (without --filter: all of the table's, and its delta tokens).")
+    @Flag(
+        help:
+            "Also drop the purged items' queued operations and errors (without --filter: all of the table's, and its delta tokens)."
+    )
     var force = false
     public var needsExistingStore: Bool { true }
     public init() {}
