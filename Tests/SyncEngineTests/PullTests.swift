@@ -33,6 +33,16 @@ struct PullTests {
         }
         #expect(try await device.table().query().items.count == 2)
         #expect(try await device.context.lastSyncedAt() != nil)
+        // Not everything is here: the table's pull is unfinished until one ends (a status said
+        // "everything synced" after a cancelled pull), and a pull of another table changes nothing.
+        #expect(try await device.context.unfinishedPulls() == ["todo"])
+        server.setFaultPolicy(nil)
+        server.seed("other", Self.rows(1))
+        try await device.table("other").pull(options: PullOptions(pushesFirst: false))
+        #expect(try await device.context.unfinishedPulls() == ["todo"])
+        try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 2, pushesFirst: false))
+        #expect(try await device.context.unfinishedPulls() == [])
+        #expect(try await device.table().query().items.count == 6)
     }
 
     /// Legacy bugs #12 and #14, and the gap hazard of `gt`: a keyset cursor on (updatedAt, id) pages

@@ -279,6 +279,7 @@ public actor Device {
             device: name, store: location.description, online: isOnline, queued: queued,
             operations: operations, errors: errors, deltaTokens: tokens)
         status.lastSyncedAt = try await context.lastSyncedAt()
+        status.unfinishedPulls = try await context.unfinishedPulls()
         status.queuedAttachments = try await queuedAttachmentCount()
         status.automaticTables = automaticTables
         status.server = server?.url.absoluteString
@@ -326,6 +327,8 @@ public struct DeviceStatus: Sendable {
     public var deltaTokens: [String: [String: String]]
     /// When the device last pushed or pulled successfully.
     public var lastSyncedAt: Timestamp?
+    /// The tables whose last pull stopped before its end (not everything is synced then).
+    public var unfinishedPulls: [String] = []
     /// The tables automatic sync keeps in sync, when it runs.
     public var automaticTables: [String]?
     /// The server's URL, when the device has one.

@@ -282,6 +282,7 @@ public enum Rendering: Sendable {
                 "queuedAttachments": .int(Int64(status.queuedAttachments)),
                 "deltaTokens": .object(tokens),
                 "lastSyncedAt": status.lastSyncedAt.map { .string($0.iso8601) } ?? .null,
+                "unfinishedPulls": .array(status.unfinishedPulls.map(JSONValue.string)),
                 "automaticSync": status.automaticTables.map { .array($0.map(JSONValue.string)) } ?? .null,
                 "syncSummary": status.sync.map { .string($0.summary) } ?? .null,
             ]).serialized()
@@ -312,7 +313,13 @@ public enum Rendering: Sendable {
             if files > 0 {
                 lines[0] += "; \(grouped(files)) file\(files == 1 ? "" : "s") waiting to be sent (attachments)"
             } else if status.operations.isEmpty && status.errors.isEmpty {
-                lines[0] += ": " + (reachable ? Self.synced(status.lastSyncedAt, now: now) : "nothing queued")
+                lines[0] +=
+                    ": "
+                    + (!status.unfinishedPulls.isEmpty
+                        ? "nothing queued, but the last pull of "
+                            + status.unfinishedPulls.map { "'\($0)'" }.joined(separator: ", ")
+                            + " stopped before its end (pull again to finish it)"
+                        : reachable ? Self.synced(status.lastSyncedAt, now: now) : "nothing queued")
             }
             if let tables = status.automaticTables {
                 let summary = status.sync.map { " (\($0.summary))" } ?? ""

@@ -213,6 +213,11 @@ public actor ReplSession {
         let words = try ShellWords.split(line)
         guard let first = words.first else { return }
         let rest = Array(words.dropFirst())
+        // `insert --help` is `help insert` (it said "unknown command 'insert'").
+        if first != "help", let flag = words.firstIndex(where: { $0 == "--help" || $0 == "-h" }) {
+            output.print(try help(Array(words[..<min(flag, 2)])))
+            return
+        }
         switch first {
         case "help":
             output.print(try help(rest))
@@ -396,7 +401,8 @@ public actor ReplSession {
         let topic = words.first
         let commands = deviceCommands.map { $0 as any ParsableCommand.Type } + commandGroups
         if let topic, var command = commands.first(where: { $0.configuration.commandName == topic }) {
-            if words.count > 1 {
+            // `query todo --help`: the words after a command without actions are its arguments.
+            if words.count > 1, !command.configuration.subcommands.isEmpty {
                 guard
                     let action = command.configuration.subcommands.first(where: {
                         $0.configuration.commandName == words[1]

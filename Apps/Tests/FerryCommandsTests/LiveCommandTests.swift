@@ -80,6 +80,13 @@ struct LiveCommandTests {
         #expect(Rendering.status(status, format: .table, now: now).contains("(last sync 2 h ago)"))
         status.lastSyncedAt = nil
         #expect(Rendering.status(status, format: .table, now: now).contains("never synced"))
+        // A pull that stopped before its end (Ctrl-C in the REPL) is not "everything synced".
+        status.lastSyncedAt = now
+        status.unfinishedPulls = ["bulk"]
+        let cut = Rendering.status(status, format: .table, now: now)
+        #expect(!cut.contains("everything synced"), "\(cut)")
+        #expect(cut.contains("the last pull of 'bulk' stopped before its end (pull again to finish it)"), "\(cut)")
+        #expect(Rendering.status(status, format: .json, now: now).contains(#""unfinishedPulls":["bulk"]"#))
     }
 
     /// `status` asks the server: an unreachable one is said so, and nothing is "everything synced".

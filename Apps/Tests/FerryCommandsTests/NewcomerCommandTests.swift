@@ -358,6 +358,23 @@ struct ReplHelpTests {
         #expect(transcript.value.contains("--filter") && transcript.value.contains("-x, --expanded"))
     }
 
+    /// `insert --help` said "unknown command 'insert'": a command's `--help` (or `-h`) is its `help`.
+    @Test func aCommandsHelpFlagIsItsHelp() async throws {
+        let transcript = Transcript()
+        let session = try ReplSession(server: nil, policy: .keep, stores: "memory", output: transcript.output)
+        try await session.use("phone", store: nil)
+        for (line, expected) in [
+            ("insert --help", "USAGE: insert"), ("push -h", "USAGE: push"), ("query todo --help", "--filter"),
+            ("attachments add --help", "USAGE: attachments add"), ("use --help", "usage: use"),
+        ] {
+            let before = transcript.value.count
+            try await session.execute(line)
+            let printed = String(transcript.value.dropFirst(before))
+            #expect(printed.contains(expected), "\(line): \(printed)")
+        }
+        await #expect(throws: ClientError.self) { try await session.execute("nosuch --help") }
+    }
+
     @Test func tabCompletesOptionsToo() {
         let completion = CompletionState()
         let options = completion.candidates(for: "query todo --")

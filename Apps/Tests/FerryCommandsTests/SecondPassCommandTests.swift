@@ -218,22 +218,36 @@ struct SecondPassCommandTests {
         let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: url))
         _ = try await remote.onlineTable("todo").insert(["id": "a", "title": "Milk", "done": false])
 
-        let watcher = try Device(name: "watcher", store: .memory, server: ServerSettings(url: url))
-        let transcript = Transcript()
-        let watch = try #require(
-            try FerryCommand.parseAsRoot(["watch", "todo", "--json", "--seconds", "20"]) as? WatchCommand)
-        var output = transcript.output
-        output.format = .json
-        let jsonOutput = output
-        let watching = Task { try await watch.execute(on: watcher, output: jsonOutput) }
-        try await eventually("the server's row") { transcript.value.contains("Milk") }
-        watching.cancel()
-        _ = await watching.result
-        try await watcher.close()
-        // The first line is the table as the server has it, not the empty store before the pull.
-        let first = try #require(transcript.value.split(separator: "\n").first)
-        #expect(first.contains("Milk"), "\(transcript.value)")
-        #expect(!transcript.value.contains("[]"), "\(transcript.value)")
+        // A SQLite file too: there the observation's rows came after the sync's status, and the
+        // first view was `[]` (JSON) or "0 rows; everything synced" (text) every time.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-watch-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for (index, (store, format)) in [
+            (StoreLocation.memory, OutputFormat.json), (.sqlite(directory.path + "/w0.sqlite"), .json),
+            (.sqlite(directory.path + "/w1.sqlite"), .table),
+        ].enumerated() {
+            let watcher = try Device(name: "watcher\(index)", store: store, server: ServerSettings(url: url))
+            let transcript = Transcript()
+            let watch = try #require(
+                try FerryCommand.parseAsRoot(["watch", "todo", "--seconds", "20"]) as? WatchCommand)
+            var output = transcript.output
+            output.format = format
+            let formatted = output
+            let watching = Task { try await watch.execute(on: watcher, output: formatted) }
+            try await eventually("the server's row") { transcript.value.contains("Milk") }
+            watching.cancel()
+            _ = await watching.result
+            try await watcher.close()
+            // The first view is the table as the server has it, not the empty store before the pull.
+            let first = try #require(transcript.value.split(separator: "\n").first)
+            if format == .json {
+                #expect(first.contains("Milk"), "\(store): \(transcript.value)")
+                #expect(!transcript.value.contains("[]"), "\(store): \(transcript.value)")
+            } else {
+                #expect(!transcript.value.contains("0 rows; everything synced"), "\(store): \(transcript.value)")
+            }
+        }
 
         let local = try Device(name: "local", store: .memory, server: nil)
         _ = try await local.insert("todo", ["id": "b", "title": "Bread", "done": true, "notes": "wholemeal"])

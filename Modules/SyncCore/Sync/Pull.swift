@@ -81,10 +81,14 @@ extension SyncContext {
                 // Pages applied (or operations pushed) before the failure: the device did sync, in
                 // part ("never synced" after 15,000 items pulled was wrong).
                 if result.pages > 0 || (result.push?.pushed ?? 0) > 0 { try? await recordSync() }
+                // Not "everything synced" until a pull of the table finishes (a cancelled pull of
+                // 19,600 of 40,000 items was then reported synced).
+                if result.pages > 0 { try? await recordPull(of: table, finished: false) }
                 throw error
             }
             hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: nil))
             try await recordSync()
+            try await recordPull(of: table, finished: true)
             return result
         }
     }

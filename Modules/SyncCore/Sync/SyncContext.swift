@@ -63,6 +63,38 @@ public actor SyncContext {
         return text.flatMap(Int64.init).map(Timestamp.init(millisecondsSince1970:))
     }
 
+    /// The tables whose last pull stopped before its end (cancelled, or failed after applying
+    /// pages), sorted: until a pull of the table finishes, the store may lack what the server has,
+    /// even with nothing queued (a status must not say "everything synced" then).
+    ///
+    /// ```swift
+    /// for table in try await context.unfinishedPulls() { print("the last pull of \(table) stopped early") }
+    /// ```
+    public nonisolated func unfinishedPulls() async throws(SyncError) -> [String] {
+        let slots = try await read("read the unfinished pulls") { try $0.deltaTokens(table: Self.engineSlot) }
+        return slots.keys.filter { $0.hasPrefix(Self.unfinishedPullPrefix) }
+            .map { String($0.dropFirst(Self.unfinishedPullPrefix.count)) }.sorted()
+    }
+
+    /// The engine slot's key prefix of a table whose last pull stopped before its end.
+    static let unfinishedPullPrefix = "unfinishedPull:"
+
+    /// Records that a pull of `table` finished (`finished`) or stopped before its end.
+    nonisolated func recordPull(of table: String, finished: Bool) async throws {
+        let key = Self.unfinishedPullPrefix + table
+        // A finished pull writes only when an earlier one of the table stopped early.
+        if finished,
+            try await read("read the unfinished pulls", { try $0.deltaToken(table: Self.engineSlot, queryID: key) })
+                == nil
+        {
+            return
+        }
+        let value = finished ? nil : String(ItemFields.now().millisecondsSince1970)
+        try await write("record the pull's end") {
+            try $0.setDeltaToken(table: Self.engineSlot, queryID: key, value: value)
+        }
+    }
+
     /// Records that a push or pull just succeeded.
     nonisolated func recordSync() async throws {
         let now = String(ItemFields.now().millisecondsSince1970)

@@ -61,7 +61,14 @@ public struct WatchCommand: DeviceCommand, Sendable {
                     for try await items in stream { view.show(items: items) }
                 }
                 group.addTask {
-                    for await status in statuses { view.show(status: status) }
+                    for await status in statuses {
+                        guard view.show(status: status) else { continue }
+                        // The first sync just ended: the rows are read again for its view (the
+                        // observation's next rows could come after the status, and `[]` or
+                        // "0 rows; everything synced" showed first). A store without the table
+                        // (the sync failed) shows what the observation gave.
+                        view.show(items: try? await device.query(table, query).items, afterFirstSync: true)
+                    }
                 }
                 try await group.next()
                 group.cancelAll()
@@ -112,6 +119,8 @@ final class WatchView: Sendable {
         var synced: Bool
         /// The rows printed last as JSON, not printed twice in a row.
         var printed: [JSONObject]?
+        /// The first sync ended, and its rows are being read: nothing is shown until they are.
+        var readingAfterFirstSync = false
     }
     private let state: Mutex<State>
 
@@ -131,9 +140,13 @@ final class WatchView: Sendable {
     // lock, so views leave in the order of the changes (two written at once could end with the
     // older one, and a stale last view).
 
-    func show(items: [JSONObject]) {
+    /// Shows the rows; `afterFirstSync`: those read once the first sync ended (`nil`: the
+    /// observation's last).
+    func show(items: [JSONObject]?, afterFirstSync: Bool = false) {
         state.withLock { state in
-            state.items = items
+            if let items { state.items = items }
+            if afterFirstSync { state.readingAfterFirstSync = false }
+            guard !state.readingAfterFirstSync, let items = state.items else { return }
             switch output.format {
             case .json, .jsonLines: printJSON(&state)
             case .table, .csv: draw(items, state.status)
@@ -141,23 +154,31 @@ final class WatchView: Sendable {
         }
     }
 
-    func show(status: SyncStatus.Snapshot) {
+    /// Shows the status; answers whether it ends the first sync (the caller then reads the rows
+    /// again and shows them with `afterFirstSync`, and nothing is shown until then).
+    func show(status: SyncStatus.Snapshot) -> Bool {
         state.withLock { state in
             let changed = state.status?.summary != status.summary
             state.status = status
             // The first sync is over once it caught up, or failed (then the local rows are all
             // there is to show).
-            if status.isCaughtUp || status.downloadProblem != nil || status.uploadProblem != nil || !status.isOnline {
+            if !state.synced,
+                status.isCaughtUp || status.downloadProblem != nil || status.uploadProblem != nil || !status.isOnline
+            {
                 state.synced = true
+                state.readingAfterFirstSync = true
+                return true
             }
+            if state.readingAfterFirstSync { return false }
             switch output.format {
             case .json, .jsonLines:
                 printJSON(&state)
             case .table, .csv:
                 // A table is drawn again with the new status line.
-                guard let items = state.items, changed else { return }
+                guard let items = state.items, changed else { return false }
                 draw(items, status)
             }
+            return false
         }
     }
 
