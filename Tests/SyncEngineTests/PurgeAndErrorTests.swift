@@ -288,6 +288,10 @@ struct DeletedOnServerResolutionTests {
         await expectSyncError(.invalidResolution) {
             try await device.context.resolveError(error.id, .changeOperation(.insert, item: ["title": "again"]))
         }
+        // An update of it can never apply either (410 at every push): refused too.
+        await expectSyncError(.invalidResolution) {
+            try await device.context.resolveError(error.id, .changeOperation(.update, item: ["title": "again"]))
+        }
         #expect(try await device.table().item(id: "a")?["title"] == "mine")
     }
 

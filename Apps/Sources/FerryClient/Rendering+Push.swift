@@ -11,10 +11,13 @@ extension Rendering {
         _ result: PushResult, files: (sent: Int, queued: Int)? = nil, format: OutputFormat, width: Int? = nil
     ) -> String {
         let files = files.flatMap { $0.queued > 0 ? $0 : nil }
+        // What reached the server: a conflict settled for the server sent nothing (the library's
+        // `pushed` counts it, as an operation the push is done with; "pushed 1" misled scripts).
+        let pushed = result.pushed - result.resolvedConflicts.filter { $0.resolution == .useServer }.count
         switch format {
         case .json, .jsonLines:
             var object: JSONObject = [
-                "pushed": .int(Int64(result.pushed)), "failed": .array(result.failed.map { .object($0.json) }),
+                "pushed": .int(Int64(pushed)), "failed": .array(result.failed.map { .object($0.json) }),
             ]
             if let files {
                 var counts: JSONObject = ["sent": .int(Int64(files.sent)), "queued": .int(Int64(files.queued))]
@@ -28,7 +31,7 @@ extension Rendering {
             }
             return JSONValue.object(object).serialized()
         case .table, .csv:
-            var text = "pushed \(grouped(result.pushed)) operation\(result.pushed == 1 ? "" : "s")"
+            var text = "pushed \(grouped(pushed)) operation\(pushed == 1 ? "" : "s")"
             text += resolvedConflicts(result.resolvedConflicts)
             if !result.failed.isEmpty {
                 text +=

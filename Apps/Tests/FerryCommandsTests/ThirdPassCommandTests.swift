@@ -58,6 +58,8 @@ struct ThirdPassCommandTests {
         #expect(pushed.status == 0, "\(pushed.errors)")
         #expect(pushed.output.contains("1 conflict settled for the server"), "\(pushed.output)")
         #expect(pushed.output.contains("update todo/u1"), "\(pushed.output)")
+        // Nothing reached the server: the push says it pushed nothing (it said "pushed 1").
+        #expect(pushed.output.hasPrefix("pushed 0 operations"), "\(pushed.output)")
         // And in JSON, for scripts.
         #expect(try await Self.run(["update", "todo", "u1", #"{"title":"phone 2"}"#] + phone).status == 0)
         #expect(try await Self.run(["push"] + phone + remote).status == 0)
@@ -65,6 +67,7 @@ struct ThirdPassCommandTests {
         let json = try await Self.run(["push", "--conflicts", "server", "--json"] + tablet + remote)
         let resolved = try JSONValue(parsing: json.output).objectValue?["resolvedConflicts"]?.arrayValue
         #expect(resolved == [["table": "todo", "id": "u1", "operation": "update", "took": "server"]], "\(json.output)")
+        #expect(try JSONValue(parsing: json.output).objectValue?["pushed"] == 0, "\(json.output)")
     }
 
     @Test func aChangedOperationNeedsTheItemItSends() async throws {

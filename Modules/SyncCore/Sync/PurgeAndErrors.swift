@@ -179,6 +179,12 @@ enum ErrorSteps {
                 .invalidResolution,
                 "the server deleted '\(operation.itemID)' and keeps its id: an insert of it would be refused (409); "
                     + "insert the item under a new id, or take the server's deletion")
+        case .changeOperation(.update, _) where deletedOnServer:
+            // It was accepted, then failed with 410 at every push.
+            throw SyncError(
+                .invalidResolution,
+                "the server deleted '\(operation.itemID)': an update of it can never apply (410); "
+                    + "insert the item under a new id, or take the server's deletion")
         default:
             break
         }
@@ -223,7 +229,8 @@ enum ErrorSteps {
             guard server != nil || serverGone else {
                 throw SyncError(
                     .invalidResolution,
-                    "error '\(errorID)' carries no server item; use discardLocalChange or useClient instead")
+                    "operation error '\(errorID)' carries no server item to take (the server refused the change and sent no"
+                        + " version of its own): discard the local change, or send it again")
             }
             for queued in try tx.operations(table: table, itemID: operation.itemID) {
                 try QueuedEdits.dropOperation(queued, in: tx)
