@@ -252,6 +252,12 @@ public enum Rendering: Sendable {
         return "everything synced (last sync \(ago(from: last, to: now)))"
     }
 
+    /// Nothing queued, on a device without a server to ask whether anything changed there.
+    static func unasked(_ last: Timestamp?, now: Timestamp) -> String {
+        "nothing waiting to be pushed (no server given to ask; "
+            + (last.map { "last sync \(ago(from: $0, to: now)))" } ?? "never synced with a server)")
+    }
+
     /// "2 s ago", "5 min ago", "3 h ago", "4 days ago".
     static func ago(from then: Timestamp, to now: Timestamp) -> String {
         let seconds = max(0, (now.millisecondsSince1970 - then.millisecondsSince1970) / 1000)
@@ -307,8 +313,8 @@ public enum Rendering: Sendable {
                     lines.append("server \(server): \(state)\(when): \(reason.message)")
                 }
             }
-            // "everything synced" only when the server answers (or there is none to ask).
-            let reachable = status.server == nil || status.reachability?.isReachable == true
+            // "everything synced" only when the server answers: without one nothing was asked.
+            let reachable = status.reachability?.isReachable == true
             let files = status.queuedAttachments
             if files > 0 {
                 lines[0] += "; \(grouped(files)) file\(files == 1 ? "" : "s") waiting to be sent (attachments)"
@@ -319,7 +325,9 @@ public enum Rendering: Sendable {
                         ? "nothing queued, but the last pull of "
                             + status.unfinishedPulls.map { "'\($0)'" }.joined(separator: ", ")
                             + " stopped before its end (pull again to finish it)"
-                        : reachable ? Self.synced(status.lastSyncedAt, now: now) : "nothing queued")
+                        : reachable
+                            ? Self.synced(status.lastSyncedAt, now: now)
+                            : status.server == nil ? Self.unasked(status.lastSyncedAt, now: now) : "nothing queued")
             }
             if let tables = status.automaticTables {
                 let summary = status.sync.map { " (\($0.summary))" } ?? ""

@@ -156,7 +156,7 @@ struct AttachmentCommandTests {
         #expect(try JSONValue(parsing: Rendering.push(PushResult(), files: (0, 0), format: .json))["files"] == nil)
         #expect(try await Self.list(phone, item: "n1")["scan.bin"]?["state"] == .string("uploaded"))
         #expect(try await Self.serverNames(url, item: "n1") == ["scan.bin"])
-        let synced = try await Self.ferry(["status", "--store", phone])
+        let synced = try await Self.ferry(["status", "--store", phone, "--server", url])
         #expect(synced.output.contains("everything synced"), "\(synced.output)")
 
         // The tablet learns of the file with the item, and downloads it when asked.

@@ -90,8 +90,13 @@ struct KilledPushTests {
             finished = try await Self.run(["push", "--store", store, "--server", serverURL])
         }
         #expect(finished.status == 0, "\(finished.errors)")
-        let status = try await Self.run(["status", "--store", store])
+        let status = try await Self.run(["status", "--store", store, "--server", serverURL])
         #expect(status.output.contains("everything synced (last sync"), "\(status.output)")
+        // Without a server nothing is asked: the queue is empty, and that is all it says.
+        let unasked = try await Self.run(["status", "--store", store])
+        #expect(
+            unasked.output.contains("nothing waiting to be pushed (no server given to ask; last sync"),
+            "\(unasked.output)")
         #expect(!status.output.contains("conflict"), "\(status.output)")
         // The CLI used what the server offers: batches from Ferry's server, single requests otherwise.
         let log = try String(contentsOf: directory.appendingPathComponent("serve.log"), encoding: .utf8)

@@ -74,6 +74,8 @@ struct LiveCommandTests {
         var status = DeviceStatus(
             device: "phone", store: "memory", online: true, queued: [:], operations: [], errors: [], deltaTokens: [:])
         let now = Timestamp(millisecondsSince1970: 1_800_000_000_000)
+        status.server = "http://127.0.0.1:8080"
+        status.reachability = .reachable(since: now)
         status.lastSyncedAt = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - 2_400)
         #expect(Rendering.status(status, format: .table, now: now).contains("everything synced (last sync 2 s ago)"))
         status.lastSyncedAt = Timestamp(millisecondsSince1970: now.millisecondsSince1970 - 7_200_000)
@@ -87,6 +89,13 @@ struct LiveCommandTests {
         #expect(!cut.contains("everything synced"), "\(cut)")
         #expect(cut.contains("the last pull of 'bulk' stopped before its end (pull again to finish it)"), "\(cut)")
         #expect(Rendering.status(status, format: .json, now: now).contains(#""unfinishedPulls":["bulk"]"#))
+        // Without a server, nothing was asked: not "everything synced".
+        status.unfinishedPulls = []
+        status.server = nil
+        status.reachability = nil
+        let unasked = Rendering.status(status, format: .table, now: now)
+        #expect(
+            unasked.contains("nothing waiting to be pushed (no server given to ask; last sync 0 s ago)"), "\(unasked)")
     }
 
     /// `status` asks the server: an unreachable one is said so, and nothing is "everything synced".

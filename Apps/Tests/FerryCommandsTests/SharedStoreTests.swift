@@ -170,7 +170,7 @@ struct SharedStoreTests {
         let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
         let total = try await remote.onlineTable("things").query(TableQuery().top(0).includingTotalCount()).totalCount
         #expect(total == count)
-        let status = try await FerryBinaryTests.run(["status", "--store", store])
+        let status = try await FerryBinaryTests.run(["status", "--store", store, "--server", server.url])
         #expect(status.output.contains("everything synced"), "\(status.output)")
     }
 
