@@ -29,11 +29,25 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
 
     /// For a mistyped command (`ferry pusj`), the one line to print: swift-argument-parser would
     /// only say the argument is unexpected. `nil` when the first argument is a command or an option.
+    /// Likewise for an action of a group (`ferry remote tabels`, which said "unknown option
+    /// '--server'"), and for `ferry help nosuch` (which printed the root help with status 0).
     public static func unknownCommandMessage(_ arguments: [String]) -> String? {
-        guard let first = arguments.first, !first.hasPrefix("-"), !commandNames.contains(first) else { return nil }
-        let hint = Suggestion.hint(for: first, among: commandNames).replacingOccurrences(
-            of: "`help` lists", with: "`ferry --help` lists")
-        return "error: unknown command '\(first)' (\(hint))"
+        guard let first = arguments.first, !first.hasPrefix("-") else { return nil }
+        guard commandNames.contains(first) else {
+            let hint = Suggestion.hint(for: first, among: commandNames).replacingOccurrences(
+                of: "`help` lists", with: "`ferry --help` lists")
+            return "error: unknown command '\(first)' (\(hint))"
+        }
+        if first == "help", arguments.count > 1 { return unknownCommandMessage(Array(arguments.dropFirst())) }
+        guard arguments.count > 1, !arguments[1].hasPrefix("-"),
+            let group = configuration.subcommands.first(where: { $0.configuration.commandName == first }),
+            !group.configuration.subcommands.isEmpty
+        else { return nil }
+        let actions = group.configuration.subcommands.compactMap { $0.configuration.commandName } + ["help"]
+        guard !actions.contains(arguments[1]) else { return nil }
+        let hint = Suggestion.hint(for: arguments[1], among: actions).replacingOccurrences(
+            of: "`help` lists the commands", with: "`ferry \(first) --help` lists its commands")
+        return "error: unknown command '\(first) \(arguments[1])' (\(hint))"
     }
 
     /// Parses `arguments` and runs the command; returns the exit status. Every failure is printed

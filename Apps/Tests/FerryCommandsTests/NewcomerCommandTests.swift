@@ -30,6 +30,15 @@ struct NewcomerCommandTests {
         #expect(FerryCommand.unknownCommandMessage(["push", "--json"]) == nil)
         #expect(FerryCommand.unknownCommandMessage(["--help"]) == nil)
         #expect(FerryCommand.unknownCommandMessage(["help", "push"]) == nil)
+        // An action of a group, and `help` of an unknown command (they said "unknown option
+        // '--server'", and printed the root help with status 0).
+        let action = FerryCommand.unknownCommandMessage(["remote", "tabels", "--server", "http://h"])
+        #expect(action?.contains("unknown command 'remote tabels' (did you mean 'tables'?") == true, "\(action ?? "")")
+        #expect(FerryCommand.unknownCommandMessage(["attachments", "lst", "photos"])?.contains("'list'") == true)
+        #expect(FerryCommand.unknownCommandMessage(["help", "nosuch"])?.contains("unknown command 'nosuch'") == true)
+        #expect(FerryCommand.unknownCommandMessage(["remote", "tables", "--server", "http://h"]) == nil)
+        #expect(FerryCommand.unknownCommandMessage(["help", "remote", "query"]) == nil)
+        #expect(FerryCommand.unknownCommandMessage(["remote", "--help"]) == nil)
         let result = try await FerryBinaryTests.run(["qeury", "todo"])
         #expect(result.status == 64)
         #expect(
