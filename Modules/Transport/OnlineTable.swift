@@ -201,7 +201,8 @@ public struct OnlineTable: RemoteTable {
         return ["If-Match": "\"" + version + "\""]
     }
 
-    /// The item of an accepted answer about the item `id`. `action` (for messages) is made only for
+    /// The item of an accepted answer about the item `id` (empty: an insert that lets the server
+    /// choose the id). `action` (for messages) is made only for
     /// a failure: a push reads thousands of answers. An answer whose item has another id is not
     /// about this one (a server that chose its own id, a proxy's cache): taking it would store
     /// another item's fields under this id, or call a write done that the server holds elsewhere.
@@ -213,7 +214,8 @@ public struct OnlineTable: RemoteTable {
             throw RemoteError(
                 .invalidResponse, status: response.status, "\(action()): the server's answer holds no item")
         }
-        if let answered = item.id, !Self.sameID(answered, id) {
+        // An insert without an id (`id` empty) takes the id the server chose.
+        if let answered = item.id, !id.isEmpty, !Self.sameID(answered, id) {
             throw RemoteError(
                 .invalidResponse, status: response.status,
                 "\(action()): the server answered with the item '\(answered.prefix(100))' instead")

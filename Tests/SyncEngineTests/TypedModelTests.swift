@@ -128,6 +128,38 @@ struct TypedModelTests {
         var text: String
     }
 
+    struct Versioned: SyncModel {
+        static let tableName = "versioned"
+        var id: String = .unassigned
+        var title: String
+        var version: Int
+    }
+
+    struct ServerVersioned: SyncModel {
+        static let tableName = "versioned"
+        var id: String = .unassigned
+        var title: String
+        var version: String?
+    }
+
+    /// A field named like a system property that does not decode without it was written, then the
+    /// insert threw: each retry stored another item. It is refused before the write now.
+    @Test(arguments: StoreKind.allCases)
+    func aModelThatCannotHoldTheServersSystemPropertiesIsRefusedBeforeItsWrite(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        for _ in 0..<2 {
+            await expectSyncError(.invalidItem) {
+                _ = try await device.context.table(Versioned.self).insert(Versioned(title: "Draft", version: 3))
+            }
+        }
+        #expect(try await device.table("versioned").query().items.isEmpty)
+        #expect(try await device.context.queuedOperationCount(table: "versioned") == 0)
+        // Optional, as the server's: fine.
+        let kept = try await device.context.table(ServerVersioned.self).insert(
+            ServerVersioned(title: "Draft", version: "3"))
+        #expect(kept.version == nil && kept.title == "Draft")
+    }
+
     @Test(arguments: StoreKind.allCases)
     func nonOptionalIDsAreGeneratedOnInsert(_ kind: StoreKind) async throws {
         let device = try Device(kind: kind, server: ModelServer())

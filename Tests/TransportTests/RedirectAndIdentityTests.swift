@@ -120,6 +120,18 @@
             }
         }
 
+        /// An insert without an id lets the server choose it: its answer was called an answer about
+        /// another item, after the server had stored it (a retry stored it twice).
+        @Test func anInsertWithoutAnIdTakesTheServersId() async throws {
+            let server = try Self.answering { _ in
+                Self.json("201 Created", #"{"id":"server-chosen","version":"1","title":"Amélie"}"#)
+            }
+            defer { server.stop() }
+            let table = HTTPRemote(HTTPRemote.Configuration(serverURL: server.url)).onlineTable("movies")
+            let item = try await table.insert(["title": "Amélie"])
+            #expect(item["id"] == "server-chosen" && item["version"] == "1", "\(item)")
+        }
+
         @Test func anIdThatDiffersOnlyInCaseIsTheSameItem() async throws {
             let server = try Self.answering { _ in Self.json("201 Created", #"{"id":"ABC-1","version":"1"}"#) }
             defer { server.stop() }

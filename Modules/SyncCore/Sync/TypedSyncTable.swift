@@ -63,7 +63,30 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
             (item as? any SyncModel)?.hasUnassignedID == true || object["id"] == .null
             || object["id"]?.stringValue?.isEmpty == true
         if unassigned { object.removeValue(forKey: "id") }
+        try checkSystemProperties(object)
         return try decode(try await table.insert(object))
+    }
+
+    /// A model with a field named like a system property the server sets (`version`, `createdAt`,
+    /// `updatedAt`, `deleted`) that does not decode without it (`var version: Int`: the store keeps
+    /// the server's, a string, never the app's) was written, then failed to decode: every retry
+    /// inserted another item. Refused before the write.
+    private func checkSystemProperties(_ object: JSONObject) throws(SyncError) {
+        let owned = object.keys.filter(ItemFields.isServerOwned).sorted()
+        guard !owned.isEmpty else { return }
+        var stored = ItemFields.body(object)
+        if stored["id"] == nil { stored["id"] = .string(ItemID.generate()) }
+        do {
+            _ = try JSONValueDecoder().decode(Item.self, from: .object(stored))
+        } catch {
+            let fields = owned.map { "'\($0)'" }.joined(separator: ", ")
+            throw SyncError(
+                .invalidItem,
+                "table '\(name)': \(modelName) has \(fields), set by the server (the store keeps the server's, not"
+                    + " the app's), and does not decode without it: make it optional (the server's version is a"
+                    + " string, its times dates) or rename it",
+                underlying: SendableDescription(String(describing: error)))
+        }
     }
 
     /// Replaces a stored model and queues an update; returns it as stored. A model whose id is
