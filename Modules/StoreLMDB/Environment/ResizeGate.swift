@@ -15,6 +15,15 @@ final class ResizeGate: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// Enters unless a resize is under way or waiting (then `false`, and nothing to leave).
+    func tryEnter() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !resizing else { return false }
+        open += 1
+        return true
+    }
+
     func leave() {
         condition.lock()
         open -= 1
