@@ -66,7 +66,9 @@ extension LocalStore where Self == MemoryStore {
 }
 
 struct MemoryState {
-    var tables: [String: [String: JSONObject]] = [:]
+    /// Items by table and id; ids compare by their bytes (``ItemID/Key``), as in the other
+    /// stores: "café" in two Unicode forms is two items.
+    var tables: [String: [ItemID.Key: JSONObject]] = [:]
     var definitions: [String: TableDefinition] = [:]
     /// Sorted by id. Changed only through the methods below, which keep ``operationIDsByItem``.
     ///
@@ -85,16 +87,15 @@ struct MemoryState {
 
     struct ItemKey: Hashable {
         var table: String
-        var itemID: String
+        var itemID: ItemID.Key
 
         init(_ operation: QueuedOperation) {
-            table = operation.table
-            itemID = operation.itemID
+            self.init(table: operation.table, itemID: operation.itemID)
         }
 
         init(table: String, itemID: String) {
             self.table = table
-            self.itemID = itemID
+            self.itemID = ItemID.Key(itemID)
         }
     }
 
@@ -179,7 +180,7 @@ struct MemoryReader: StoreReader {
     let state: MemoryState
 
     func item(_ table: String, id: String) throws -> JSONObject? {
-        state.tables[table]?[id]
+        state.tables[table]?[ItemID.Key(id)]
     }
 
     func query(_ table: String, _ query: TableQuery) throws -> QueryResult {
@@ -273,7 +274,7 @@ final class MemoryTransaction: StoreTransaction {
 
     func item(_ table: String, id: String) throws -> JSONObject? {
         try checkActive()
-        return state.tables[table]?[id]
+        return state.tables[table]?[ItemID.Key(id)]
     }
 
     func query(_ table: String, _ query: TableQuery) throws -> QueryResult {
@@ -356,9 +357,10 @@ final class MemoryTransaction: StoreTransaction {
             undo.append { $0.tables[table] = nil }
         }
         for (id, item) in zip(ids, items) {
-            let previous = state.tables[table]![id]
-            state.tables[table]![id] = item
-            undo.append { $0.tables[table]?[id] = previous }
+            let key = ItemID.Key(id)
+            let previous = state.tables[table]![key]
+            state.tables[table]![key] = item
+            undo.append { $0.tables[table]?[key] = previous }
         }
     }
 
@@ -367,9 +369,9 @@ final class MemoryTransaction: StoreTransaction {
         try checkActive()
         var deleted = 0
         for id in ids {
-            guard let previous = state.tables[table]?.removeValue(forKey: id) else { continue }
+            guard let previous = state.tables[table]?.removeValue(forKey: ItemID.Key(id)) else { continue }
             deleted += 1
-            undo.append { $0.tables[table]?[id] = previous }
+            undo.append { $0.tables[table]?[ItemID.Key(id)] = previous }
         }
         return deleted
     }

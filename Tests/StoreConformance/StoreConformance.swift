@@ -80,13 +80,14 @@ extension StoreConformanceSuite {
             },
             .init("items by ids reads exactly the stored ones, whatever their ids hold") { fixture async throws in
                 let store = fixture.store
-                let odd = ["X", "x", "é", "with space", "[1]", "a,b", "'q'", "0"]
+                // "é" twice: composed (NFC) and decomposed (NFD), equal as Swift strings, two ids.
+                let odd = ["X", "x", "\u{E9}", "e\u{301}", "with space", "[1]", "a,b", "'q'", "0"]
                 try await store.upsert("todo", odd.enumerated().map { ["id": .string($1), "n": .int(Int64($0))] })
                 try await store.upsert("other", [["id": "missing-here"]])
                 let found = try await store.read { try $0.items("todo", ids: odd + ["missing-here", "X"]) }
                 #expect(found.count == odd.count)
                 for (index, id) in odd.enumerated() {
-                    #expect(found[id] == ["id": .string(id), "n": .int(Int64(index))])
+                    #expect(found[ItemID.Key(id)] == ["id": .string(id), "n": .int(Int64(index))])
                 }
                 #expect(try await store.read { try $0.items("todo", ids: []) }.isEmpty)
                 #expect(try await store.read { try $0.items("never-written", ids: ["X"]) }.isEmpty)
@@ -188,6 +189,33 @@ extension StoreConformanceSuite {
                     try await fixture.store.upsert("ids", [["id": .null]])
                 }
                 #expect(try await fixture.store.read { try $0.count("ids") } == 0)
+            },
+            .init("ids equal only as Swift strings (two Unicode forms) are two items, with their own queue") {
+                fixture async throws in
+                // "café" composed (NFC) and decomposed (NFD): `==` in Swift, two ids on the server.
+                let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+                let store = fixture.store
+                try await store.upsert(
+                    "ids", [["id": .string(composed), "n": 1], ["id": .string(decomposed), "n": 2]])
+                #expect(try await store.read { try $0.count("ids") } == 2)
+                #expect(try await store.item("ids", id: composed)?["n"] == 1)
+                #expect(try await store.item("ids", id: decomposed)?["n"] == 2)
+                for id in [composed, decomposed] {
+                    let found = try await store.query("ids", TableQuery(filter: .field("id").eq(id))).items
+                    #expect(found.map(\.id) == [id], "id eq \(id.unicodeScalars.count) scalars")
+                }
+                let both = TableQuery(filter: .field("id").isIn([composed, decomposed]))
+                #expect(try await store.query("ids", both).items.count == 2)
+                _ = try await store.write { tx in try tx.appendOperation(draft("ids", decomposed, .update)) }
+                #expect(try await store.read { try $0.operations(table: "ids", itemID: composed) }.isEmpty)
+                #expect(
+                    try await store.read { try $0.operations(table: "ids", itemIDs: [composed]) }.isEmpty)
+                #expect(
+                    try await store.read { try $0.operations(table: "ids", itemIDs: [decomposed]) }.map(\.itemID)
+                        == [decomposed])
+                #expect(try await store.write { tx in try tx.delete("ids", ids: [composed]) } == 1)
+                #expect(try await store.item("ids", id: decomposed)?["n"] == 2)
+                #expect(try await store.item("ids", id: composed) == nil)
             },
             .init("a batch with one invalid item writes nothing") { fixture async throws in
                 await expectError(StoreError.self, .invalidItem, "mixed batch") {

@@ -81,7 +81,7 @@ public final class ModelServer: Sendable {
     }
 
     fileprivate struct State {
-        var tables: [String: [String: JSONObject]] = [:]
+        var tables: [String: [ItemID.Key: JSONObject]] = [:]
         var lastStamp: Int64
         var clock: Int64
         var nextVersion = 1
@@ -158,7 +158,7 @@ public final class ModelServer: Sendable {
 
     /// One row, soft-deleted or not.
     public func row(_ table: String, id: String) -> JSONObject? {
-        state.withLock { $0.tables[table]?[id] }
+        state.withLock { $0.tables[table]?[ItemID.Key(id)] }
     }
 
     // MARK: - Server-side writes (another writer)
@@ -169,12 +169,12 @@ public final class ModelServer: Sendable {
             let stamp = state.commitStamp()
             for item in items {
                 guard let id = item.id else { continue }
-                let created = state.tables[table]?[id]?["createdAt"] ?? .string(stamp.iso8601)
+                let created = state.tables[table]?[ItemID.Key(id)]?["createdAt"] ?? .string(stamp.iso8601)
                 var row = ItemFieldsModel.body(item)
                 row["id"] = .string(id)
                 row["createdAt"] = created
                 state.stamp(&row, stamp)
-                state.tables[table, default: [:]][id] = row
+                state.tables[table, default: [:]][ItemID.Key(id)] = row
                 state.commits.append(Commit(table: table, itemID: id, kind: .insert, device: device, row: row))
             }
         }
@@ -185,10 +185,10 @@ public final class ModelServer: Sendable {
         state.withLock { state in
             let stamp = state.commitStamp()
             for id in ids {
-                guard var row = state.tables[table]?[id], !row.isDeleted else { continue }
+                guard var row = state.tables[table]?[ItemID.Key(id)], !row.isDeleted else { continue }
                 for (key, value) in fields { row[key] = value }
                 state.stamp(&row, stamp)
-                state.tables[table]?[id] = row
+                state.tables[table]?[ItemID.Key(id)] = row
                 state.commits.append(Commit(table: table, itemID: id, kind: .update, device: device, row: row))
             }
         }
@@ -199,10 +199,10 @@ public final class ModelServer: Sendable {
         state.withLock { state in
             let stamp = state.commitStamp()
             for id in ids {
-                guard var row = state.tables[table]?[id], !row.isDeleted else { continue }
+                guard var row = state.tables[table]?[ItemID.Key(id)], !row.isDeleted else { continue }
                 row["deleted"] = true
                 state.stamp(&row, stamp)
-                state.tables[table]?[id] = row
+                state.tables[table]?[ItemID.Key(id)] = row
                 state.commits.append(Commit(table: table, itemID: id, kind: .delete, device: device, row: row))
             }
         }
@@ -211,7 +211,7 @@ public final class ModelServer: Sendable {
     /// Removes rows for good (a hard delete: pulls never hear about it).
     public func hardDelete(_ table: String, ids: [String]) {
         state.withLock { state in
-            for id in ids { state.tables[table]?[id] = nil }
+            for id in ids { state.tables[table]?[ItemID.Key(id)] = nil }
         }
     }
 
@@ -281,14 +281,14 @@ public final class ModelServer: Sendable {
         throws(RemoteError) -> RemoteAnswer
     {
         guard let id = item.id else { throw RemoteError(status: 400, "the item has no id") }
-        if let existing = state.tables[table]?[id] {
+        if let existing = state.tables[table]?[ItemID.Key(id)] {
             throw RemoteError(status: 409, "an item with id '\(id)' exists", serverItem: existing)
         }
         let stamp = state.commitStamp()
         var row = ItemFieldsModel.body(item)
         row["createdAt"] = .string(stamp.iso8601)
         state.stamp(&row, stamp)
-        state.tables[table, default: [:]][id] = row
+        state.tables[table, default: [:]][ItemID.Key(id)] = row
         state.commits.append(Commit(table: table, itemID: id, kind: .insert, device: device, row: row))
         return .item(row)
     }
@@ -297,7 +297,7 @@ public final class ModelServer: Sendable {
         _ item: JSONObject, ifVersion: String?, table: String, device: String, _ state: inout State
     ) throws(RemoteError) -> RemoteAnswer {
         guard let id = item.id else { throw RemoteError(status: 400, "the item has no id") }
-        guard let existing = state.tables[table]?[id], !existing.isDeleted else {
+        guard let existing = state.tables[table]?[ItemID.Key(id)], !existing.isDeleted else {
             throw RemoteError(status: 404, "no item with id '\(id)'")
         }
         if let ifVersion, existing.version != ifVersion {
@@ -307,7 +307,7 @@ public final class ModelServer: Sendable {
         var row = ItemFieldsModel.body(item)
         row["createdAt"] = existing["createdAt"]
         state.stamp(&row, stamp)
-        state.tables[table]?[id] = row
+        state.tables[table]?[ItemID.Key(id)] = row
         state.commits.append(Commit(table: table, itemID: id, kind: .update, device: device, row: row))
         return .item(row)
     }
@@ -315,7 +315,7 @@ public final class ModelServer: Sendable {
     fileprivate static func delete(
         id: String, ifVersion: String?, table: String, device: String, _ state: inout State
     ) throws(RemoteError) -> RemoteAnswer {
-        guard var row = state.tables[table]?[id], !row.isDeleted else {
+        guard var row = state.tables[table]?[ItemID.Key(id)], !row.isDeleted else {
             throw RemoteError(status: 404, "no item with id '\(id)'")
         }
         if let ifVersion, row.version != ifVersion {
@@ -323,7 +323,7 @@ public final class ModelServer: Sendable {
         }
         row["deleted"] = true
         state.stamp(&row, state.commitStamp())
-        state.tables[table]?[id] = row
+        state.tables[table]?[ItemID.Key(id)] = row
         state.commits.append(Commit(table: table, itemID: id, kind: .delete, device: device, row: row))
         return .item(nil)
     }
@@ -427,7 +427,7 @@ private struct ModelRemoteTable: RemoteTable {
     func item(id: String) async throws(RemoteError) -> JSONObject? {
         let name = name
         let answer = try await server.handle(request(.read, id: id)) { state throws(RemoteError) in
-            .item(state.tables[name]?[id].flatMap { $0.isDeleted ? nil : $0 })
+            .item(state.tables[name]?[ItemID.Key(id)].flatMap { $0.isDeleted ? nil : $0 })
         }
         guard case .item(let row) = answer else { throw RemoteError(.invalidResponse, "no item") }
         return row

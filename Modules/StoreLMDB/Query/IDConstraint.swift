@@ -56,7 +56,8 @@ struct IDRange: Sendable, Equatable {
 /// What a filter says about ids.
 enum IDConstraint: Equatable {
     case any
-    case set(Set<String>)
+    /// These ids, told apart by their bytes ("café" in two Unicode forms is two ids).
+    case set(Set<ItemID.Key>)
     case range(IDRange)
 
     func and(_ other: IDConstraint) -> IDConstraint {
@@ -65,7 +66,7 @@ enum IDConstraint: Equatable {
         case (_, .any): return self
         case (.set(let a), .set(let b)): return .set(a.intersection(b))
         case (.set(let ids), .range(let range)), (.range(let range), .set(let ids)):
-            return .set(ids.filter { range.contains($0) })
+            return .set(ids.filter { range.contains($0.id) })
         case (.range(let a), .range(let b)):
             return .range(
                 IDRange(
@@ -80,7 +81,7 @@ enum IDConstraint: Equatable {
         case (.set(let a), .set(let b)): return .set(a.union(b))
         case (.set(let ids), .range(let range)), (.range(let range), .set(let ids)):
             if ids.isEmpty { return .range(range) }
-            let sorted = ids.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+            let sorted = ids.map { Array($0.id.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
             return .range(range).or(.range(IDRange(lower: (sorted.first!, true), upper: (sorted.last!, true))))
         case (.range(let a), .range(let b)):
             // The hull: the looser bound on each side (none when either side has none).

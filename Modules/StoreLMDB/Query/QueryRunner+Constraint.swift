@@ -76,10 +76,10 @@ extension QueryRunner {
         case .binary(let op, .literal(let literal), .field(let field)) where op.isComparison:
             return comparison(op.mirrored, field, literal)
         case .isIn(.field("id"), let list) where plansID:
-            var ids: Set<String> = []
+            var ids: Set<ItemID.Key> = []
             for element in list {
                 guard case .literal(.string(let id)) = element else { return Constraint() }
-                ids.insert(id)
+                ids.insert(ItemID.Key(id))
             }
             return Constraint(ids: .set(ids))
         default:
@@ -91,7 +91,7 @@ extension QueryRunner {
         if field == "id", plansID, case .string(let id) = literal {
             let bytes = Array(id.utf8)
             switch op {
-            case .equal: return Constraint(ids: .set([id]))
+            case .equal: return Constraint(ids: .set([ItemID.Key(id)]))
             case .greaterThan: return Constraint(ids: .range(IDRange(lower: (bytes, false))))
             case .greaterThanOrEqual: return Constraint(ids: .range(IDRange(lower: (bytes, true))))
             case .lessThan: return Constraint(ids: .range(IDRange(upper: (bytes, false))))

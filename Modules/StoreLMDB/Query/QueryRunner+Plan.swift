@@ -63,7 +63,7 @@ extension QueryRunner {
         let order = self.order(query.orderBy)
         if constraint.isNothing { return Plan(source: .ids([]), order: order, streamed: true) }
         if case .set(let ids) = constraint.ids {
-            let sorted = ids.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            let sorted = ids.map(\.id).sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
             if case .id = order { return Plan(source: .ids(sorted), order: order, streamed: true) }
             return Plan(source: .ids(sorted), order: order, streamed: false)
         }

@@ -82,17 +82,17 @@ class SQLiteReader: StoreReader {
 
     /// One statement for all the ids, given as a JSON array (`json_each`): the statement is
     /// prepared once for any number of ids, and each id is still a lookup in the primary key.
-    func items(_ table: String, ids: [String]) throws -> [String: JSONObject] {
+    func items(_ table: String, ids: [String]) throws -> [ItemID.Key: JSONObject] {
         try run("reading items of table '\(table)' from") {
             guard !ids.isEmpty, let entry = try entry(table) else { return [:] }
             let statement = try db.cachedStatement(
                 sql: "SELECT id, item FROM \(entry.sqlName) WHERE id IN (SELECT value FROM json_each(?))")
-            var found: [String: JSONObject] = [:]
+            var found: [ItemID.Key: JSONObject] = [:]
             found.reserveCapacity(ids.count)
             let rows = try Row.fetchCursor(statement, arguments: [Self.jsonArray(ids)])
             while let row = try rows.next() {
                 let id: String = row[0]
-                found[id] = try decodeObject(row[1], what: "item '\(id)' of table '\(table)'")
+                found[ItemID.Key(id)] = try decodeObject(row[1], what: "item '\(id)' of table '\(table)'")
             }
             return found
         }
@@ -217,9 +217,9 @@ class SQLiteReader: StoreReader {
         try run("reading the operations of \(itemIDs.count) items from") {
             guard !itemIDs.isEmpty else { return [] }
             let statement = try db.cachedStatement(sql: Self.operationsOfItemsSQL)
-            let wanted = Set(itemIDs)
+            let keys = Set(itemIDs.map(ItemID.Key.init))
             return try String.fetchAll(statement, arguments: [table, Self.jsonArray(itemIDs)])
-                .map { try decodeOperation($0) }.filter { $0.table == table && wanted.contains($0.itemID) }
+                .map { try decodeOperation($0) }.filter { $0.table == table && keys.contains(ItemID.Key($0.itemID)) }
         }
     }
 

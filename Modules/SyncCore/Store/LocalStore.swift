@@ -76,10 +76,14 @@ public protocol StoreReader {
     /// reads them one by one (``item(_:id:)``); a store that can read them together implements it
     /// (a push reads the local copies of every item of a batch it completes).
     ///
+    /// The keys are ``ItemID/Key``s: ids equal as Swift `String`s but not byte for byte ("café" in
+    /// two Unicode forms) are two items.
+    ///
     /// ```swift
     /// let found = try await store.read { try $0.items("todo", ids: ["a1", "b2"]) }
+    /// print(found[ItemID.Key("a1")]?["title"] as Any)
     /// ```
-    func items(_ table: String, ids: [String]) throws -> [String: JSONObject]
+    func items(_ table: String, ids: [String]) throws -> [ItemID.Key: JSONObject]
 
     /// The items of `table` that a query selects, with the total count when asked for.
     func query(_ table: String, _ query: TableQuery) throws -> QueryResult
@@ -241,17 +245,17 @@ extension LocalStore {
 }
 
 extension StoreReader {
-    public func items(_ table: String, ids: [String]) throws -> [String: JSONObject] {
-        var found: [String: JSONObject] = [:]
-        for id in ids where found[id] == nil {
-            if let item = try item(table, id: id) { found[id] = item }
+    public func items(_ table: String, ids: [String]) throws -> [ItemID.Key: JSONObject] {
+        var found: [ItemID.Key: JSONObject] = [:]
+        for id in ids where found[ItemID.Key(id)] == nil {
+            if let item = try item(table, id: id) { found[ItemID.Key(id)] = item }
         }
         return found
     }
 
     public func operations(table: String, itemIDs: [String]) throws -> [QueuedOperation] {
         var operations: [QueuedOperation] = []
-        for id in Set(itemIDs) { operations += try self.operations(table: table, itemID: id) }
+        for key in itemIDs.itemKeys { operations += try self.operations(table: table, itemID: key.id) }
         return operations.sorted { $0.id < $1.id }
     }
 

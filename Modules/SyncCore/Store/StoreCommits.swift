@@ -188,7 +188,9 @@ final class TrackedTransaction: StoreTransaction {
     // MARK: StoreReader
 
     func item(_ table: String, id: String) throws -> JSONObject? { try inner.item(table, id: id) }
-    func items(_ table: String, ids: [String]) throws -> [String: JSONObject] { try inner.items(table, ids: ids) }
+    func items(_ table: String, ids: [String]) throws -> [ItemID.Key: JSONObject] {
+        try inner.items(table, ids: ids)
+    }
     func query(_ table: String, _ query: TableQuery) throws -> QueryResult { try inner.query(table, query) }
     func count(_ table: String) throws -> Int { try inner.count(table) }
     func tableNames() throws -> [String] { try inner.tableNames() }

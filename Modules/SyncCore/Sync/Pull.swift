@@ -111,7 +111,7 @@ extension SyncContext {
         }
         var remaining = query.top
         var offset = query.skip ?? 0
-        var seen = Set<String>()
+        var seen = Set<ItemID.Key>()
 
         /// The request for the page after `deltaToken` (keyset) or at `offset`; `$top` is the page size,
         /// or what is left of `top` when less.
@@ -172,7 +172,7 @@ extension SyncContext {
             deltaToken = next
             offset += items.count
             remaining = nextRemaining
-            if options.removesMissingItems { seen.formUnion(items.compactMap(\.id)) }
+            if options.removesMissingItems { seen.formUnion(items.compactMap(\.id).itemKeys) }
             result.pages += 1
             result.items.add(applied)
             hub.emit(.pagePulled(table: table, queryID: queryID, counts: applied))
@@ -386,13 +386,15 @@ enum PullSteps {
             if case .string(let id)? = item["id"], ItemID.isValid(id) { return id }
             return nil
         }
-        let pending = Set(try tx.operations(table: table, itemIDs: ids).map(\.itemID))
+        let pending = try tx.operations(table: table, itemIDs: ids).map(\.itemID).itemKeys
         let locals = try tx.items(table, ids: ids)
         // A page that repeats an id means its last copy (a deletion after an update, say): the
         // earlier copies are passed over, whatever their kind.
-        var last: [String: Int] = [:]
+        // Ids are told apart by their bytes (ItemID.Key): "café" in two Unicode forms is two
+        // items, and with `String` keys the second was skipped as a repeat of the first.
+        var last: [ItemID.Key: Int] = [:]
         for (index, item) in items.enumerated() {
-            if case .string(let id)? = item["id"] { last[id] = index }
+            if case .string(let id)? = item["id"] { last[ItemID.Key(id)] = index }
         }
         var upserts: [JSONObject] = []
         var deletions: [String] = []
@@ -401,11 +403,12 @@ enum PullSteps {
                 page.invalid += 1
                 continue
             }
-            if last[id] != index || pending.contains(id) {
+            let key = ItemID.Key(id)
+            if last[key] != index || pending.contains(key) {
                 page.skipped += 1
                 continue
             }
-            if let local = locals[id], let localTime = local.updatedAt,
+            if let local = locals[key], let localTime = local.updatedAt,
                 let serverTime = item.updatedAt, localTime > serverTime
             {
                 page.skipped += 1
@@ -426,12 +429,17 @@ enum PullSteps {
     }
 
     /// Removes local items that match `filter` but were not in a complete pull.
-    static func removeMissing(table: String, filter: QueryExpression?, seen: Set<String>, in tx: any StoreTransaction)
+    static func removeMissing(
+        table: String, filter: QueryExpression?, seen: Set<ItemID.Key>, in tx: any StoreTransaction
+    )
         throws -> Int
     {
-        let pending = Set(try tx.operations(after: nil, table: table, limit: nil).map(\.itemID))
+        let pending = try tx.operations(after: nil, table: table, limit: nil).map(\.itemID).itemKeys
         let local = try tx.query(table, TableQuery(filter: filter, select: ["id"], includeDeleted: true)).items
-        let missing = local.compactMap(\.id).filter { !seen.contains($0) && !pending.contains($0) }
+        let missing = local.compactMap(\.id).filter {
+            let key = ItemID.Key($0)
+            return !seen.contains(key) && !pending.contains(key)
+        }
         return missing.isEmpty ? 0 : try tx.delete(table, ids: missing)
     }
 }

@@ -117,9 +117,9 @@ enum PurgeSteps {
         // and an item it kept then never reached the server while the status said everything synced.
         let narrowed = query.filter != nil || query.top != nil || (query.skip ?? 0) > 0
         if force && narrowed {
-            let purged = Set(items.compactMap(\.id))
+            let purged = items.compactMap(\.id).itemKeys
             for operation in try tx.operations(after: nil, table: table, limit: nil)
-            where purged.contains(operation.itemID) {
+            where purged.contains(ItemID.Key(operation.itemID)) {
                 try QueuedEdits.dropOperation(operation, in: tx)
             }
         }

@@ -3,7 +3,13 @@ extension SyncContext {
     /// An item of a table, as a push tells items apart.
     struct ItemKey: Hashable {
         var table: String
-        var itemID: String
+        /// Compared by its bytes (``ItemID/Key``).
+        var item: ItemID.Key
+
+        init(table: String, itemID: String) {
+            self.table = table
+            self.item = ItemID.Key(itemID)
+        }
     }
 
     /// Where a push is in the queue: the last operation it took. Operations appended while the
@@ -52,7 +58,7 @@ extension SyncContext {
             }
             guard let last = group.last?.id else { return (.end, nil) }
             // The local copies of the group's items, read together table by table.
-            var locals: [String: [String: JSONObject]] = [:]
+            var locals: [String: [ItemID.Key: JSONObject]] = [:]
             for operation in group where operation.kind != .delete && locals[operation.table] == nil {
                 let ids = group.filter { $0.table == operation.table && $0.kind != .delete }.map(\.itemID)
                 locals[operation.table] = try tx.items(operation.table, ids: ids)

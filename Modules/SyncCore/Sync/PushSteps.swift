@@ -33,7 +33,7 @@ enum PushSteps {
     /// reads a group of them at once, not each again by id). `locals`, when given, holds the local
     /// copies of the operation's table read for a whole group (an item absent from it has none).
     static func prepare(
-        _ operation: QueuedOperation, replayingKeyed: Bool = false, locals: [String: JSONObject]? = nil,
+        _ operation: QueuedOperation, replayingKeyed: Bool = false, locals: [ItemID.Key: JSONObject]? = nil,
         in tx: any StoreTransaction
     ) throws -> Prepared {
         var operation = operation
@@ -41,7 +41,8 @@ enum PushSteps {
         var precondition: String?
         switch operation.kind {
         case .insert, .update:
-            let local = try locals.map { $0[operation.itemID] } ?? tx.item(operation.table, id: operation.itemID)
+            let local =
+                try locals.map { $0[ItemID.Key(operation.itemID)] } ?? tx.item(operation.table, id: operation.itemID)
             guard let local else {
                 if operation.state == .inFlight, let sent = operation.item {
                     // The item was deleted locally after this operation was sent with an unknown outcome
@@ -155,17 +156,18 @@ enum PushSteps {
         for table in tables {
             let entries = byTable[table] ?? []
             let ids = entries.map(\.operation.itemID)
-            var followUps: [String: QueuedOperation] = [:]
-            for queued in try tx.operations(table: table, itemIDs: ids) where followUps[queued.itemID] == nil {
-                followUps[queued.itemID] = queued
+            var followUps: [ItemID.Key: QueuedOperation] = [:]
+            for queued in try tx.operations(table: table, itemIDs: ids)
+            where followUps[ItemID.Key(queued.itemID)] == nil {
+                followUps[ItemID.Key(queued.itemID)] = queued
             }
             let locals = try tx.items(table, ids: ids)
             var stored: [JSONObject] = []
             stored.reserveCapacity(entries.count)
             for (operation, server) in entries {
                 let item = try settle(
-                    operation, server: server, followUp: followUps[operation.itemID], local: locals[operation.itemID],
-                    in: tx)
+                    operation, server: server, followUp: followUps[ItemID.Key(operation.itemID)],
+                    local: locals[ItemID.Key(operation.itemID)], in: tx)
                 if let item { stored.append(item) }
             }
             if !stored.isEmpty { try tx.upsert(table, stored) }

@@ -76,7 +76,7 @@ enum QueuedEdits {
     {
         var prepared: [JSONObject] = []
         prepared.reserveCapacity(items.count)
-        var ids = Set<String>()
+        var ids = Set<ItemID.Key>()
         ids.reserveCapacity(items.count)
         var plain = true
         // An import into a table with no items and no queued operations (a first import) meets
@@ -87,7 +87,7 @@ enum QueuedEdits {
         for original in items {
             let (item, id) = try newItem(original, table: table)
             let stored = fresh ? nil : try tx.item(table, id: id)
-            guard ids.insert(id).inserted, stored == nil else {
+            guard ids.insert(ItemID.Key(id)).inserted, stored == nil else {
                 throw SyncError(.itemExists, "table '\(table)': an item with id '\(id)' already exists")
             }
             if plain, !fresh, let last = try tx.operations(table: table, itemID: id).last, last.state != .inFlight {

@@ -110,7 +110,11 @@ final class UndecodableItemLog: Sendable {
     private struct Key: Hashable {
         var table: String
         var model: String
-        var itemID: String
+        var itemID: ItemID.Key
+
+        init(table: String, model: String, itemID: String) {
+            (self.table, self.model, self.itemID) = (table, model, ItemID.Key(itemID))
+        }
     }
 
     private let reports = Mutex<[Key: UndecodableItem]>([:])
