@@ -1,4 +1,5 @@
 import PostgresNIO
+import SyncCore
 public import ServerStorageCore
 @_spi(StoreSupport) import SyncCore
 
@@ -72,13 +73,15 @@ extension PostgreSQLServerStorage {
                 if let kind = FieldKind(rawValue: kind) { known[field] = kind }
             }
         }
-        var taken: Set<String> = []
+        // Ids by their bytes (ItemID.Key), as PostgreSQL compares them: with `String`s, "café"
+        // decomposed was taken for "café" composed and refused as a conflict.
+        var taken: Set<ItemID.Key> = []
         do {
             var binds = PostgresBindings(capacity: 1)
-            binds.append(Array(Set(pending.map { plan.rows[$0].id })))
+            binds.append(Set(pending.map { ItemID.Key(plan.rows[$0].id) }).map(\.id))
             let select = PostgresQuery(
                 unsafeSQL: "SELECT id FROM \(plan.sqlName) WHERE id = ANY($1::text[])", binds: binds)
-            for row in try await connection.rows(select) { taken.insert(try row.decode(String.self)) }
+            for row in try await connection.rows(select) { taken.insert(ItemID.Key(try row.decode(String.self))) }
         }
         // Each row in order, as alone: its kinds first (a wrong kind fails before the id is looked
         // at), then its id; a row that goes in fixes its new kinds for the rows after it.
@@ -97,7 +100,7 @@ extension PostgreSQLServerStorage {
                     new.append((name, kind))
                 }
             }
-            guard taken.insert(plan.rows[index].id).inserted else {
+            guard taken.insert(ItemID.Key(plan.rows[index].id)).inserted else {
                 conflicting.append(index)
                 continue
             }

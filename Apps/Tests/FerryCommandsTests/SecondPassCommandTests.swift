@@ -161,6 +161,17 @@ struct SecondPassCommandTests {
         #expect(result.errors.contains("line 3 repeats the id 'q' of line 1"), "\(result.errors)")
         #expect(!result.errors.contains("already exists"), "\(result.errors)")
 
+        // "café" composed and decomposed are two ids (the server and the stores keep both).
+        let forms = directory.appendingPathComponent("forms.jsonl")
+        try "{\"id\":\"caf\u{E9}\"}\n{\"id\":\"cafe\u{301}\"}\n".write(to: forms, atomically: true, encoding: .utf8)
+        let formsResult = try await Self.run(["import", "todo", forms.path, "--store", store])
+        #expect(formsResult.status == 0, "\(formsResult.errors)")
+        let listed = try await Self.run(["query", "todo", "--store", store, "--json"])
+        // By bytes: `String.contains` would find either form in the other.
+        let bytes = Data(listed.output.utf8)
+        #expect(bytes.range(of: Data("caf\u{E9}".utf8)) != nil, "\(listed.output)")
+        #expect(bytes.range(of: Data("cafe\u{301}".utf8)) != nil, "\(listed.output)")
+
         let csv = directory.appendingPathComponent("todo.csv")
         try "id,title\na,Milk\n".write(to: csv, atomically: true, encoding: .utf8)
         let csvResult = try await Self.run(["import", "todo", csv.path, "--store", store])

@@ -53,6 +53,28 @@ extension ServerStorageConformanceSuite {
                         stored[2].version, after.version,
                     ]), "\(changes)")
             },
+            .init("ids equal only as Swift strings (two Unicode forms) are two rows, alone and in a set") {
+                fixture async throws in
+                // "café" composed (NFC) and decomposed (NFD): a set took the second for the first.
+                let storage = fixture.storage
+                let (composed, decomposed) = ("caf\u{E9}", "cafe\u{301}")
+                _ = try await storage.insert(into: todo, id: composed, content: ["n": 1], owner: nil)
+                let alone = try await storage.insert(into: todo, [StorageInsert(id: decomposed, content: ["n": 2])])
+                #expect((try? alone[0].get())?.id == decomposed)
+                let (setComposed, setDecomposed) = ("s\u{E9}t", "se\u{301}t")
+                let together = try await storage.insert(
+                    into: todo,
+                    [
+                        StorageInsert(id: setComposed, content: ["n": 3]),
+                        StorageInsert(id: setDecomposed, content: ["n": 4]),
+                    ])
+                #expect(together.map { (try? $0.get())?.id } == [setComposed, setDecomposed])
+                for (id, n) in [(composed, 1), (decomposed, 2), (setComposed, 3), (setDecomposed, 4)] {
+                    let item = try await storage.item(in: todo, id: id, owner: .all)
+                    #expect(
+                        item?.id == id && item?.content["n"] == .int(Int64(n)), "\(id.unicodeScalars.count) scalars")
+                }
+            },
             .init("a set insert matches single inserts row for row, stamps included") { fixture async throws in
                 let storage = fixture.storage
                 var random = SeededRandom(seed: 31)

@@ -145,15 +145,16 @@ public struct ImportCommand: DeviceCommand, Sendable {
     /// Two items of the file with the same id: an error naming both places (the store would only
     /// say the second "already exists", as if it had been there before).
     static func checkRepeatedIDs(_ items: [JSONObject], names: (Int) -> String) throws {
-        var seen: [String: Int] = [:]
+        // By their bytes: "café" composed and decomposed are two ids.
+        var seen: [ItemID.Key: Int] = [:]
         for (index, item) in items.enumerated() {
             guard case .string(let id)? = item["id"] else { continue }
-            if let first = seen[id] {
+            if let first = seen[ItemID.Key(id)] {
                 throw ClientError(
                     .usage, "\(names(index)) repeats the id '\(id)' of \(names(first)); nothing was imported",
                     hint: "each item of one import needs its own id, or none for a generated one")
             }
-            seen[id] = index
+            seen[ItemID.Key(id)] = index
         }
     }
 }
