@@ -310,4 +310,33 @@ struct DeletedOnServerResolutionTests {
         #expect(try await device.context.push().failed.isEmpty)
         #expect(device.server.row("todo", id: "n")?["title"] == "never sent")
     }
+
+    /// An update of an item a pull removed (another device deleted it on the server), written
+    /// without a version: the server answers 404 (2.0) as for an item it never had. It failed at
+    /// every push with "never inserted there", and the handler was never asked: the server's
+    /// tombstone now makes it the server's deletion, which a client-wins handler gives in to.
+    @Test(arguments: StoreKind.allCases)
+    func anUpdateOfAnItemAPullRemovedMeetsTheServersDeletion(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let phone = try Device("phone", kind: kind, server: server, handler: .clientWins)
+        _ = try await phone.table().insert(["id": "rent", "title": "Pay rent"])
+        _ = try await phone.context.push()
+        server.softDelete("todo", ids: ["rent"])
+        try await phone.table().pull()
+        #expect(try await phone.table().item(id: "rent") == nil)
+        _ = try await phone.table().update(["id": "rent", "title": "Pay rent", "done": true])
+        let pushed = try await phone.context.push()
+        #expect(pushed.failed.isEmpty, "\(pushed.failed.map(\.message))")
+        #expect(try await phone.table().item(id: "rent") == nil, "the deletion wins")
+        #expect(try await phone.operations().isEmpty)
+        #expect(server.row("todo", id: "rent")?.isDeleted == true)
+
+        // With the default handler it is a conflict to resolve, said as the server's deletion.
+        let kept = try Device("tablet", kind: kind, server: server)
+        _ = try await kept.table().update(["id": "rent", "title": "again"])
+        let failed = try #require(try await kept.context.push().failed.first)
+        #expect(failed.message.contains("deleted on the server"), "\(failed.message)")
+        #expect(try await kept.context.resolveError(failed.id, .useClient) == .useServer)
+        #expect(try await kept.operations().isEmpty)
+    }
 }

@@ -121,19 +121,25 @@ extension SyncContext {
             switch operation.kind {
             case .delete:
                 return try await complete(operation, serverItem: nil)  // already gone: the goal is reached
-            case .update where operation.baseItem == nil && (attempt.body["version"] ?? .null) == .null:
-                // An update queued for an item this device never had from the server (no base, no
-                // version): the server never had it either, which is no deletion to give in to (a
-                // conflict settled for the server removed the local item). It fails and stays.
-                return try await failure(
-                    operation,
-                    RemoteError(
-                        .notFound, status: error.status ?? 404,
-                        "\(place): the server has no item '\(operation.itemID)' to update: it was never inserted "
-                            + "there (resolve the error with an insert)"))
             case .update:
+                // An update queued for an item this device does not hold from the server (no base,
+                // no version), and the server keeps no deletion of it: it never had the item,
+                // which is no deletion to give in to (a conflict settled for the server removed
+                // the local item). It fails and stays. An update of an item a pull removed, since
+                // deleted on the server, is the server's deletion: a conflict (it failed at every
+                // push, saying "never inserted", without asking the handler).
+                let unversioned = operation.baseItem == nil && (attempt.body["version"] ?? .null) == .null
+                let tombstone = unversioned && error.status != 410 ? await self.tombstone(of: operation) : nil
+                if unversioned, error.status != 410, tombstone == nil {
+                    return try await failure(
+                        operation,
+                        RemoteError(
+                            .notFound, status: error.status ?? 404,
+                            "\(place): the server has no item '\(operation.itemID)' to update: it was never inserted "
+                                + "there (resolve the error with an insert)"))
+                }
                 return try await conflict(
-                    operation, clientItem: attempt.body, serverItem: nil, status: error.status ?? 404,
+                    operation, clientItem: attempt.body, serverItem: tombstone, status: error.status ?? 404,
                     message: "the item was deleted on the server", round: round)
             case .insert:
                 return try await failure(operation, error)
@@ -158,6 +164,15 @@ extension SyncContext {
         default:
             return try await failure(operation, error)
         }
+    }
+
+    /// The server's tombstone of the item of an update it answered 404 (2.0 answers it for deleted
+    /// items too): a read of the item with the deleted ones (soft delete). `nil` from a server that
+    /// keeps none, or when the read fails.
+    private func tombstone(of operation: QueuedOperation) async -> JSONObject? {
+        let query = TableQuery(filter: .field("id").eq(operation.itemID), top: 1, includeDeleted: true)
+        let found = try? await remote.table(operation.table).query(query).items
+        return found?.first { $0.id.map(ItemID.Key.init) == ItemID.Key(operation.itemID) && $0.isDeleted }
     }
 
     private func complete(_ operation: QueuedOperation, serverItem: JSONObject?) async throws -> PushOutcome {
