@@ -36,6 +36,16 @@ struct Errand: SyncModel, Equatable {
     }
 }
 
+/// A model with a property computed from an array.
+struct Basket: SyncModel {
+    static let tableName = "basket"
+    var id: String = .unassigned
+    var fruits: [String]
+    var count: Int { fruits.count }
+    var label: String
+    var labelLength: Int { label.count }
+}
+
 /// A model whose decoding refuses sample values.
 struct Guarded: SyncModel {
     static let tableName = "guarded"
@@ -255,6 +265,16 @@ struct TypedQueryTests {
         #expect(nested?.message.contains("paths such as 'details/…' are not supported") == true)
         // The whole nested value is a field.
         #expect(try TypedQuery<Errand>().select(\.details).tableQuery().select == ["details"])
+
+        // Computed from an array field: it was queried as the array ("fruits eq 2"), found nothing.
+        let baskets = device.context.table(Basket.self)
+        let counted = await expectSyncError(.invalidQuery) { _ = try await baskets.query(where: \.count == 2) }
+        #expect(
+            counted?.message.contains("it is computed from the field 'fruits'") == true,
+            "\(String(describing: counted))")
+        #expect(try TypedQuery<Basket>().select(\.fruits).tableQuery().select == ["fruits"])
+        await expectSyncError(.invalidQuery) { _ = try await baskets.query(where: \.labelLength == 1) }
+        #expect(try TypedQuery<Basket>(where: \.label == "x").tableQuery().filter == .field("label").eq("x"))
 
         await expectSyncError(.invalidQuery) { try await table.pull(TypedQuery(where: \.isBusy == false)) }
         await expectSyncError(.invalidQuery) {

@@ -100,6 +100,17 @@ struct FieldProbe<Model: Decodable & Sendable>: Sendable {
                 "the key path to '\(path)' of \(model) reads into a nested value: \(ODataSyntax.pathReason(field)); "
                     + "query the top-level field '\(field)' or store the value as a field of its own")
         }
+        // A plain value (a number, a string, a Bool) read from a field that holds another kind of
+        // value is computed from it: `var count: Int { fruits.count }` of an array (its probe
+        // values, 0 and 1, matched the Int samples' by chance, and the query became "fruits eq 2").
+        if let plain = ProbeDecoder.primitiveName(Value.self),
+            let stored = marked.first(where: { $0.leaf.path == [field] })?.leaf.type, stored != plain
+        {
+            throw SyncError(
+                .invalidQuery,
+                "a key path of \(model) cannot be queried: it is not a stored property "
+                    + "(it is computed from the field '\(field)')")
+        }
         // A computed property that reads one field (`var open: Bool { !done }`) changes with it, but does not
         // hold the values the field was decoded from.
         if let decodable = Value.self as? any Decodable.Type {

@@ -71,6 +71,13 @@ extension ProbeDecoder: SingleValueDecodingContainer {
         return try T(from: self)
     }
 
+    /// The type's full name when it is one the probe hands plain values (`Bool`, `String`, the
+    /// integers and floats, `Timestamp`), looking through `Optional`; otherwise `nil`.
+    static func primitiveName(_ type: Any.Type) -> String? {
+        let unwrapped = (type as? any ProbeOptional.Type)?.probeWrapped ?? type
+        return primitive(unwrapped, marked: false) == nil ? nil : String(reflecting: unwrapped)
+    }
+
     private static func primitive<T>(_ type: T.Type, marked: Bool) -> T? {
         let number = marked ? 1 : 0
         switch type {
@@ -181,4 +188,13 @@ struct ProbeUnkeyedContainer: UnkeyedDecodingContainer {
         currentIndex += 1
         return element
     }
+}
+
+/// `Optional`, to look through it (``ProbeDecoder/primitiveName(_:)``).
+protocol ProbeOptional {
+    static var probeWrapped: Any.Type { get }
+}
+
+extension Optional: ProbeOptional {
+    static var probeWrapped: Any.Type { Wrapped.self }
 }
