@@ -248,6 +248,38 @@ struct TypedModelTests {
         observed.stop()
     }
 
+    /// A reported row that is deleted (here, or by a pull) or purged leaves the list at the next
+    /// query or observed result (it stayed until an `item(id:)` of it).
+    @Test(arguments: StoreKind.allCases)
+    func reportsOfRowsThatAreGoneLeaveTheList(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let context = device.context
+        let chores = context.table(Chore.self)
+        let good = try await chores.insert(Chore(title: "Good"))
+        device.server.seed("chore", Self.misfits)
+        try await chores.pull(queryID: "all")
+        #expect(try await chores.query() == [good])
+        #expect(context.undecodableItems.count == 3)
+
+        // Deleted here, then by a pull: a query that does not read them forgets them.
+        try await device.table("chore").delete(id: Self.misfits[0].id!)
+        device.server.softDelete("chore", ids: [Self.misfits[1].id!])
+        try await chores.pull(queryID: "all", options: PullOptions(pushesFirst: false))
+        #expect(try await chores.query(TableQuery().filter(.field("title").eq("Good"))) == [good])
+        #expect(context.undecodableItems.map(\.itemID) == [Self.misfits[2].id!])
+
+        // Purged: an observation's next result forgets it.
+        let observed = Observed(chores.observe())
+        try await observed.wait { $0 == [good] }
+        try await device.table("chore").purge(TableQuery().filter(.field("title").eq("Uppercase id")), force: true)
+        try await device.table("chore").insert([
+            "id": "0193f4a2-0000-7000-8000-00000000000e", "title": "Later", "priority": "low", "tags": [],
+        ])
+        try await observed.wait { $0.count == 2 }
+        #expect(context.undecodableItems.isEmpty)
+        observed.stop()
+    }
+
     /// A change to a row that does not decode leaves the models as they were: no result repeats.
     @Test(arguments: StoreKind.allCases)
     func anObservationDoesNotRepeatAResultForARowItSkips(_ kind: StoreKind) async throws {
@@ -263,6 +295,24 @@ struct TypedModelTests {
         observed.stop()
         let values = observed.values
         #expect(zip(values, values.dropFirst()).allSatisfy { $0 != $1 }, "\(values.map { $0.map(\.title) })")
+    }
+
+    /// A push changes the stored items' version and times, which `Chore` has no field for: the
+    /// models are the same, and the observation does not repeat them (it yielded them again).
+    @Test(arguments: StoreKind.allCases)
+    func aPushDoesNotRepeatTheModelsOfAnObservation(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        let chores = device.context.table(Chore.self)
+        let good = try await chores.insert(Chore(title: "Good"))
+        let observed = Observed(chores.observe(TableQuery().orderBy("title")))
+        try await observed.wait { $0 == [good] }
+        #expect(try await device.context.push().pushed == 1)
+        #expect(try await device.table("chore").item(id: good.id.uuidString.lowercased())?["version"] != nil)
+        try await Task.sleep(for: .milliseconds(300))
+        let more = try await chores.insert(Chore(title: "More"))
+        try await observed.wait { $0 == [good, more] }
+        observed.stop()
+        #expect(observed.values == [[good], [good, more]], "\(observed.values.map { $0.map(\.title) })")
     }
 
     /// UUID ids are taken as they are (stored in lower case, they were not found by `uuidString`).

@@ -147,7 +147,9 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
     /// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)).orderBy("title"))
     /// ```
     public func query(_ query: TableQuery = TableQuery()) async throws(SyncError) -> [Item] {
-        try decode(try await table.query(query).items)
+        let objects = try await table.query(query).items
+        await forgetReportsOfGoneItems(besides: objects)
+        return try decode(objects)
     }
 
     /// The models a query selects now, then again after every commit that changes them; see
@@ -170,13 +172,17 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         return AsyncThrowingStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
             let runner = Task {
                 do {
-                    // Only a result that differs from the last: a change to a row that does not
-                    // decode (and is skipped) leaves the models as they were.
+                    // Only models that differ from the last: a change to a row that does not
+                    // decode (and is skipped) leaves them as they were, and so does a change of a
+                    // field the model does not hold (the version and times a push brought). The
+                    // models are compared as they encode (`Item` need not be Equatable).
                     var last: [JSONObject]?
                     for try await items in objects {
+                        await table.forgetReportsOfGoneItems(besides: items)
                         let decoded = try table.decodeWithSources(items)
-                        if decoded.sources == last { continue }
-                        last = decoded.sources
+                        let compared = decoded.items.map { (try? table.encode($0)) ?? [:] }
+                        if compared == last { continue }
+                        last = compared
                         continuation.yield(decoded.items)
                     }
                     continuation.finish()
@@ -253,6 +259,21 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
             context.undecodable.report(error)
             throw SyncError(.invalidItem, error.description, underlying: error)
         }
+    }
+
+    /// Forgets the reports of this model's undecodable items that the store no longer holds
+    /// (deleted here or by a pull, purged), besides those in `objects` (a result just read, which
+    /// ``decodeWithSources(_:)`` settles). They stayed listed until an ``item(id:)`` of each, and an
+    /// app's "1 item skipped" stayed after the item was gone. One store read, only when there are
+    /// reports of items `objects` does not hold.
+    func forgetReportsOfGoneItems(besides objects: [JSONObject]) async {
+        let reported = context.undecodable.ids(table: name, model: modelName)
+        guard !reported.isEmpty else { return }
+        let read = objects.compactMap(\.id).itemKeys
+        let unseen = reported.filter { !read.contains(ItemID.Key($0)) }
+        guard !unseen.isEmpty, let held = try? await context.store.read({ [name] in try $0.items(name, ids: unseen) })
+        else { return }
+        context.undecodable.clear(table: name, model: modelName, ids: unseen.filter { held[ItemID.Key($0)] == nil })
     }
 
     /// Decodes stored items by the policy: one that does not fit is reported, and skipped or thrown.

@@ -139,6 +139,13 @@ final class UndecodableItemLog: Sendable {
         broadcast.yield(report)
     }
 
+    /// The ids of the items of `table` reported for `model`.
+    func ids(table: String, model: String) -> [String] {
+        reports.withLock { reports in
+            reports.keys.filter { $0.table == table && $0.model == model }.map(\.itemID.id)
+        }
+    }
+
     /// Forgets the reports of the items with `ids` of `table` for `model`: they decoded, or are gone.
     func clear(table: String, model: String, ids: some Sequence<String>) {
         reports.withLock { reports in
