@@ -320,4 +320,14 @@ struct InsertManyTests {
         #expect(kinds.sorted { $0.rawValue < $1.rawValue } == [.insert, .update].sorted { $0.rawValue < $1.rawValue })
         #expect(try await device.table().item(id: "d")?["title"] == "new")
     }
+
+    /// A local query the store refuses is `invalidQuery`, as in a pull (a negative `top` was
+    /// `store`, the code for a store that failed).
+    @Test(arguments: StoreKind.allCases)
+    func aQueryTheStoreRefusesIsAnInvalidQuery(_ kind: StoreKind) async throws {
+        let device = try Device(kind: kind, server: ModelServer())
+        _ = try await device.table().insert(["id": "a"])
+        await expectSyncError(.invalidQuery) { _ = try await device.table().query(TableQuery(top: -1)) }
+        await expectSyncError(.invalidQuery) { _ = try await device.table().query(TableQuery(skip: -1)) }
+    }
 }

@@ -114,8 +114,17 @@ extension SyncError {
         if let error = error as? SyncError { return error }
         if error is CancellationError { return SyncError(.cancelled, "\(context): cancelled") }
         if let error = error as? StoreError {
-            if error.code == .invalidTableName {
+            // The caller's mistake, whichever layer saw it: a negative local `top` was `store`
+            // where the same query in a pull was `invalidQuery`.
+            switch error.code {
+            case .invalidTableName:
                 return SyncError(.invalidTableName, "\(context): \(error.message)", underlying: error)
+            case .invalidQuery:
+                return SyncError(.invalidQuery, "\(context): \(error.message)", underlying: error)
+            case .invalidItem:
+                return SyncError(.invalidItem, "\(context): \(error.message)", underlying: error)
+            default:
+                break
             }
             return SyncError(.store, "\(context): \(error.message)", underlying: error)
         }
