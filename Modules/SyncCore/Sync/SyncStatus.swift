@@ -17,6 +17,12 @@ import Synchronization
 /// The engine changes the status from any executor; the truth is ``snapshot``, and the main
 /// actor's properties follow it (each change is delivered there, the newest state at once when
 /// several come together).
+///
+/// Automatic sync keeps the status (``SyncContext/startAutomaticSync(_:configuration:connectivity:)``): its
+/// counts (``pendingOperations``, ``failedOperations``, ``pendingAttachments``) and problems are
+/// those it last read, and without it they stay as they were (0 in a new context). An app that
+/// pushes and pulls by hand reads ``SyncContext/queuedOperationCount(table:)`` and
+/// ``SyncContext/operationErrors(table:)`` instead.
 @MainActor
 @Observable
 public final class SyncStatus: Sendable {
@@ -32,7 +38,8 @@ public final class SyncStatus: Sendable {
         public var isPushing = false
         /// Whether a pull is running.
         public var isPulling = false
-        /// Queued operations not yet accepted by the server (failed ones included).
+        /// Queued operations not yet accepted by the server (failed ones included), as automatic
+        /// sync last counted them.
         public var pendingOperations = 0
         /// Queued operations that failed and wait for the app (see the errors table).
         public var failedOperations = 0
