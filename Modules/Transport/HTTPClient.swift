@@ -81,7 +81,8 @@ struct HTTPClient: Sendable {
     /// Sends a request and returns the answer, whatever its status. Retries `GET`s, and writes
     /// whose every effect is keyed (`idempotent`: a server that honours `Idempotency-Key` replays
     /// instead of applying twice), as the policy says: after a connection lost on the way (a
-    /// keep-alive connection a proxy closed as it was reused), and after 429, 502, 503 and 504.
+    /// keep-alive connection a proxy closed as it was reused), and after 429, 502, 503 and 504;
+    /// never after a timeout.
     /// Asks the token provider again once after a 401.
     func send(
         _ method: String, _ url: URL, body: JSONValue? = nil, data: Data? = nil, headers: [String: String] = [:],
@@ -103,7 +104,11 @@ struct HTTPClient: Sendable {
             do {
                 response = try await exchange(request)
             } catch var error {
-                if isSafe, error.code == .network, attempt < configuration.retry.maximumAttempts {
+                // Not after a timeout: the attempt waited the whole timeout for a server that took
+                // the request and said nothing (hung); another would wait as long again (a push
+                // against a stopped server failed after three timeouts).
+                let timedOut = (error.underlying as? URLError)?.code == .timedOut
+                if isSafe, error.code == .network, !timedOut, attempt < configuration.retry.maximumAttempts {
                     mayHaveArrived = mayHaveArrived || !error.wasNotSent
                     try await pause(beforeAttempt: attempt + 1, after: "\(method) \(url.path): \(error.message)")
                     attempt += 1

@@ -91,6 +91,27 @@
             }
         }
 
+        /// A server that takes the request and never answers (hung, SIGSTOP) fails a read after one
+        /// timeout: a GET that timed out was sent again, twice, and a push waited three timeouts.
+        /// A connection lost on the way is still retried (other tests).
+        @Test func aReadThatTimedOutIsNotSentAgain() async throws {
+            let hung = try ScriptedServer { _, connection, server in
+                if let request = connection.readRequest() { server.record(request.head) }
+                Thread.sleep(forTimeInterval: 3)
+            }
+            defer { hung.stop() }
+            var configuration = HTTPRemote.Configuration(serverURL: hung.url, timeout: .milliseconds(300))
+            configuration.retry = .init(maximumAttempts: 3, initialDelay: .milliseconds(10))
+            do {
+                _ = try await HTTPRemote(configuration).onlineTable("todo").item(id: "a")
+                Issue.record("a hung server answered")
+            } catch {
+                #expect(error.code == .network)
+                #expect(error.message.contains("timed out"), "\(error.message)")
+            }
+            #expect(hung.requests.withLock { $0.count } == 1, "\(hung.requests.withLock { $0 })")
+        }
+
         @Test func aRetryAfterLongerThanThePolicyAllowsIsReturnedNotSlept() async throws {
             let server = try ScriptedServer { _, connection, server in
                 while let request = connection.readRequest() {
