@@ -241,6 +241,7 @@ public actor Device {
         try await store.read { try $0.tableNames() }.filter { !$0.hasPrefix("__") }
     }
 
+
     // MARK: Sync
 
     public func push() async throws -> PushResult { try await prepared().push() }
@@ -250,8 +251,16 @@ public actor Device {
     public func pull(_ table: String, query: TableQuery, queryID: String?, pageSize: Int, countsTotal: Bool = false)
         async throws -> PullResult
     {
-        try await prepared().pull(
+        let result = try await prepared().pull(
             table, query: query, queryID: queryID, options: PullOptions(pageSize: pageSize, countsTotal: countsTotal))
+        // A store has a table from its first item: one pulled empty is defined (schemaless, no
+        // index), so that `query` says it has no items, not that the store has no such table.
+        if try await !store.read({ try $0.tableNames().contains(table) }) {
+            try await store.write { tx in
+                if try !tx.tableNames().contains(table) { try tx.define(TableDefinition(name: table)) }
+            }
+        }
+        return result
     }
 
     public func purge(_ table: String, query: TableQuery, force: Bool) async throws -> Int {

@@ -118,6 +118,29 @@ struct SecondPassCommandTests {
         #expect(empty.status == 0 && empty.output.contains("(no items)"), "\(empty.errors)")
     }
 
+    /// A table pulled empty (or emptied by its pull) is a table of the store: `query` says it has
+    /// no items, not that the store has no such table (exit 5).
+    @Test func aTablePulledEmptyIsQueriedEmpty() async throws {
+        let server = try await startServer()
+        defer { Task { try? await server.shutdown() } }
+        let remote = HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
+        _ = try await remote.onlineTable("todo").insert(["id": "a", "title": "Milk"])
+        try await remote.onlineTable("todo").delete(id: "a", ifVersion: nil)
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = "sqlite:" + directory.appendingPathComponent("s.sqlite").path
+        let pull = try await Self.run(["pull", "todo", "--store", store, "--server", server.url])
+        #expect(pull.status == 0, "\(pull.errors)")
+        let query = try await Self.run(["query", "todo", "--store", store])
+        #expect(query.status == 0 && query.output.contains("(no items)"), "\(query.status) \(query.errors)")
+        // A table never pulled nor written is still unknown.
+        let other = try await Self.run(["query", "todoo", "--store", store])
+        #expect(other.status == 5 && other.errors.contains("no table 'todoo'"), "\(other.errors)")
+        // And a watch needs a time to run.
+        let watch = try await Self.run(["watch", "todo", "--store", store, "--seconds", "0"])
+        #expect(watch.status == 64 && watch.errors.contains("--seconds must be more than 0"), "\(watch.errors)")
+    }
+
     @Test func aFailedCommandLeavesNoNewStoreBehind() async throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }

@@ -36,6 +36,10 @@ public struct WatchCommand: DeviceCommand, Sendable {
 
     public func execute(on device: Device, output: CommandOutput) async throws {
         guard top >= 1 else { throw ClientError(.usage, "--top must be at least 1") }
+        // `--seconds 0` (or less, or nan) ended the view before it showed anything, with status 0.
+        if let seconds, !(seconds > 0) {
+            throw ClientError(.usage, "--seconds must be more than 0 (leave it out to watch until Ctrl-C)")
+        }
         let query = try makeQuery(filter: filter, top: top, select: select)
         let columns = select.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let server = await device.server?.url.absoluteString
