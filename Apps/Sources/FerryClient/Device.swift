@@ -241,7 +241,6 @@ public actor Device {
         try await store.read { try $0.tableNames() }.filter { !$0.hasPrefix("__") }
     }
 
-
     // MARK: Sync
 
     public func push() async throws -> PushResult { try await prepared().push() }
