@@ -179,11 +179,11 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
                     var last: [JSONObject]?
                     for try await items in objects {
                         await table.forgetReportsOfGoneItems(besides: items)
-                        let decoded = try table.decodeWithSources(items)
-                        let compared = decoded.items.map { (try? table.encode($0)) ?? [:] }
+                        let decoded = try table.decode(items)
+                        let compared = decoded.map { (try? table.encode($0)) ?? [:] }
                         if compared == last { continue }
                         last = compared
-                        continuation.yield(decoded.items)
+                        continuation.yield(decoded)
                     }
                     continuation.finish()
                 } catch {
@@ -263,7 +263,7 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
 
     /// Forgets the reports of this model's undecodable items that the store no longer holds
     /// (deleted here or by a pull, purged), besides those in `objects` (a result just read, which
-    /// ``decodeWithSources(_:)`` settles). They stayed listed until an ``item(id:)`` of each, and an
+    /// ``decode(_:)`` settles). They stayed listed until an ``item(id:)`` of each, and an
     /// app's "1 item skipped" stayed after the item was gone. One store read, only when there are
     /// reports of items `objects` does not hold.
     func forgetReportsOfGoneItems(besides objects: [JSONObject]) async {
@@ -278,21 +278,13 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
 
     /// Decodes stored items by the policy: one that does not fit is reported, and skipped or thrown.
     func decode(_ objects: [JSONObject]) throws(SyncError) -> [Item] {
-        try decodeWithSources(objects).items
-    }
-
-    /// ``decode(_:)``, with the stored items the models came from (those that decoded).
-    func decodeWithSources(_ objects: [JSONObject]) throws(SyncError) -> (items: [Item], sources: [JSONObject]) {
         var items: [Item] = []
-        var sources: [JSONObject] = []
         items.reserveCapacity(objects.count)
-        sources.reserveCapacity(objects.count)
         // The ids that decoded, to clear earlier reports of them; only collected when there are some.
         var decodedIDs: [String]? = context.undecodable.isEmpty ? nil : []
         for object in objects {
             do {
                 items.append(try model(of: object))
-                sources.append(object)
                 if let id = object.id { decodedIDs?.append(id) }
             } catch {
                 context.undecodable.report(error)
@@ -300,6 +292,6 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
             }
         }
         if let decodedIDs { context.undecodable.clear(table: name, model: modelName, ids: decodedIDs) }
-        return (items, sources)
+        return items
     }
 }
