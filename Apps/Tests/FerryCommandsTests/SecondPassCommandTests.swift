@@ -139,6 +139,10 @@ struct SecondPassCommandTests {
         // And a watch needs a time to run.
         let watch = try await Self.run(["watch", "todo", "--store", store, "--seconds", "0"])
         #expect(watch.status == 64 && watch.errors.contains("--seconds must be more than 0"), "\(watch.errors)")
+        // A selected field no item has is said, not shown as an empty column.
+        _ = try await Self.run(["insert", "todo", #"{"id":"b","title":"Bread"}"#, "--store", store])
+        let select = try await Self.run(["watch", "todo", "--store", store, "--select", "titel", "--seconds", "1"])
+        #expect(select.status == 64 && select.errors.contains("did you mean 'title'?"), "\(select.errors)")
     }
 
     @Test func aFailedCommandLeavesNoNewStoreBehind() async throws {

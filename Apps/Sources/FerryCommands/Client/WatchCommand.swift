@@ -44,7 +44,17 @@ public struct WatchCommand: DeviceCommand, Sendable {
         let columns = select.map { $0.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } }
         let server = await device.server?.url.absoluteString
         // Without a server nothing will fill a table the store does not have (a mistyped name).
-        if server == nil { try await QueryCommand.requireTable(table, on: device) }
+        if server == nil {
+            try await QueryCommand.requireTable(table, on: device)
+            // A selected field no item has showed as an empty column: said, as `query` says it.
+            for field in columns ?? [] where !(Rendering.systemColumns + ["id"]).contains(field) {
+                let having = try await device.query(table, try makeQuery(filter: "\(field) ne null", top: 1))
+                guard having.items.isEmpty else { continue }
+                let sample = try await device.query(table, try makeQuery(filter: nil, top: 100)).items
+                guard !sample.isEmpty else { break }
+                throw QueryCommand.noSuchField(field, in: table, known: Rendering.defaultColumns(sample))
+            }
+        }
         if server != nil { try await device.startAutomaticSync([table]) }
         let stream = await device.observe(table, query: query)
         let redraws = output.format == .table && isatty(1) == 1
