@@ -155,24 +155,26 @@ public struct QueryCommand: DeviceCommand, Sendable {
         // A table with no items has no fields to name.
         let any = try await device.query(table, try makeQuery(filter: nil, top: 1, includeDeleted: true)).items
         guard !any.isEmpty else { return }
-        try await requireFields(unseen, on: device)
+        try await Self.requireFields(unseen, of: table, on: device)
     }
 
     /// A sort key on a field no item of the table has is an error naming the near field: the items
     /// would otherwise come in `id` order as if sorted (`--orderby "titel desc"`).
     func checkOrderFields(of tableQuery: TableQuery, on device: Device) async throws {
-        try await requireFields(Set(tableQuery.orderBy.flatMap { Self.fields(in: $0.expression) }), on: device)
+        try await Self.requireFields(
+            Set(tableQuery.orderBy.flatMap { Self.fields(in: $0.expression) }), of: table, on: device)
     }
 
-    /// The first of `named` (system fields aside) that no item of the table has is an error naming
-    /// the near field among those of the table's first items (read only then).
-    private func requireFields(_ named: Set<String>, on device: Device) async throws {
+    /// The first of `named` (system fields aside) that no item of `table` has is an error naming
+    /// the near field among those of the table's first items (read only then). `watch --select`
+    /// checks its fields with it too.
+    static func requireFields(_ named: Set<String>, of table: String, on device: Device) async throws {
         for field in named.subtracting(Rendering.systemColumns + ["id"]).sorted() {
             let having = try await device.query(
                 table, try makeQuery(filter: "\(field) ne null", top: 1, includeDeleted: true))
             guard having.items.isEmpty else { continue }
             let known = try await device.query(table, try makeQuery(filter: nil, top: 100, includeDeleted: true)).items
-            throw Self.noSuchField(field, in: table, known: Rendering.defaultColumns(known))
+            throw noSuchField(field, in: table, known: Rendering.defaultColumns(known))
         }
     }
 

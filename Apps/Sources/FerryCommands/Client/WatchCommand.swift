@@ -46,13 +46,10 @@ public struct WatchCommand: DeviceCommand, Sendable {
         // Without a server nothing will fill a table the store does not have (a mistyped name).
         if server == nil {
             try await QueryCommand.requireTable(table, on: device)
-            // A selected field no item has showed as an empty column: said, as `query` says it.
-            for field in columns ?? [] where !(Rendering.systemColumns + ["id"]).contains(field) {
-                let having = try await device.query(table, try makeQuery(filter: "\(field) ne null", top: 1))
-                guard having.items.isEmpty else { continue }
-                let sample = try await device.query(table, try makeQuery(filter: nil, top: 100)).items
-                guard !sample.isEmpty else { break }
-                throw QueryCommand.noSuchField(field, in: table, known: Rendering.defaultColumns(sample))
+            // A selected field no item has showed as an empty column: said, as `query` says it
+            // (in a table that has items: an empty one has no fields to name).
+            if let columns, try await !device.query(table, try makeQuery(filter: nil, top: 1)).items.isEmpty {
+                try await QueryCommand.requireFields(Set(columns), of: table, on: device)
             }
         }
         if server != nil { try await device.startAutomaticSync([table]) }
