@@ -75,8 +75,10 @@ extension SQLCompiler {
     }
 
     /// `cast` to a plain JSON kind (string, integer, double, Boolean), through the evaluator's own
-    /// `cast` on each kind the operand may have. Casts to dates, times and GUIDs are not compiled.
+    /// `cast` on each kind the operand may have, and to an instant (``instantCast(_:)``). Casts to
+    /// dates, times and GUIDs are not compiled.
     private func cast(_ inner: QueryExpression, to type: EdmType) throws(NotCompilable) -> Operand {
+        if type == .dateTimeOffset { return try instantCast(inner) }
         let value = try operand(inner)
         var cases: [(SQLFragment, SQLFragment)] = []
         func via(_ tag: String, _ projection: Projection?) throws(NotCompilable) {
@@ -120,6 +122,29 @@ extension SQLCompiler {
             result.mayBeInfinite = value.mayBeInfinite
             return result
         }
+    }
+
+    /// `cast(x, Edm.DateTimeOffset)`: the milliseconds of a date-time or a date (text that reads as
+    /// one, or a field declared so), else NULL, as the evaluator's `cast` gives. A typed query sorts a
+    /// `Date` property by it (`TypedQuery.orderBy`), so that text written with other offsets sorts by
+    /// its instant.
+    private func instantCast(_ inner: QueryExpression) throws(NotCompilable) -> Operand {
+        let value = try operand(inner)
+        // A literal's cast is folded into a typed literal by the parser; an enumeration case's name is
+        // compared by the evaluator as text, which this form does not follow.
+        if value.literal != nil || value.enumeration != nil { throw NotCompilable() }
+        var cases: [(SQLFragment, SQLFragment)] = []
+        if let instant = value.instant { cases.append((instant.presence, instant.payload)) }
+        if let string = value.string, value.stringMayBeInstant {
+            cases.append((string.presence, try dialect.ferry("ferry_instant", [string.payload])))
+        }
+        guard !cases.isEmpty else { return .null }
+        var sql: SQLFragment = "(CASE"
+        for (condition, result) in cases { sql = "\(sql) WHEN \(condition) THEN \(result)" }
+        sql = "\(sql) END)"
+        var result = Operand(isNull: "(\(sql) IS NULL)")
+        result.instant = Projection(payload: sql)
+        return result
     }
 
     /// A constant expression, evaluated once (only for results that are not typed text).

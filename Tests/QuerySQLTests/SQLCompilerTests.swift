@@ -171,6 +171,26 @@ struct SQLCompilerTests {
         #expect(arguments == [.text("milk")])
     }
 
+    /// `cast(x, Edm.DateTimeOffset)` (a typed sort by a `Date`) compiles to the instant of text that
+    /// reads as one, so that SQLite sorts it without the evaluator; a column of instants is itself.
+    @Test func sqliteCompilesACastToAnInstant() throws {
+        let compiler = Self.compiler(.sqlite)
+        let order = try compiler.order([SortKey(.cast(.field("due"), .dateTimeOffset), descending: true)])
+        #expect(
+            order.sql.sql(for: .sqlite)
+                == "(CASE WHEN json_type(item, '$.\"due\"') = 'text' THEN ferry_instant(json_extract(item, '$.\"due\"')) END) DESC, id"
+        )
+        #expect(
+            try compiler.order([SortKey(.cast(.field("createdAt"), .dateTimeOffset))]).sql.sql(for: .sqlite)
+                == "(CASE WHEN (created_at IS NOT NULL) THEN created_at END), id")
+        let (text, _) = try Self.compiled("cast(due, Edm.DateTimeOffset) lt 2024-01-01T00:00:00Z", compiler)
+        #expect(text.contains("ferry_instant("), "\(text)")
+        // PostgreSQL has no ferry functions: the evaluator sorts.
+        #expect(throws: NotCompilable.self) {
+            try Self.compiler(.postgreSQL).order([SortKey(.cast(.field("due"), .dateTimeOffset))])
+        }
+    }
+
     @Test func limitsLeaveLargeFiltersToTheEvaluator() throws {
         let limited = SQLCompiler(
             schema: .schemaless, layout: Self.serverLayout, dialect: .sqlite,

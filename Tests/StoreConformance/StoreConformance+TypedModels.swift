@@ -35,6 +35,13 @@ struct WireModel: SyncModel, Equatable {
     var ratio: Double
 }
 
+/// A model with a date that other clients write with offsets of their own.
+struct Meeting: SyncModel, Equatable {
+    static let tableName = "meeting"
+    var id: String = .unassigned
+    var at: Date?
+}
+
 /// Answers every call as offline: the checks only write and read locally.
 private struct OfflineTable: RemoteTable {
     func insert(_ item: JSONObject) async throws(RemoteError) -> JSONObject { throw Self.offline }
@@ -83,6 +90,28 @@ extension StoreConformanceSuite {
                 #expect(stored["size"] == .int(3))
                 #expect(stored["parts"] == [["name": "a", "made": "2023-11-14T22:13:20.123Z", "size": .null]])
                 #expect(stored["emptyBlob"] == "")
+            },
+            .init("a typed sort by a date orders instants, whatever offset another client wrote") { fixture async throws in
+                // As pulled from other clients: 07:00Z, 08:00Z, 07:30Z, none. Their text sorts c, b, a.
+                try await fixture.store.upsert(
+                    "meeting",
+                    [
+                        ["id": "a", "at": "2026-03-01T09:00:00+02:00"], ["id": "b", "at": "2026-03-01T08:00:00Z"],
+                        ["id": "c", "at": "2026-03-01T07:30:00.000Z"], ["id": "e", "at": .null],
+                    ])
+                let context = SyncContext(store: fixture.store) { _ in OfflineTable() }
+                let meetings = context.table(Meeting.self)
+                let ascending = try await meetings.query(TypedQuery<Meeting>().orderBy(\.at))
+                #expect(ascending.map(\.id) == ["e", "a", "c", "b"])
+                let descending = try await meetings.query(TypedQuery<Meeting>().orderBy(\.at, descending: true))
+                #expect(descending.map(\.id) == ["b", "c", "a", "e"])
+                let later = try await meetings.query(
+                    where: \.at > Date(Timestamp(millisecondsSince1970: 1_772_348_400_000)), orderBy: \.at)
+                #expect(later.map(\.id) == ["c", "b"])  // after 07:00Z
+                // The same sort through the untyped query, paged.
+                let page = try await fixture.store.query(
+                    "meeting", TableQuery().orderBy(.cast(.field("at"), .dateTimeOffset)).skip(1).top(2))
+                #expect(page.items.map { $0["id"] } == ["a", "c"])
             }
         ]
     }

@@ -59,7 +59,7 @@ extension TypedSyncTable {
     public func pull(
         _ query: TypedQuery<Item>, queryID: String? = nil, options: PullOptions = PullOptions()
     ) async throws(SyncError) -> PullResult {
-        try await pull(try query.tableQuery(), queryID: queryID, options: options)
+        try await pull(try query.serverQuery(), queryID: queryID, options: options)
     }
 
     /// Removes the local items a typed query selects; see ``SyncTable/purge(_:force:)``.

@@ -1,9 +1,16 @@
 // A `TableQuery` built by key path: the builder of typed tables.
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// A query over the models of a typed table, built by key path and checked by the compiler.
 ///
-/// It builds exactly the ``TableQuery`` the string builder builds, so it runs the same way locally
-/// (`TypedSyncTable.query(_:)`), in observations and as the server query of a pull:
+/// It builds the ``TableQuery`` the string builder builds, so it runs the same way locally
+/// (`TypedSyncTable.query(_:)`), in observations and as the server query of a pull; a `Date`
+/// property sorts by instant (``orderBy(_:descending:)``):
 ///
 /// ```swift
 /// let query = TypedQuery<Todo>()
@@ -13,7 +20,7 @@
 /// // the same as
 /// let same = TableQuery()
 ///     .filter(QueryExpression.field("done").eq(false))
-///     .orderBy("due", descending: true)
+///     .orderBy(.cast(.field("due"), .dateTimeOffset), descending: true)
 ///     .top(20)
 /// assert(try query.tableQuery() == same)
 /// ```
@@ -70,13 +77,39 @@ public struct TypedQuery<Model: Codable & Sendable>: Sendable {
 
     /// A copy that also sorts by the field `keyPath` names, after the existing sort keys.
     ///
+    /// A `Date` (or ``Timestamp``) property sorts by instant, `cast(due, Edm.DateTimeOffset)`: ISO 8601
+    /// text that another client wrote with another offset (`2026-03-01T09:00:00+02:00`) sorts by the
+    /// moment it names, as filters compare it, not by its characters; text that is no date sorts with
+    /// `nil`, first ascending. A pull's server query sorts by the field itself
+    /// (``serverQuery()``), which every server of the protocol takes.
+    ///
     /// ```swift
     /// let query = TypedQuery<Todo>().orderBy(\.done).orderBy(\.due, descending: true)
     /// ```
     public func orderBy<Value: Equatable>(_ keyPath: KeyPath<Model, Value>, descending: Bool = false) -> Self {
         with { query throws(SyncError) in
-            query = query.orderBy(try FieldProbes.field(keyPath), descending: descending)
+            let field = QueryExpression.field(try FieldProbes.field(keyPath))
+            let instants: [Any.Type] = [Date.self, Date?.self, Timestamp.self, Timestamp?.self]
+            let isInstant = instants.contains { $0 == Value.self }
+            query.orderBy.append(SortKey(isInstant ? .cast(field, .dateTimeOffset) : field, descending: descending))
         }
+    }
+
+    /// The query a pull sends: ``tableQuery()`` with each instant sort key of a `Date` property
+    /// (`cast(due, Edm.DateTimeOffset)`) as the bare field, the form every server of the protocol
+    /// sorts by (a server of version 2.0 does not parse the cast).
+    ///
+    /// ```swift
+    /// let sent = try TypedQuery<Todo>().orderBy(\.due).serverQuery()  // $orderby=due
+    /// ```
+    public func serverQuery() throws(SyncError) -> TableQuery {
+        var query = try tableQuery()
+        for index in query.orderBy.indices {
+            if case .cast(let field, .dateTimeOffset) = query.orderBy[index].expression, case .field = field {
+                query.orderBy[index].expression = field
+            }
+        }
+        return query
     }
 
     /// A copy that returns only the fields the key paths name (a model whose other fields are required
