@@ -37,6 +37,21 @@ extension HTTPRemote: RemoteAttachments {
     /// ```
     public func offersAttachments() async -> Bool { await extensions().attachments }
 
+    /// The failure of a transfer the server refused: a server that answered `$capabilities` without
+    /// attachments says so (its route answers 404, "no such resource", which read as if the item
+    /// were missing), with ``AttachmentsNotOffered`` underneath for code to test. When the question
+    /// gets no answer, the refusal is left as it came.
+    func refusal(_ answer: HTTPResponse, _ doing: String) async -> RemoteError {
+        let failure = answer.failure(doing)
+        guard (400..<500).contains(answer.status), ![401, 403, 408, 429].contains(answer.status),
+            await knownExtensions()?.attachments == false
+        else { return failure }
+        return RemoteError(
+            .notFound, status: answer.status,
+            "\(doing): the server does not offer attachments (no 'attachments' in its $capabilities)",
+            underlying: AttachmentsNotOffered(), wasNotSent: true)
+    }
+
     public func uploadAttachment(
         table: String, itemID: String, name: String, file: URL, contentType: String?, sha256: String,
         progress: @escaping @Sendable (Int64, Int64) -> Void
@@ -59,7 +74,7 @@ extension HTTPRemote: RemoteAttachments {
         guard created.status == 201,
             let location = created.headers.first(where: { $0.key.lowercased() == "location" })?.value,
             let upload = URL(string: location, relativeTo: client.configuration.serverURL)?.absoluteURL
-        else { throw created.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'") }
+        else { throw await refusal(created, "uploading attachment '\(name)' of '\(table)/\(itemID)'") }
         var offset = Self.offset(created) ?? 0
         headers = ["Content-Type": "application/partial-upload"]
         var attempts = 0
@@ -159,7 +174,7 @@ extension HTTPRemote: RemoteAttachments {
                         if text.count > 64 * 1024 { break }
                     }
                     let response = HTTPResponse(status: opened.status, headers: opened.headers, body: Data(text))
-                    throw response.failure("downloading attachment '\(name)' of '\(table)/\(itemID)'")
+                    throw await refusal(response, "downloading attachment '\(name)' of '\(table)/\(itemID)'")
                 }
                 etag = fields["etag"]
                 let total =
@@ -212,4 +227,16 @@ extension HTTPRemote: RemoteAttachments {
     static func offset(_ response: HTTPResponse) -> Int64? {
         response.headers.first { $0.key.lowercased() == "upload-offset" }.flatMap { Int64($0.value) }
     }
+}
+
+/// What a transfer's ``RemoteError`` holds as its `underlying` error when the server refused it
+/// because it does not offer attachments (no `attachments` in its `$capabilities`): Ferry's server
+/// started without them, or another server of the protocol.
+///
+/// ```swift
+/// if error.underlying is AttachmentsNotOffered { print("start the server with --attachments") }
+/// ```
+public struct AttachmentsNotOffered: Error, Sendable, CustomStringConvertible {
+    public init() {}
+    public var description: String { "the server does not offer attachments" }
 }

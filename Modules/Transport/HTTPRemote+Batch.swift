@@ -13,14 +13,18 @@ extension HTTPRemote {
 
     /// What the server offers beyond the protocol, asked once and remembered (see
     /// ``writeCapabilities()``).
-    func extensions() async -> ServerExtensions {
+    func extensions() async -> ServerExtensions { await knownExtensions() ?? .none }
+
+    /// The server's extensions as it answered, or `nil` when it could not be asked (a network
+    /// failure, a 5xx, a 401: asked again next time).
+    func knownExtensions() async -> ServerExtensions? {
         if let known = capabilityCache.value.withLock({ $0 }) { return known }
-        guard let url = try? client.tablesURL().appendingPathComponent("$capabilities") else { return .none }
+        guard let url = try? client.tablesURL().appendingPathComponent("$capabilities") else { return nil }
         let response: HTTPResponse
         do {
             response = try await client.send("GET", url, retries: false)
         } catch {
-            return .none
+            return nil
         }
         let offered: ServerExtensions
         switch response.status {
@@ -31,7 +35,7 @@ extension HTTPRemote {
         case 400..<500 where response.status != 401 && response.status != 408 && response.status != 429:
             offered = .none
         default:
-            return .none  // not an answer about capabilities (a 5xx, a 401): ask again next time
+            return nil  // not an answer about capabilities (a 5xx, a 401): ask again next time
         }
         capabilityCache.value.withLock { $0 = offered }
         return offered

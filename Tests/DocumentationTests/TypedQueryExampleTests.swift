@@ -58,7 +58,9 @@ struct TypedQueryExampleTests {
             .top(20)
         #expect(try query.tableQuery() == same)
         // A pull sends the bare field, which every server of the protocol sorts by.
-        #expect(try query.serverQuery() == TableQuery().filter(.field("done").eq(false)).orderBy("due", descending: true).top(20))
+        #expect(
+            try query.serverQuery()
+                == TableQuery().filter(.field("done").eq(false)).orderBy("due", descending: true).top(20))
         #expect(try TypedQuery<Todo>().orderBy(\.due).serverQuery() == TableQuery().orderBy("due"))
 
         let openOrLater: QueryPredicate<Todo> = \.done == false && (\.due == nil || \.due > Date.now)

@@ -91,7 +91,8 @@ extension StoreConformanceSuite {
                 #expect(stored["parts"] == [["name": "a", "made": "2023-11-14T22:13:20.123Z", "size": .null]])
                 #expect(stored["emptyBlob"] == "")
             },
-            .init("a typed sort by a date orders instants, whatever offset another client wrote") { fixture async throws in
+            .init("a typed sort by a date orders instants, whatever offset another client wrote") {
+                fixture async throws in
                 // As pulled from other clients: 07:00Z, 08:00Z, 07:30Z, none. Their text sorts c, b, a.
                 try await fixture.store.upsert(
                     "meeting",
@@ -112,7 +113,7 @@ extension StoreConformanceSuite {
                 let page = try await fixture.store.query(
                     "meeting", TableQuery().orderBy(.cast(.field("at"), .dateTimeOffset)).skip(1).top(2))
                 #expect(page.items.map { $0["id"] } == ["a", "c"])
-            }
+            },
         ]
     }
 }

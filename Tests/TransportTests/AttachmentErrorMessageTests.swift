@@ -27,6 +27,53 @@ struct AttachmentErrorMessageTests {
         #expect(error.message == "uploading attachment 'x' of 'todo/1': the name is not valid (HTTP 400)")
     }
 
+    /// A server whose `$capabilities` list no attachments answers a transfer with its route's 404:
+    /// the failure says the server does not offer attachments, not "no such resource" (which read
+    /// as if the item were missing), with `AttachmentsNotOffered` underneath. A server that offers
+    /// them keeps its own answer.
+    @Test func aServerWithoutAttachmentsIsSaidSo() async throws {
+        let notFound = StubAnswer(status: 404, body: #"{"error":"no such resource"}"#)
+        let withoutAttachments = StubAnswer(
+            status: 200, body: #"{"batch":{"url":"$batch","format":"odata-json-batch","maxRequests":100}}"#)
+        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
+        try Data("x".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let digest = String(repeating: "0", count: 64)
+
+        let plain = stubbedRemote("noattachments.test", .v3, [notFound, withoutAttachments, notFound])
+        let upload = await #expect(throws: RemoteError.self) {
+            try await plain.uploadAttachment(
+                table: "todo", itemID: "1", name: "x", file: file, contentType: nil, sha256: digest,
+                progress: { _, _ in })
+        }
+        #expect(
+            upload?.message
+                == "uploading attachment 'x' of 'todo/1': the server does not offer attachments (no 'attachments' in its $capabilities)"
+        )
+        #expect(upload?.underlying is AttachmentsNotOffered)
+        #expect(upload?.status == 404)
+        // The answer is remembered: a download asks no more.
+        let download = await #expect(throws: RemoteError.self) {
+            try await plain.downloadAttachment(table: "todo", itemID: "1", name: "x", to: file, progress: { _, _ in })
+        }
+        #expect(download?.underlying is AttachmentsNotOffered)
+        #expect(
+            download?.message.hasPrefix("downloading attachment 'x' of 'todo/1': the server does not offer") == true)
+        #expect(
+            StubProtocol.seen(host: "noattachments.test").map(\.path).filter { $0.hasSuffix("$capabilities") }.count
+                == 1)
+
+        let offering = stubbedRemote(
+            "offersattachments.test", .v3,
+            [notFound, StubAnswer(status: 200, body: #"{"attachments":{"maxBytes":1000}}"#)])
+        let missing = await #expect(throws: RemoteError.self) {
+            try await offering.downloadAttachment(
+                table: "todo", itemID: "1", name: "x", to: file, progress: { _, _ in })
+        }
+        #expect(missing?.message == "downloading attachment 'x' of 'todo/1': no such resource")
+        #expect(missing?.underlying == nil)
+    }
+
     /// A remote whose message does not name the file (a network failure names the request) gets
     /// the transfer in front, as does any other error.
     @Test func aMessageThatDoesNotNameTheAttachmentGetsItInFront() {

@@ -1,5 +1,6 @@
 import Foundation
 public import SyncCore
+import Transport
 
 /// A failure of a client command, as one line with a hint, and the exit code the CLI uses.
 ///
@@ -71,7 +72,9 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
         case let error as ClientError:
             return error
         case let error as SyncError:
-            if case .noAttachments? = error.remoteError?.underlying as? Connectivity.Gate {
+            if error.remoteError?.underlying is AttachmentsNotOffered
+                || error.remoteError?.underlying as? Connectivity.Gate == .noAttachments
+            {
                 // What went through before the files stays said.
                 return ClientError(
                     .failed,
