@@ -337,5 +337,33 @@ struct ImportCommandTests {
         let count = try await FerryBinaryTests.run(["status", "--store", store, "--json"])
         #expect(
             count.output.contains(#""todo":2502"#), "2,500 + 2 queued inserts, no more: \(count.output.prefix(200))")
+
+        // An integer beyond 64 bits would be stored as a double without its last digits: refused,
+        // with its line, and nothing imported; in a string it is text and passes.
+        let wide = directory.appendingPathComponent("wide.jsonl").path
+        try "{\"id\":\"w1\",\"n\":\"12345678901234567890\"}\n{\"id\":\"w2\",\"n\":12345678901234567890}\n".write(
+            toFile: wide, atomically: true, encoding: .utf8)
+        let widened = try await FerryBinaryTests.run(["import", "todo", wide, "--store", store])
+        #expect(widened.status == 64)
+        #expect(
+            widened.errors.hasPrefix(
+                "error: line 2 of the file: the integer 12345678901234567890 does not fit 64 bits; it would be stored as the double 1.2345678901234567e+19 and lose digits; nothing was imported"
+            ), "\(widened.errors)")
+        let inserted = try await FerryBinaryTests.run(
+            ["insert", "todo", #"{"id":"w3","big":[1,-99999999999999999999]}"#, "--store", store])
+        #expect(inserted.status == 64)
+        #expect(
+            inserted.errors.contains("the integer -99999999999999999999 does not fit 64 bits"), "\(inserted.errors)")
+        #expect(inserted.errors.contains(#"(quote it to keep every digit as text: "-99999999999999999999")"#))
+    }
+
+    /// The scan finds integer literals outside strings only, and leaves fractions, exponents and
+    /// integers that fit alone.
+    @Test func wideIntegersAreFoundOutsideStrings() {
+        #expect(wideInteger(in: #"{"a":9223372036854775807,"b":-9223372036854775808}"#) == nil)
+        #expect(wideInteger(in: #"{"a":1.5e300,"b":12345678901234567890.0,"c":1E+30,"d":-2e-5}"#) == nil)
+        #expect(wideInteger(in: #"{"s":"9223372036854775808 \" 99999999999999999999"}"#) == nil)
+        #expect(wideInteger(in: "{\"a\":1,\n\"b\":9223372036854775808}")! == ("9223372036854775808", 2))
+        #expect(wideInteger(in: #"[-9223372036854775809]"#)?.0 == "-9223372036854775809")
     }
 }

@@ -31,7 +31,58 @@ func parseObject(_ argument: String, what: String, readsStandardInput: Bool = fa
     guard case .object(let object) = value else {
         throw ClientError(.usage, "the \(what) must be a JSON object", hint: #"for example '{"title":"Milk"}'"#)
     }
+    try refuseWideIntegers(in: text, of: "the \(what)")
     return object
+}
+
+/// Refuses an integer written in `text` (JSON that parsed) beyond 64 bits: stored, it becomes a
+/// double and loses its last digits (12345678901234567890 is read back as 12345678901234567000),
+/// which nobody typing it expects. Its text keeps every digit. `lines` names the line it is on
+/// (JSON lines). Numbers in strings are text and pass.
+func refuseWideIntegers(
+    in text: String, of what: String, lines: Bool = false, outcome: String = "nothing was written"
+) throws {
+    guard let (number, line) = wideInteger(in: text) else { return }
+    let rounded = Double(number).map { "\($0)" } ?? number
+    throw ClientError(
+        .usage,
+        "\(lines ? "line \(line) of " : "")\(what): the integer \(number) does not fit 64 bits; it would be stored "
+            + "as the double \(rounded) and lose digits; \(outcome)",
+        hint: "quote it to keep every digit as text: \"\(number)\"")
+}
+
+/// The first integer literal of JSON `text` (outside strings) that `Int64` cannot hold, and its line.
+func wideInteger(in text: String) -> (String, Int)? {
+    let bytes = Array(text.utf8)
+    var index = 0
+    var line = 1
+    func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+    while index < bytes.count {
+        let byte = bytes[index]
+        if byte == UInt8(ascii: "\n") {
+            line += 1
+        } else if byte == UInt8(ascii: "\"") {
+            index += 1
+            while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+            }
+        } else if byte == UInt8(ascii: "-") || isDigit(byte) {
+            // In JSON that parsed, a number starts here: read all of it.
+            let start = index
+            var isInteger = true
+            index += 1
+            while index < bytes.count, isDigit(bytes[index]) || ".eE+-".utf8.contains(bytes[index]) {
+                if !isDigit(bytes[index]) && bytes[index] != UInt8(ascii: "-") { isInteger = false }
+                if bytes[index] == UInt8(ascii: "-") { isInteger = false }
+                index += 1
+            }
+            let number = String(decoding: bytes[start..<index], as: UTF8.self)
+            if isInteger, Int64(number) == nil { return (number, line) }
+            continue
+        }
+        index += 1
+    }
+    return nil
 }
 
 /// What to do about JSON that did not parse. Quoting is the fix only when the shell ate the

@@ -93,6 +93,7 @@ public struct ImportCommand: DeviceCommand, Sendable {
             guard case .array(let values) = value else {
                 throw ClientError(.usage, "the file is not a JSON array of objects")
             }
+            try refuseWideIntegers(in: text, of: "the file", lines: true, outcome: "nothing was imported")
             var items: [JSONObject] = []
             items.reserveCapacity(values.count)
             for (index, value) in values.enumerated() {
@@ -132,6 +133,7 @@ public struct ImportCommand: DeviceCommand, Sendable {
             lines.append(index + 1)
         }
         let numbers = lines
+        try refuseWideIntegers(in: text, of: "the file", lines: true, outcome: "nothing was imported")
         return (items, { "line \(numbers[$0])" })
     }
 
