@@ -116,6 +116,12 @@ public enum Rendering: Sendable {
                 text += ", \(grouped(items.skipped)) left as they are (local changes, or a newer copy here)"
             }
             if items.invalid > 0 { text += ", \(grouped(items.invalid)) ignored (no valid id)" }
+            // The rest are the server's deletions of items this device never had (or had removed):
+            // counted nowhere, they left "3 items: 2 written, 0 deleted" unexplained.
+            let absent = items.received - items.upserted - items.deleted - items.skipped - items.invalid
+            if absent > 0 {
+                text += ", \(grouped(absent)) deletion\(absent == 1 ? "" : "s") of items not on this device"
+            }
             if let push = result.push, push.pushed > 0 || !push.failed.isEmpty {
                 text = "pushed \(grouped(push.pushed)) first; " + text
             }

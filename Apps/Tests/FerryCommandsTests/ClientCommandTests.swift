@@ -367,3 +367,22 @@ struct ImportCommandTests {
         #expect(wideInteger(in: #"[-9223372036854775809]"#)?.0 == "-9223372036854775809")
     }
 }
+
+@Suite("ferry pull: the summary")
+struct PullSummaryTests {
+    /// Every item the server sent is accounted for: the server's deletions of items this device
+    /// never had are said, not left out of "3 items: 2 written, 0 deleted".
+    @Test func deletionsOfItemsNotHereAreCounted() {
+        var result = PullResult()
+        result.pages = 1
+        result.items.received = 3
+        result.items.upserted = 2
+        #expect(
+            Rendering.pull(result, table: "todo", format: .table)
+                == "pulled 3 items of 'todo' in 1 page: 2 written, 0 deleted, 1 deletion of items not on this device")
+        result.items.received = 2
+        #expect(
+            Rendering.pull(result, table: "todo", format: .table)
+                == "pulled 2 items of 'todo' in 1 page: 2 written, 0 deleted")
+    }
+}
