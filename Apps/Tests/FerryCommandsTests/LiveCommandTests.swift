@@ -129,6 +129,22 @@ struct LiveCommandTests {
         try await device.close()
     }
 
+    /// A piped `watch` of an unreachable server says so in its view; automatic sync's warnings
+    /// (each reconnection) do not repeat it on standard error.
+    @Test func aPipedWatchSaysTheServerIsUnreachableOnceInItsView() async throws {
+        let refusing = try RefusingPort()
+        defer { refusing.close() }
+        let directory = try SecondPassCommandTests.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let watch = try await FerryBinaryTests.run([
+            "watch", "todo", "--seconds", "3", "--server", "http://127.0.0.1:\(refusing.port)",
+            "--store", "sqlite:" + directory.appendingPathComponent("device.sqlite").path,
+        ])
+        #expect(watch.status == 0, "\(watch.errors)")
+        #expect(watch.output.contains("0 rows; server unreachable: "), "\(watch.output)")
+        #expect(!watch.errors.contains("warning"), "\(watch.errors)")
+    }
+
     /// `watch` shows the server going away without waiting for the rows to change.
     @Test func watchShowsTheServerGoingAway() async throws {
         let server = try await startServer()

@@ -55,10 +55,12 @@ public struct WatchCommand: DeviceCommand, Sendable {
         if server != nil { try await device.startAutomaticSync([table]) }
         let stream = await device.observe(table, query: query)
         let redraws = output.format == .table && isatty(1) == 1
-        // Library warnings would land in the middle of a view drawn on the same terminal.
-        let ownsTerminal = redraws && isatty(2) == 1
-        if ownsTerminal { TerminalView.holdsBackLogs = true }
-        defer { if ownsTerminal { TerminalView.holdsBackLogs = false } }
+        // Library warnings would land in the middle of a view drawn on the same terminal; with a
+        // server, the view's status line says what automatic sync's warnings would say ("server
+        // unreachable: …"), so a piped view's standard error does not repeat it every reconnection.
+        let holdsLogs = (redraws && isatty(2) == 1) || server != nil
+        if holdsLogs { TerminalView.holdsBackLogs = true }
+        defer { if holdsLogs { TerminalView.holdsBackLogs = false } }
         let table = table
         let statuses = await device.syncStatusUpdates()
         let view = WatchView(
