@@ -62,6 +62,13 @@ struct Guarded: SyncModel {
     }
 }
 
+/// A model with a ``Timestamp``, which the model encoder stores as ISO 8601 text as it does a `Date`.
+struct Reading: SyncModel {
+    static let tableName = "reading"
+    var id: String = .unassigned
+    var logged: Timestamp?
+}
+
 private let base = Date(Timestamp(millisecondsSince1970: 1_700_000_000_000))
 private func uuid(_ last: Int) -> UUID { UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", last))! }
 
@@ -216,6 +223,28 @@ struct TypedQueryTests {
         #expect(try await table.query(where: .contains(\.title, "d")) == [stored[3]])
         let page = try await table.query(TypedQuery<Errand>().orderBy(\.count, descending: true).skip(1).top(2))
         #expect(page.map(\.title) == ["c", "b"])
+    }
+
+    /// A `Date` and a `Timestamp` sort by instant (the text of other offsets sorts by the moment it
+    /// names); other types by the field.
+    @Test func datesAndTimestampsSortByInstant() async throws {
+        #expect(
+            try TypedQuery<Errand>().orderBy(\.due).orderBy(\.title).tableQuery().orderBy == [
+                SortKey(.cast(.field("due_at"), .dateTimeOffset)), SortKey(.field("title")),
+            ])
+        #expect(
+            try TypedQuery<Reading>().orderBy(\.logged, descending: true).tableQuery().orderBy == [
+                SortKey(.cast(.field("logged"), .dateTimeOffset), descending: true)
+            ])
+        let device = try Device(kind: .sqliteMemory, server: ModelServer())
+        try await device.context.store.upsert(
+            "reading",
+            [
+                ["id": "a", "logged": "2026-03-01T09:00:00+02:00"], ["id": "b", "logged": "2026-03-01T08:00:00Z"],
+                ["id": "c", "logged": "2026-03-01T07:30:00Z"],
+            ])
+        let readings = device.context.table(Reading.self)
+        #expect(try await readings.query(TypedQuery().orderBy(\.logged)).map(\.id) == ["a", "c", "b"])
     }
 
     @Test func anObservationRunsATypedQuery() async throws {
