@@ -69,6 +69,27 @@ struct Reading: SyncModel {
     var logged: Timestamp?
 }
 
+/// A model whose own coding stores its date as seconds since 1970 (as some backends do).
+struct EpochReading: SyncModel {
+    static let tableName = "epoch"
+    var id: String = .unassigned
+    var taken: Date
+
+    enum CodingKeys: String, CodingKey { case id, taken }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        taken = Date(timeIntervalSince1970: try container.decode(Double.self, forKey: .taken))
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(id, forKey: .id)
+        try container.encode(taken.timeIntervalSince1970, forKey: .taken)
+    }
+}
+
 private let base = Date(Timestamp(millisecondsSince1970: 1_700_000_000_000))
 private func uuid(_ last: Int) -> UUID { UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", last))! }
 
@@ -245,6 +266,15 @@ struct TypedQueryTests {
             ])
         let readings = device.context.table(Reading.self)
         #expect(try await readings.query(TypedQuery().orderBy(\.logged)).map(\.id) == ["a", "c", "b"])
+        // A date stored as a number by the model's own coding is refused, and said why (it was called
+        // "computed").
+        let epoch = #expect(throws: SyncError.self) { try TypedQuery<EpochReading>().orderBy(\.taken).tableQuery() }
+        #expect(epoch?.code == .invalidQuery)
+        #expect(
+            epoch?.message
+                == "a key path of EpochReading cannot be queried: the model decodes the date of 'taken' from a Double "
+                + "(its own init(from:)), and typed queries compare dates as ISO 8601 text, as the model encoder "
+                + "stores them; query 'taken' with the untyped builder")
     }
 
     @Test func anObservationRunsATypedQuery() async throws {

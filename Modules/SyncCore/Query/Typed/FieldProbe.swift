@@ -111,6 +111,19 @@ struct FieldProbe<Model: Decodable & Sendable>: Sendable {
                 "a key path of \(model) cannot be queried: it is not a stored property "
                     + "(it is computed from the field '\(field)')")
         }
+        // A date the model's own `init(from:)` reads from another kind of value (seconds since 1970, say) is
+        // not what typed queries compare it with (the model encoder's ISO 8601 text): said so, rather than
+        // "computed" below.
+        if ProbeDecoder.isDate(Value.self), let stored = marked.first(where: { $0.leaf.path == [field] })?.leaf.type,
+            !ProbeDecoder.isDate(stored)
+        {
+            throw SyncError(
+                .invalidQuery,
+                "a key path of \(model) cannot be queried: the model decodes the date of '\(field)' from a "
+                    + "\(stored.split(separator: ".").last ?? "value") (its own init(from:)), and typed queries compare "
+                    + "dates as ISO 8601 text, as the model encoder stores them; query '\(field)' with the untyped builder"
+            )
+        }
         // A computed property that reads one field (`var open: Bool { !done }`) changes with it, but does not
         // hold the values the field was decoded from.
         if let decodable = Value.self as? any Decodable.Type {

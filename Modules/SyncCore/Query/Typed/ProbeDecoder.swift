@@ -78,6 +78,16 @@ extension ProbeDecoder: SingleValueDecodingContainer {
         return primitive(unwrapped, marked: false) == nil ? nil : String(reflecting: unwrapped)
     }
 
+    /// Whether `type` (or the full name of one) is `Date` or ``Timestamp``, looking through `Optional`:
+    /// what the model encoder stores as ISO 8601 text.
+    static func isDate(_ type: Any.Type) -> Bool {
+        isDate(String(reflecting: (type as? any ProbeOptional.Type)?.probeWrapped ?? type))
+    }
+
+    static func isDate(_ name: String) -> Bool {
+        name == String(reflecting: Date.self) || name == String(reflecting: Timestamp.self)
+    }
+
     private static func primitive<T>(_ type: T.Type, marked: Bool) -> T? {
         let number = marked ? 1 : 0
         switch type {
