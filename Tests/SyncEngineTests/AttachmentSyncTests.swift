@@ -182,6 +182,42 @@ struct AttachmentFailureTests {
         #expect(try await phone.context.queuedAttachments().isEmpty)
     }
 
+    /// An item another device deleted on the server, with its attachments: a device that pulls
+    /// the delete frees their files and keeps their rows (the server keeps them for an undelete),
+    /// and an eager device downloads no file of an item it does not hold (a deleted item's file
+    /// answered 410, and every pull failed on it).
+    @Test(arguments: StoreKind.allCases)
+    func theFilesOfAnItemDeletedOnTheServerAreFreed(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        let tablet = try await AttachmentDevice(
+            "tablet", kind: kind, server: server, attachments: remote, downloads: .eager)
+        for id in ["a", "b"] { try await phone.table().insert(["id": .string(id)]) }
+        let first = try await phone.table().attach(file: try phone.file(pattern(100, seed: 1)), to: "a", name: "f")
+        let second = try await phone.table().attach(file: try phone.file(pattern(100, seed: 2)), to: "b", name: "g")
+        try await phone.context.push()
+        try await tablet.table().pull()
+        #expect(try await tablet.attachment("a", "f")?.state == .downloaded)
+        #expect(await tablet.files.url(sha256: first.sha256) != nil)
+
+        server.softDelete("todo", ids: ["a", "b"], by: "laptop")
+        try await tablet.table().pull()
+        #expect(try await tablet.attachment("a", "f")?.state == .remote)
+        #expect(await tablet.files.url(sha256: first.sha256) == nil)
+        try await phone.table().pull()
+        #expect(try await phone.attachment("b", "g")?.state == .remote)
+        #expect(await phone.files.url(sha256: second.sha256) == nil)
+
+        // A device that never had the items pulls their deletes, and asks for no file.
+        let late = try await AttachmentDevice(
+            "late", kind: kind, server: server, attachments: remote, downloads: .eager)
+        try await late.table().pull()
+        // Only the tablet's two downloads, before the delete.
+        #expect(remote.log.filter { $0.hasPrefix("download") }.count == 2, "\(remote.log)")
+        try await late.table().pull()
+    }
+
     /// A push that sends only files is a sync: the store's last sync time moves.
     @Test func aPushOfFilesOnlyRecordsASync() async throws {
         let server = ModelServer()

@@ -273,12 +273,48 @@ extension SyncContext {
             if items.count < Self.attachmentPageSize && page.nextPage == nil { break }
         }
         guard configuration.downloads(for: table) == .eager else { return }
-        let waiting = try await read("pull attachments") {
-            try AttachmentQueue.attachments(in: .remote, table: table, in: $0)
+        // The files of the items this device holds: a row of an item it does not hold (deleted on
+        // the server, whose rows stay there for an undelete; or not pulled here) downloads when
+        // its item comes, or on demand. Before, a deleted item's file answered 410 and every pull
+        // failed on it.
+        let waiting = try await read("pull attachments") { reader in
+            let rows = try AttachmentQueue.attachments(in: .remote, table: table, in: reader)
+            let held = try reader.items(table, ids: Array(Set(rows.map(\.itemID))))
+            return rows.filter { held[ItemID.Key($0.itemID)] != nil }
         }
         for attachment in waiting {
             try checkCancellation("download of attachments of '\(table)'")
-            try await download(attachment, configuration)
+            do {
+                try await download(attachment, configuration)
+            } catch let error as SyncError where error.remoteError?.status == 410 {
+                // Deleted on the server since this pull's items: the pull of its delete frees it.
+                continue
+            }
+        }
+    }
+
+    /// Frees the files of the attachments of items a pull removed because the server deleted
+    /// them: their rows stay, as the server keeps them for an undelete (the item's return brings
+    /// the files back, eagerly or on demand). Files still queued here are left to the push, which
+    /// drops them on the server's 410.
+    func freeAttachmentFiles(of itemIDs: [String], table: String) async throws {
+        guard let configuration = attachmentConfiguration else { return }
+        try await holding([Self.filesGate]) {
+            let unused = try await write("free the attachment files of deleted items") { tx -> Set<String> in
+                let filter =
+                    QueryExpression.field("table").eq(table)
+                    && .isIn(.field("itemID"), itemIDs.map { .literal(.string($0)) })
+                var released: Set<String> = []
+                for (_, attachment) in try AttachmentQueue.rows(tx, filter)
+                where attachment.state.hasLocalFile && !attachment.state.isQueued {
+                    var row = attachment
+                    row.state = .remote
+                    try AttachmentQueue.save(row, in: tx)
+                    released.insert(attachment.sha256)
+                }
+                return released.filter { (try? AttachmentQueue.contentInUse($0, except: nil, in: tx)) == false }
+            }
+            for sha256 in unused { try await configuration.files.remove(sha256: sha256) }
         }
     }
 

@@ -162,13 +162,15 @@ extension SyncContext {
             let stored = queryID.flatMap { _ in
                 PullPlan.lastPlausible(items, filter: filterKey, horizon: PullPlan.horizon())?.stored
             }
-            let applied = try await write("pull") { tx in
+            let (applied, removed) = try await write("pull") { tx in
                 let applied = try PullSteps.apply(items, table: table, in: tx)
                 if let queryID, let stored {
                     try tx.setDeltaToken(table: table, queryID: queryID, value: stored)
                 }
                 return applied
             }
+            // The files of the attachments of items deleted on the server are freed (AttachmentSync.swift).
+            if !removed.isEmpty { try await freeAttachmentFiles(of: removed, table: table) }
             deltaToken = next
             offset += items.count
             remaining = nextRemaining
@@ -375,8 +377,11 @@ enum PullPlan {
 /// The store transactions of a pull.
 enum PullSteps {
     /// Applies one page: deleted items are removed, others stored, except items with queued local
-    /// operations and items the store holds in a newer version.
-    static func apply(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws -> PullCounts {
+    /// operations and items the store holds in a newer version. Answers the page's counts and the
+    /// ids of the local items it removed because the server deleted them.
+    static func apply(_ items: [JSONObject], table: String, in tx: any StoreTransaction) throws -> (
+        PullCounts, removed: [String]
+    ) {
         var page = PullCounts()
         page.received = items.count
         // The queued operations and local copies of this page's items only, each read with one call:
@@ -420,12 +425,13 @@ enum PullSteps {
                 upserts.append(ItemFields.localCopy(of: item))
             }
         }
+        let removed = deletions.filter { locals[ItemID.Key($0)] != nil }
         if !deletions.isEmpty { page.deleted = try tx.delete(table, ids: deletions) }
         if !upserts.isEmpty {
             try tx.upsert(table, upserts)
             page.upserted = upserts.count
         }
-        return page
+        return (page, removed)
     }
 
     /// Removes local items that match `filter` but were not in a complete pull.
