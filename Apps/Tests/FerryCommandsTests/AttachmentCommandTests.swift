@@ -187,6 +187,16 @@ struct AttachmentCommandTests {
         #expect(!again.output.contains("downloaded"), "\(again.output)")
         #expect(try Self.sha256(ofFile: target) == digest)
         #expect(try await Self.list(tablet, item: "n1")["scan.bin"]?["state"] == .string("downloaded"))
+
+        // The phone deletes the item: the tablet's pull of the delete frees its copy of the file.
+        let kept = "\(directory)/tablet.ferry.attachments/\(digest.prefix(2))/\(digest.dropFirst(2))"
+        #expect(FileManager.default.fileExists(atPath: kept))
+        #expect(try await Self.ferry(["delete", "notes", "n1", "--store", phone]).status == 0)
+        #expect(try await Self.ferry(["push", "--store", phone, "--server", url]).status == 0)
+        let deleted = try await Self.ferry(["pull", "notes", "--store", tablet, "--server", url])
+        #expect(deleted.status == 0, "\(deleted.errors)")
+        #expect(deleted.output.contains("1 deleted"), "\(deleted.output)")
+        #expect(!FileManager.default.fileExists(atPath: kept))
     }
 
     @Test func anAttachmentRemovedOfflineIsGoneFromTheServerAfterThePush() async throws {
