@@ -170,7 +170,7 @@ extension SyncContext {
                 return applied
             }
             // The files of the attachments of items deleted on the server are freed (AttachmentSync.swift).
-            if !removed.isEmpty { try await freeAttachmentFiles(of: removed, table: table) }
+            if !removed.isEmpty { await freeAttachmentFiles(of: removed, table: table) }
             deltaToken = next
             offset += items.count
             remaining = nextRemaining
