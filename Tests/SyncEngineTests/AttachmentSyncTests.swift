@@ -218,6 +218,34 @@ struct AttachmentFailureTests {
         try await late.table().pull()
     }
 
+    /// A file an eager device cannot have (the server holds other content than its row says) is
+    /// reported and left `remote`: the pull succeeds and the table's other files come (it failed
+    /// every pull of the table).
+    @Test(arguments: StoreKind.allCases)
+    func aFileThatCannotBeHadDoesNotFailThePull(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        server.seed("todo", [["id": "a"]])
+        remote.seed("todo", "a", "bad", bytes: pattern(50), sha256: String(repeating: "0", count: 64))
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        try await phone.table().insert(["id": "b"])
+        try await phone.table().attach(file: try phone.file(pattern(60, seed: 9)), to: "b", name: "good")
+        try await phone.context.push()
+        let laptop = try await AttachmentDevice(
+            "laptop", kind: kind, server: server, attachments: remote, downloads: .eager)
+        let failures = laptop.context.events(bufferingNewest: 50)
+        try await laptop.table().pull()
+        #expect(try await laptop.attachment("a", "bad")?.state == .remote)
+        #expect(try await laptop.attachment("b", "good")?.state == .downloaded)
+        var failed: [String] = []
+        for await event in failures {
+            if case .attachmentFailed(let transfer, _) = event { failed.append(transfer.name) }
+            if case .pullFinished = event { break }
+        }
+        #expect(failed == ["bad"])
+        try await laptop.table().pull()
+    }
+
     /// A push that sends only files is a sync: the store's last sync time moves.
     @Test func aPushOfFilesOnlyRecordsASync() async throws {
         let server = ModelServer()

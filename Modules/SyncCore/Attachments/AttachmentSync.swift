@@ -286,8 +286,12 @@ extension SyncContext {
             try checkCancellation("download of attachments of '\(table)'")
             do {
                 try await download(attachment, configuration)
-            } catch let error as SyncError where error.remoteError?.status == 410 {
-                // Deleted on the server since this pull's items: the pull of its delete frees it.
+            } catch let error as SyncError where ![.network, .unauthorized, .cancelled, .store].contains(error.code) {
+                // A file that cannot be had now (its item deleted on the server since this pull's
+                // items, no such file there, content that does not match its row) is reported
+                // (`attachmentFailed`) and stays `remote`, for the next pull or an open: the
+                // pull's items are in, and the table's other files come. Before, such a file
+                // failed every pull of the table.
                 continue
             }
         }
