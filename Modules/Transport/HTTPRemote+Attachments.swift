@@ -229,7 +229,7 @@ extension HTTPRemote: RemoteAttachments {
     }
 }
 
-/// What a transfer's ``RemoteError`` holds as its `underlying` error when the server refused it
+/// What a transfer's `RemoteError` holds as its `underlying` error when the server refused it
 /// because it does not offer attachments (no `attachments` in its `$capabilities`): Ferry's server
 /// started without them, or another server of the protocol.
 ///
