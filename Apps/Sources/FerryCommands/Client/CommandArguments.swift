@@ -72,8 +72,7 @@ func wideInteger(in text: String) -> (String, Int)? {
             var isInteger = true
             index += 1
             while index < bytes.count, isDigit(bytes[index]) || ".eE+-".utf8.contains(bytes[index]) {
-                if !isDigit(bytes[index]) && bytes[index] != UInt8(ascii: "-") { isInteger = false }
-                if bytes[index] == UInt8(ascii: "-") { isInteger = false }
+                if !isDigit(bytes[index]) { isInteger = false }  // a fraction or an exponent
                 index += 1
             }
             let number = String(decoding: bytes[start..<index], as: UTF8.self)

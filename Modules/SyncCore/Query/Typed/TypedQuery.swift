@@ -1,11 +1,5 @@
 // A `TableQuery` built by key path: the builder of typed tables.
 
-#if canImport(FoundationEssentials)
-    import FoundationEssentials
-#else
-    import Foundation
-#endif
-
 /// A query over the models of a typed table, built by key path and checked by the compiler.
 ///
 /// It builds the ``TableQuery`` the string builder builds, so it runs the same way locally
@@ -89,8 +83,7 @@ public struct TypedQuery<Model: Codable & Sendable>: Sendable {
     public func orderBy<Value: Equatable>(_ keyPath: KeyPath<Model, Value>, descending: Bool = false) -> Self {
         with { query throws(SyncError) in
             let field = QueryExpression.field(try FieldProbes.field(keyPath))
-            let instants: [Any.Type] = [Date.self, Date?.self, Timestamp.self, Timestamp?.self]
-            let isInstant = instants.contains { $0 == Value.self }
+            let isInstant = ProbeDecoder.isDate(Value.self)
             query.orderBy.append(SortKey(isInstant ? .cast(field, .dateTimeOffset) : field, descending: descending))
         }
     }
