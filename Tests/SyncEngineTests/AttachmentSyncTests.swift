@@ -218,6 +218,40 @@ struct AttachmentFailureTests {
         try await late.table().pull()
     }
 
+    /// The device that deletes an item frees the files of its attachments once the server applied
+    /// the delete (they stayed until the cache evicted them); a delete the server refuses keeps them.
+    @Test(arguments: StoreKind.allCases)
+    func theFilesOfAnItemDeletedHereAreFreedByThePush(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        for id in ["a", "b", "c"] { try await phone.table().insert(["id": .string(id)]) }
+        let first = try await phone.table().attach(file: try phone.file(pattern(100, seed: 1)), to: "a", name: "f")
+        let kept = try await phone.table().attach(file: try phone.file(pattern(100, seed: 2)), to: "b", name: "g")
+        try await phone.context.push()
+        #expect(try await phone.attachment("a", "f")?.state == .uploaded)
+
+        try await phone.table().delete(id: "a")
+        #expect(await phone.files.url(sha256: first.sha256) != nil, "freed when the server has the delete")
+        // The item c's file, attached and deleted before any push, goes with its upload.
+        let dropped = try await phone.table().attach(file: try phone.file(pattern(100, seed: 3)), to: "c", name: "h")
+        try await phone.table().delete(id: "c")
+        let result = try await phone.context.push()
+        #expect(result.pushed == 2 && result.attachmentsDropped.count == 1, "\(result)")
+        #expect(try await phone.attachment("a", "f")?.state == .remote)
+        #expect(await phone.files.url(sha256: first.sha256) == nil)
+        #expect(await phone.files.url(sha256: dropped.sha256) == nil)
+        #expect(try await phone.attachment("b", "g")?.state == .uploaded)
+        #expect(await phone.files.url(sha256: kept.sha256) != nil)
+
+        // A delete the server refuses (another device changed the item) frees nothing.
+        server.touch("todo", ids: ["b"], set: ["text": "changed"], by: "laptop")
+        try await phone.table().delete(id: "b")
+        let refused = try await phone.context.push()
+        #expect(refused.failed.count == 1)
+        #expect(await phone.files.url(sha256: kept.sha256) != nil)
+    }
+
     /// A file an eager device cannot have (the server holds other content than its row says) is
     /// reported and left `remote`: the pull succeeds and the table's other files come (it failed
     /// every pull of the table).

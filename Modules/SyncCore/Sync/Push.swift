@@ -81,7 +81,9 @@ extension SyncContext {
                 }
             }
             try await pushQueue(into: &result)
+            await freeFilesOfDeletedItems()
         } catch {
+            await freeFilesOfDeletedItems()
             var failure: any Error = error
             if let stopped = error as? PushStopped {
                 result.pushed += stopped.completed
@@ -252,28 +254,19 @@ extension SyncContext {
         return (batch, answer)
     }
 
-    /// What this push may use of the backend.
-    struct PushPlan: Sendable {
-        var capabilities: RemoteWriteCapabilities
-        /// `ferry-<device>-`: the keys of this store's attempts, when the backend honours keys.
-        var keyPrefix: String?
-        /// The operations with a recorded error: read once when the push starts, and added to as
-        /// operations fail. Completing a batch removes the errors of these only (it read every
-        /// error of the store once per batch, which grew with the errors a queue held).
-        var erroredOperations: Set<Int64> = []
-
-        func key(_ operation: QueuedOperation) -> String? {
-            keyPrefix.map { "\($0)\(operation.id)-\(operation.attempts)" }
-        }
-    }
-
     func record(_ outcome: PushOutcome, into result: inout PushResult) {
         switch outcome {
         case .pushed(let operation):
             result.pushed += 1
+            if operation.kind == .delete {
+                pushPlan.deletedItems[operation.table, default: []].append(operation.itemID)
+            }
             hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
         case .resolved(let operation, let resolution):
             result.pushed += 1
+            if operation.kind == .delete && resolution == .useClient {
+                pushPlan.deletedItems[operation.table, default: []].append(operation.itemID)
+            }
             result.resolvedConflicts.append(
                 ResolvedConflict(
                     table: operation.table, itemID: operation.itemID, kind: operation.kind, resolution: resolution))
@@ -433,6 +426,10 @@ extension SyncContext {
         }
         for (attempt, outcome) in sent {
             if case .success = outcome {
+                let operation = attempt.operation
+                if operation.kind == .delete {
+                    pushPlan.deletedItems[operation.table, default: []].append(operation.itemID)
+                }
                 hub.emit(
                     .operationPushed(
                         table: attempt.operation.table, itemID: attempt.operation.itemID, kind: attempt.operation.kind))
@@ -464,27 +461,4 @@ extension SyncContext {
             return nil
         }
     }
-
-    /// What is sent for `attempt`, with its key when the backend honours keys.
-    func remoteWrite(_ attempt: PushSteps.Attempt) -> RemoteWrite {
-        RemoteWrite(
-            table: attempt.operation.table, kind: attempt.operation.kind, itemID: attempt.operation.itemID,
-            body: attempt.body, ifVersion: attempt.precondition, idempotencyKey: pushPlan.key(attempt.operation))
-    }
-
-    /// `ferry-<device>-`: this store's device id, made once and kept in the store.
-    func idempotencyKeyPrefix() async throws -> String {
-        if let deviceIdentifier { return "ferry-\(deviceIdentifier)-" }
-        let made = try await write("push") { tx in
-            if let kept = try tx.deltaToken(table: Self.engineSlot, queryID: "deviceID") { return kept }
-            let id = ItemID.generate()
-            try tx.setDeltaToken(table: Self.engineSlot, queryID: "deviceID", value: id)
-            return id
-        }
-        deviceIdentifier = made
-        return "ferry-\(made)-"
-    }
-
-    /// Where the engine keeps its own values in a store's delta-token slots (no table has this name).
-    static let engineSlot = "$ferry"
 }
