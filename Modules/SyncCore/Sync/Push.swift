@@ -258,15 +258,11 @@ extension SyncContext {
         switch outcome {
         case .pushed(let operation):
             result.pushed += 1
-            if operation.kind == .delete {
-                pushPlan.deletedItems[operation.table, default: []].append(operation.itemID)
-            }
+            pushPlan.applied(operation)
             hub.emit(.operationPushed(table: operation.table, itemID: operation.itemID, kind: operation.kind))
         case .resolved(let operation, let resolution):
             result.pushed += 1
-            if operation.kind == .delete && resolution == .useClient {
-                pushPlan.deletedItems[operation.table, default: []].append(operation.itemID)
-            }
+            if resolution == .useClient { pushPlan.applied(operation) }
             result.resolvedConflicts.append(
                 ResolvedConflict(
                     table: operation.table, itemID: operation.itemID, kind: operation.kind, resolution: resolution))
@@ -426,10 +422,7 @@ extension SyncContext {
         }
         for (attempt, outcome) in sent {
             if case .success = outcome {
-                let operation = attempt.operation
-                if operation.kind == .delete {
-                    pushPlan.deletedItems[operation.table, default: []].append(operation.itemID)
-                }
+                pushPlan.applied(attempt.operation)
                 hub.emit(
                     .operationPushed(
                         table: attempt.operation.table, itemID: attempt.operation.itemID, kind: attempt.operation.kind))

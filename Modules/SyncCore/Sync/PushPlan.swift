@@ -12,6 +12,11 @@ extension SyncContext {
         /// are freed when the operations are done (``freeFilesOfDeletedItems()``).
         var deletedItems: [String: [String]] = [:]
 
+        /// Notes an operation the server applied (a delete's item has files to free).
+        mutating func applied(_ operation: QueuedOperation) {
+            if operation.kind == .delete { deletedItems[operation.table, default: []].append(operation.itemID) }
+        }
+
         func key(_ operation: QueuedOperation) -> String? {
             keyPrefix.map { "\($0)\(operation.id)-\(operation.attempts)" }
         }
