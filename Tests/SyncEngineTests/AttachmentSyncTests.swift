@@ -252,6 +252,29 @@ struct AttachmentFailureTests {
         #expect(await phone.files.url(sha256: kept.sha256) != nil)
     }
 
+    /// A purge frees the files of the purged items' synced attachments (they stayed until the cache
+    /// evicted them); their rows stay `remote`, and the file comes back when the item does.
+    @Test(arguments: StoreKind.allCases)
+    func aPurgeFreesTheFilesOfThePurgedItems(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        for id in ["a", "b"] { try await phone.table().insert(["id": .string(id)]) }
+        let purged = try await phone.table().attach(file: try phone.file(pattern(100, seed: 4)), to: "a", name: "f")
+        let kept = try await phone.table().attach(file: try phone.file(pattern(100, seed: 5)), to: "b", name: "g")
+        try await phone.context.push()
+
+        #expect(try await phone.table().purge(TableQuery().filter(.field("id").eq("a"))) == 1)
+        #expect(try await phone.attachment("a", "f")?.state == .remote)
+        #expect(await phone.files.url(sha256: purged.sha256) == nil)
+        #expect(try await phone.attachment("b", "g")?.state == .uploaded)
+        #expect(await phone.files.url(sha256: kept.sha256) != nil)
+
+        try await phone.table().pull()
+        let opened = try await phone.table().openAttachment(of: "a", name: "f")
+        #expect(try Data(contentsOf: opened) == pattern(100, seed: 4))
+    }
+
     /// A file an eager device cannot have (the server holds other content than its row says) is
     /// reported and left `remote`: the pull succeeds and the table's other files come (it failed
     /// every pull of the table).

@@ -297,19 +297,29 @@ extension SyncContext {
         }
     }
 
-    /// Frees the files of the attachments of items a pull removed because the server deleted
-    /// them: their rows stay, as the server keeps them for an undelete (the item's return brings
+    /// Frees the files of the attachments of items that left this device: removed by a pull
+    /// because the server deleted them, deleted by a push, or purged. Their rows stay, `remote`, as
+    /// the server keeps a soft-deleted item's attachments for an undelete (the item's return brings
     /// the files back, eagerly or on demand). Files still queued here are left to the push, which
-    /// drops them on the server's 410. A failure is logged, not thrown: the pull's page is stored,
-    /// and the files stay as they were.
+    /// drops them on the server's 410 or with their deleted item. A failure is logged, not thrown:
+    /// the pull's page, the push or the purge stands, and the files stay as they were.
     func freeAttachmentFiles(of itemIDs: [String], table: String) async {
         guard let configuration = attachmentConfiguration else { return }
         do {
             try await freeAttachmentFiles(of: itemIDs, table: table, configuration)
         } catch {
             hub.logger.warning(
-                "the files of the attachments of items deleted on the server were not freed",
+                "the files of the attachments of removed items were not freed",
                 metadata: ["ferry.table": "\(table)", "ferry.error": "\(error)"])
+        }
+    }
+
+    /// ``freeAttachmentFiles(of:table:)`` of any number of items (those of a push's deletes, of a
+    /// purge), in pieces of a pull's page at most: one query of the attachment rows each.
+    func freeAttachmentFiles(ofMany itemIDs: [String], table: String) async {
+        guard attachmentConfiguration != nil else { return }
+        for start in stride(from: 0, to: itemIDs.count, by: 500) {
+            await freeAttachmentFiles(of: Array(itemIDs[start..<min(start + 500, itemIDs.count)]), table: table)
         }
     }
 

@@ -87,9 +87,12 @@ extension SyncContext {
         do {
             return try await holding([Self.tableGate(table), Self.pushGate]) {
                 try checkCancellation("purge of '\(table)'")
-                let removed = try await write("purge of '\(table)'") { tx in
+                let (removed, ids) = try await write("purge of '\(table)'") { tx in
                     try PurgeSteps.purge(table: table, query: query, force: force, in: tx)
                 }
+                // The files of the purged items' synced attachments go too (they stayed until the
+                // cache evicted them); their rows stay `remote`, for a pull that brings the items back.
+                await freeAttachmentFiles(ofMany: ids, table: table)
                 hub.emit(.purged(table: table, items: removed, forced: force))
                 return removed
             }
@@ -100,7 +103,10 @@ extension SyncContext {
 }
 
 enum PurgeSteps {
-    static func purge(table: String, query: TableQuery, force: Bool, in tx: any StoreTransaction) throws -> Int {
+    /// Answers how many items it removed, and their ids.
+    static func purge(table: String, query: TableQuery, force: Bool, in tx: any StoreTransaction) throws -> (
+        Int, ids: [String]
+    ) {
         let pending = try tx.operationCount(table: table)
         if pending > 0, !force {
             throw SyncError(
@@ -143,7 +149,7 @@ enum PurgeSteps {
             }
         }
         let ids = items.compactMap(\.id)
-        return ids.isEmpty ? 0 : try tx.delete(table, ids: ids)
+        return (ids.isEmpty ? 0 : try tx.delete(table, ids: ids), ids)
     }
 }
 

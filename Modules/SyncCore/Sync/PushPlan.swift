@@ -29,12 +29,8 @@ extension SyncContext {
     func freeFilesOfDeletedItems() async {
         let deleted = pushPlan.deletedItems
         pushPlan.deletedItems = [:]
-        guard attachmentConfiguration != nil else { return }
         for (table, itemIDs) in deleted.sorted(by: { $0.key < $1.key }) {
-            // In pieces of a pull's page at most: one query of the attachment rows each.
-            for start in stride(from: 0, to: itemIDs.count, by: 500) {
-                await freeAttachmentFiles(of: Array(itemIDs[start..<min(start + 500, itemIDs.count)]), table: table)
-            }
+            await freeAttachmentFiles(ofMany: itemIDs, table: table)
         }
     }
 

@@ -170,7 +170,9 @@ public struct SyncTable: Sendable {
     /// `force` is set: then the queued operations (and their errors) of the purged items are dropped
     /// too; a forced purge of the whole table (no filter, `top` or `skip`) drops all of the table's
     /// operations, errors and delta tokens. A purge resets the delta tokens whose query selects a
-    /// purged item, so a later pull brings them back.
+    /// purged item, so a later pull brings them back. The files of the purged items' synced
+    /// attachments are removed from the device too (their rows stay, and the files download again
+    /// when the items come back).
     ///
     /// ```swift
     /// // Drops the done items and their unpushed edits; other items keep theirs.
