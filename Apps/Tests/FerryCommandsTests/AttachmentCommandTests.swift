@@ -191,12 +191,22 @@ struct AttachmentCommandTests {
         // The phone deletes the item: the tablet's pull of the delete frees its copy of the file.
         let kept = "\(directory)/tablet.ferry.attachments/\(digest.prefix(2))/\(digest.dropFirst(2))"
         #expect(FileManager.default.fileExists(atPath: kept))
+        let phoneCopy = kept.replacingOccurrences(of: "/tablet.", with: "/phone.")
+        #expect(FileManager.default.fileExists(atPath: phoneCopy))
         #expect(try await Self.ferry(["delete", "notes", "n1", "--store", phone]).status == 0)
         #expect(try await Self.ferry(["push", "--store", phone, "--server", url]).status == 0)
         let deleted = try await Self.ferry(["pull", "notes", "--store", tablet, "--server", url])
         #expect(deleted.status == 0, "\(deleted.errors)")
         #expect(deleted.output.contains("1 deleted"), "\(deleted.output)")
         #expect(!FileManager.default.fileExists(atPath: kept))
+        // The phone's own copy went with the push of its delete.
+        #expect(!FileManager.default.fileExists(atPath: phoneCopy))
+        // The rows stay (the server keeps them for an undelete); the list says where the item went.
+        let listed = try await Self.ferry(["attachments", "list", "notes", "n1", "--store", tablet])
+        #expect(listed.status == 0, "\(listed.errors)")
+        #expect(
+            listed.output.contains("1 attachment (notes/n1 is not on this device: deleted, purged or not pulled)"),
+            "\(listed.output)")
     }
 
     @Test func anAttachmentRemovedOfflineIsGoneFromTheServerAfterThePush() async throws {

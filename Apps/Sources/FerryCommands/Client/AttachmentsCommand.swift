@@ -98,10 +98,15 @@ public struct AttachmentListCommand: DeviceCommand, Sendable {
                     Self.words(attachment.state), String(attachment.sha256.prefix(12)),
                 ]
             }
+            // Rows of an item this device no longer holds stay (the server keeps a deleted item's
+            // files for an undelete): say why the item is missing beside them.
+            let absent =
+                try await device.item(table, id: id) == nil
+                ? " (\(table)/\(id) is not on this device: deleted, purged or not pulled)" : ""
             output.print(
                 TextTable.render(
                     headers: ["name", "size", "type", "state", "sha256"], rows: rows, totalWidth: output.terminalWidth)
-                    + "\n\(list.count) attachment\(list.count == 1 ? "" : "s")")
+                    + "\n\(list.count) attachment\(list.count == 1 ? "" : "s")\(absent)")
         }
     }
 
