@@ -19,6 +19,38 @@ struct JSONTextBufferTests {
         }
     }
 
+    /// The count a push sizes its batches by is the text's length (a double's at most).
+    @Test func theCountOfAValueIsTheLengthOfItsText() {
+        var random = SeededRandom(seed: 7)
+        for _ in 0..<2000 {
+            let value = RandomJSON.value(&random, depth: 0)
+            let length = value.serializedUTF8().count
+            let count = JSONTextBuffer.count(ofJSON: value)
+            if Self.holdsDouble(value) {
+                #expect(count >= length, "\(value)")
+            } else {
+                #expect(count == length, "\(value)")
+            }
+        }
+        let exact: [JSONValue] = [
+            .string("q\"b\\n\n\r\t\u{0}\u{1F}é🎬"), .int(.min), .int(.max), .int(0), .int(-10), .null, .bool(false),
+            .object(["": .array([]), "a\u{1}": .object([:]), "b": .array([.int(1), .string("")])]),
+        ]
+        for value in exact { #expect(JSONTextBuffer.count(ofJSON: value) == value.serializedUTF8().count, "\(value)") }
+        for number in [-2.2250738585072014e-308, 1e-300, -1.7976931348623157e308, 0.1, -0.0] {
+            #expect(JSONTextBuffer.count(ofJSON: .double(number)) >= JSONValue.double(number).serializedUTF8().count)
+        }
+    }
+
+    static func holdsDouble(_ value: JSONValue) -> Bool {
+        switch value {
+        case .double: true
+        case .array(let elements): elements.contains(where: holdsDouble)
+        case .object(let members): members.values.contains(where: holdsDouble)
+        default: false
+        }
+    }
+
     @Test func integersAndStringsAreWrittenExactly() {
         for number in [Int64.min, Int64.max, 0, -1, 9, 10, -10, 1_234_567_890_123] {
             var buffer = JSONTextBuffer()

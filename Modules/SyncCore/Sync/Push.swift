@@ -326,7 +326,7 @@ extension SyncContext {
         var count = 0
         var bytes = 0
         for attempt in attempts {
-            bytes += JSONValue.object(attempt.body).serializedUTF8().count + 256
+            bytes += JSONTextBuffer.count(ofJSON: .object(attempt.body)) + 256
             if count >= capabilities.maximumBatchSize || (count > 0 && bytes > capabilities.maximumBatchBytes / 2) {
                 break
             }
