@@ -1,6 +1,7 @@
 import Foundation
 import SyncCore
 import SyncTesting
+import Synchronization
 import Testing
 import Transport
 
@@ -277,6 +278,38 @@ struct AttachmentFailureTests {
         try await phone.table().pull()
         let opened = try await phone.table().openAttachment(of: "a", name: "f")
         #expect(try Data(contentsOf: opened) == pattern(100, seed: 4))
+    }
+
+    /// A pull whose items all came and whose attachment rows failed (or were cancelled: `auto off`
+    /// in the REPL) throws, but its table is not "stopped before its end": every item is here. One
+    /// cut in its pages still is.
+    @Test(arguments: StoreKind.allCases)
+    func aPullWhoseItemsAllCameIsFinishedWhateverBecameOfItsAttachmentRows(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        server.seed("todo", (1...5).map { ["id": .string("i\($0)")] })
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        let options = PullOptions(pageSize: 2, pushesFirst: false)
+        // An earlier pull cut after its first page.
+        let queries = Mutex(0)
+        server.setFaultPolicy { request in
+            guard request.kind == .query else { return nil }
+            return queries.withLock { count in
+                count += 1
+                return count
+            } > 1 ? .dropBeforeApply : nil
+        }
+        await expectSyncError(.network) { try await phone.table().pull(queryID: "all", options: options) }
+        #expect(try await phone.context.unfinishedPulls() == ["todo"])
+        server.setFaultPolicy(nil)
+
+        remote.failNext(.rows)
+        await #expect(throws: SyncError.self) { try await phone.table().pull(queryID: "all", options: options) }
+        #expect(try await phone.table().query().items.count == 5)
+        #expect(try await phone.context.unfinishedPulls() == [])
+        // The rows come with the next pull.
+        try await phone.table().pull(queryID: "all", options: options)
+        #expect(try await phone.context.unfinishedPulls() == [])
     }
 
     /// A file an eager device cannot have (the server holds other content than its row says) is

@@ -60,6 +60,8 @@ extension SyncContext {
         try await holding([Self.tableGate(table)]) {
             hub.emit(.pullStarted(table: table, queryID: queryID))
             var result = PullResult()
+            /// Whether the items' pages reached their end (what follows pulls attachment rows).
+            var itemsPulled = false
             do {
                 if options.pushesFirst, try await queuedOperationCount(table: table) > 0 {
                     result.push = try await holding([Self.pushGate]) { try await pushHoldingGate() }
@@ -73,6 +75,7 @@ extension SyncContext {
                 } else {
                     try await pullPages(table, query, queryID, options, into: &result)
                 }
+                itemsPulled = true
                 // The table's attachment rows, and eager downloads (AttachmentSync.swift).
                 try await pullAttachments(table)
             } catch {
@@ -82,8 +85,11 @@ extension SyncContext {
                 // part ("never synced" after 15,000 items pulled was wrong).
                 if result.pages > 0 || (result.push?.pushed ?? 0) > 0 { try? await recordSync() }
                 // Not "everything synced" until a pull of the table finishes (a cancelled pull of
-                // 19,600 of 40,000 items was then reported synced).
-                if result.pages > 0 { try? await recordPull(of: table, finished: false) }
+                // 19,600 of 40,000 items was then reported synced). One whose items all came is
+                // finished, whatever became of its attachment rows: a sync stopped there (`auto off`
+                // in the REPL) said "the last pull of 'todo' stopped before its end" of a table
+                // whose every item was here.
+                if result.pages > 0 || itemsPulled { try? await recordPull(of: table, finished: itemsPulled) }
                 throw error
             }
             hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: nil))
