@@ -87,6 +87,31 @@ struct AutomaticSyncTests {
         #expect(server.requests.count == requests)
     }
 
+    /// A change counts as waiting until its push, not until the pulls after the push end: the
+    /// status said "1 change waiting to be pushed" of a pushed change for as long as a pull ran.
+    @Test func aPushedChangeStopsWaitingBeforeThePullsAfterIt() async throws {
+        let server = ModelServer()
+        let device = try Device(kind: .memory, server: server)
+        let status = device.context.status
+        let waitingDuringPulls = Mutex<[Int]>([])
+        server.setFaultPolicy { request in
+            guard request.kind == .query else { return nil }
+            return .hook {
+                // A pull once the item is on the server: the one after its push.
+                if server.row("todo", id: "a") != nil {
+                    waitingDuringPulls.withLock { $0.append(status.snapshot.pendingOperations) }
+                }
+                return nil
+            }
+        }
+        // Queued before the start: the first step pushes it, then pulls.
+        try await device.table().insert(["id": "a", "title": "Milk"])
+        await device.context.startAutomaticSync([SyncSubscription(table: "todo")], configuration: Self.fast)
+        try await eventually("a pull after the push") { !waitingDuringPulls.withLock(\.isEmpty) }
+        #expect(waitingDuringPulls.withLock { $0 }.allSatisfy { $0 == 0 }, "\(waitingDuringPulls.withLock { $0 })")
+        await device.context.stopAutomaticSync()
+    }
+
     @Test func aServerThatIsDownIsRetriedLessAndLessOften() async throws {
         let server = ModelServer()
         let device = try Device(kind: .memory, server: server)

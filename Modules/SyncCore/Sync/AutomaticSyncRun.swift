@@ -90,6 +90,13 @@ struct AutomaticSyncRun: Sendable {
                     context.status.update { $0.isPushing = true }
                     defer { context.status.update { $0.isPushing = false } }
                     let result = try await context.push()
+                    // Pulls follow: the counts now, not when they end (the status said "1 change
+                    // waiting to be pushed" of a pushed change for as long as a pull ran). A push
+                    // alone leaves them to the refresh after it, which says "everything synced" in
+                    // the same change (no "syncing" between the two after each edit).
+                    if !pull.isEmpty, let counts = await storeCounts() {
+                        context.status.update { Self.set(counts, in: &$0) }
+                    }
                     if let failed = result.failed.first(where: { Self.isTransient($0.statusCode) }) {
                         outcome.retryFailed = true
                         outcome.retryAfter = result.retryAfter
@@ -171,9 +178,10 @@ struct AutomaticSyncRun: Sendable {
         }
     }
 
-    /// The status from the machine's facts and the store's counts.
-    func refreshStatus(_ machine: AutomaticSyncMachine) async {
-        let counts = try? await context.read(
+    /// The store's counts for the status: queued operations, operations with errors, queued
+    /// attachments; `nil` when the store cannot say.
+    func storeCounts() async -> (queued: Int, failed: Int, attachments: Int)? {
+        try? await context.read(
             "automatic sync",
             { reader in
                 (
@@ -182,20 +190,27 @@ struct AutomaticSyncRun: Sendable {
                     try AttachmentQueue.queued(in: reader).count
                 )
             })
+    }
+
+    static func set(_ counts: (queued: Int, failed: Int, attachments: Int), in status: inout SyncStatus.Snapshot) {
+        status.pendingOperations = counts.queued
+        status.failedOperations = counts.failed
+        status.pendingAttachments = counts.attachments
+    }
+
+    /// The status from the machine's facts and the store's counts.
+    func refreshStatus(_ machine: AutomaticSyncMachine) async {
+        let counts = await storeCounts()
         let reachability = ServerReachability(machine.reachability)
         context.status.update {
-            if let (queued, failed, attachments) = counts {
-                $0.pendingOperations = queued
-                $0.failedOperations = failed
-                $0.pendingAttachments = attachments
-            }
+            if let counts { Self.set(counts, in: &$0) }
             $0.isOnline = machine.online || !machine.connectivityKnown
             $0.reachability = reachability
             $0.uploadProblem = machine.uploadProblem
             $0.downloadProblem = machine.downloadProblem
             $0.usesChangeFeed = machine.usesChangeFeed
             // Queued attachments wait for a push too: not caught up while any does.
-            $0.isCaughtUp = counts.map { machine.isCaughtUp(queued: $0.0 + $0.2) } ?? false
+            $0.isCaughtUp = counts.map { machine.isCaughtUp(queued: $0.queued + $0.attachments) } ?? false
         }
     }
 
