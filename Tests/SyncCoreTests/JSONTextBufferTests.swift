@@ -37,6 +37,10 @@ struct JSONTextBufferTests {
             .object(["": .array([]), "a\u{1}": .object([:]), "b": .array([.int(1), .string("")])]),
         ]
         for value in exact { #expect(JSONTextBuffer.count(ofJSON: value) == value.serializedUTF8().count, "\(value)") }
+        // Nested past the parser's depth: the writer stops there, and so does the count.
+        var deeper: JSONValue = 1
+        for _ in 0..<2000 { deeper = [deeper] }
+        #expect(JSONTextBuffer.count(ofJSON: deeper) == deeper.serializedUTF8().count)
         for number in [-2.2250738585072014e-308, 1e-300, -1.7976931348623157e308, 0.1, -0.0] {
             #expect(JSONTextBuffer.count(ofJSON: .double(number)) >= JSONValue.double(number).serializedUTF8().count)
         }
