@@ -245,6 +245,22 @@ struct AttachmentFailureTests {
         #expect(try await phone.attachment("b", "g")?.state == .uploaded)
         #expect(await phone.files.url(sha256: kept.sha256) != nil)
 
+        // A change of an item another device deleted, given up to the server's deletion: the item
+        // leaves the device, and its file with it.
+        let server2 = ModelServer()
+        let yielding = try await AttachmentDevice(
+            "yielding", kind: kind, server: server2, attachments: ModelAttachmentServer(items: server2),
+            handler: ServerWinsConflictHandler())
+        try await yielding.table().insert(["id": "x"])
+        let lost = try await yielding.table().attach(file: try yielding.file(pattern(50, seed: 6)), to: "x", name: "f")
+        try await yielding.context.push()
+        server2.softDelete("todo", ids: ["x"], by: "laptop")
+        try await yielding.table().update(["id": "x", "text": "edited"])
+        let yielded = try await yielding.context.push()
+        #expect(yielded.resolvedConflicts.map(\.resolution) == [.useServer], "\(yielded)")
+        #expect(try await yielding.table().item(id: "x") == nil)
+        #expect(await yielding.files.url(sha256: lost.sha256) == nil)
+
         // A delete the server refuses (another device changed the item) frees nothing.
         server.touch("todo", ids: ["b"], set: ["text": "changed"], by: "laptop")
         try await phone.table().delete(id: "b")

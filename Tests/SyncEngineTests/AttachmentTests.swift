@@ -14,9 +14,10 @@ struct AttachmentDevice {
 
     init(
         _ name: String, kind: StoreKind, server: ModelServer, attachments: ModelAttachmentServer,
-        cacheLimit: Int64 = 1 << 30, downloads: AttachmentDownloads = .onDemand
+        cacheLimit: Int64 = 1 << 30, downloads: AttachmentDownloads = .onDemand,
+        handler: some ConflictHandler = KeepingConflictHandler()
     ) async throws {
-        device = try Device(name, kind: kind, server: server)
+        device = try Device(name, kind: kind, server: server, handler: handler)
         directory = try TemporaryDirectory()
         files = try DiskAttachmentFiles(directory: URL(fileURLWithPath: directory.path).appending(path: "files"))
         await device.context.useAttachments(

@@ -213,6 +213,8 @@ extension SyncContext {
             try await write("push") { tx in
                 try PushSteps.takeServer(operationID: operation.id, serverItem: live, in: tx)
             }
+            // The server's deletion won: the item is gone here, and its files go with it.
+            if live == nil { pushPlan.removed(operation) }
             return .resolved(operation, .useServer)
         case .keep:
             let record = try await write("push") { tx in

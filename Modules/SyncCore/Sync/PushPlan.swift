@@ -8,13 +8,19 @@ extension SyncContext {
         /// operations fail. Completing a batch removes the errors of these only (it read every
         /// error of the store once per batch, which grew with the errors a queue held).
         var erroredOperations: Set<Int64> = []
-        /// The items whose deletes the server applied in this push, by table: their synced files
-        /// are freed when the operations are done (``freeFilesOfDeletedItems()``).
+        /// The items this push took off the device, by table (their deletes applied by the server,
+        /// or removed here because the server had deleted them): their synced files are freed when
+        /// the operations are done (``freeFilesOfDeletedItems()``).
         var deletedItems: [String: [String]] = [:]
 
         /// Notes an operation the server applied (a delete's item has files to free).
         mutating func applied(_ operation: QueuedOperation) {
-            if operation.kind == .delete { deletedItems[operation.table, default: []].append(operation.itemID) }
+            if operation.kind == .delete { removed(operation) }
+        }
+
+        /// Notes that the item of `operation` left the device.
+        mutating func removed(_ operation: QueuedOperation) {
+            deletedItems[operation.table, default: []].append(operation.itemID)
         }
 
         func key(_ operation: QueuedOperation) -> String? {
