@@ -269,6 +269,27 @@ struct AttachmentFailureTests {
         #expect(await phone.files.url(sha256: kept.sha256) != nil)
     }
 
+    /// A kept conflict resolved later for the server's deletion takes the item off the device, and
+    /// the files of its synced attachments with it.
+    @Test(arguments: StoreKind.allCases)
+    func aResolutionThatTakesAnItemOffTheDeviceFreesItsFiles(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let phone = try await AttachmentDevice(
+            "phone", kind: kind, server: server, attachments: ModelAttachmentServer(items: server))
+        try await phone.table().insert(["id": "y"])
+        let attached = try await phone.table().attach(file: try phone.file(pattern(40, seed: 8)), to: "y", name: "f")
+        try await phone.context.push()
+        server.softDelete("todo", ids: ["y"], by: "laptop")
+        try await phone.table().update(["id": "y", "text": "edited"])
+        let kept = try await phone.context.push()
+        let error = try #require(kept.failed.first)
+        #expect(await phone.files.url(sha256: attached.sha256) != nil, "kept with the conflict")
+        #expect(try await phone.context.resolveError(error.id, .useClient) == .useServer)
+        #expect(try await phone.table().item(id: "y") == nil)
+        #expect(try await phone.attachment("y", "f")?.state == .remote)
+        #expect(await phone.files.url(sha256: attached.sha256) == nil)
+    }
+
     /// A purge frees the files of the purged items' synced attachments (they stayed until the cache
     /// evicted them); their rows stay `remote`, and the file comes back when the item does.
     @Test(arguments: StoreKind.allCases)

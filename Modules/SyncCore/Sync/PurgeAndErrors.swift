@@ -58,9 +58,19 @@ extension SyncContext {
         let applied: ErrorResolution?
         do {
             applied = try await holding([Self.pushGate]) {
-                try await write("resolve error '\(errorID)'") { tx in
-                    try ErrorSteps.resolve(errorID: errorID, resolution, in: tx)
+                let (applied, gone) = try await write("resolve error '\(errorID)'") {
+                    tx -> (ErrorResolution?, OperationErrorRecord?) in
+                    let record = try tx.operationError(id: errorID)
+                    let applied = try ErrorSteps.resolve(errorID: errorID, resolution, in: tx)
+                    // An item the resolution took off the device (the server's deletion won, a
+                    // local insert discarded): the files of its synced attachments go too.
+                    guard applied != nil, let record, try tx.item(record.table, id: record.itemID) == nil else {
+                        return (applied, nil)
+                    }
+                    return (applied, record)
                 }
+                if let gone { await freeAttachmentFiles(of: [gone.itemID], table: gone.table) }
+                return applied
             }
         } catch {
             throw SyncError.wrapping(error, "resolve error '\(errorID)'")
