@@ -53,8 +53,9 @@ extension TableService {
         }
         var seen: Set<String> = []
         var inner: [(id: JSONValue, request: TableRequest)] = []
+        let inherited = Self.inheritedHeaders(request)
         for (index, entry) in requests.enumerated() {
-            let parsed = try parseBatchEntry(entry, index: index, outer: request)
+            let parsed = try parseBatchEntry(entry, index: index, outer: request, inherited: inherited)
             if case .string(let id) = parsed.id, !seen.insert(id).inserted {
                 let given = requests[index].objectValue?["id"] != nil
                 throw ProtocolError.badRequest(
@@ -196,7 +197,23 @@ extension TableService {
         return requests
     }
 
-    func parseBatchEntry(_ entry: JSONValue, index: Int, outer: TableRequest) throws -> (
+    /// The batch's headers its requests take (under their own of the same name), with their names
+    /// in lower case: found once per batch, not once per request (lower-casing every header of
+    /// the batch again for each of its 500 requests).
+    static func inheritedHeaders(_ outer: TableRequest) -> [(field: (name: String, value: String), lowered: String)] {
+        outer.headers.all.compactMap { field in
+            let lowered = field.name.lowercased()
+            if lowered == "content-length" || lowered == "content-type" || lowered == IdempotencyLedger.header {
+                return nil
+            }
+            return (field, lowered)
+        }
+    }
+
+    func parseBatchEntry(
+        _ entry: JSONValue, index: Int, outer: TableRequest,
+        inherited: [(field: (name: String, value: String), lowered: String)]
+    ) throws -> (
         id: JSONValue, request: TableRequest
     ) {
         func invalid(_ message: String) -> ProtocolError {
@@ -252,13 +269,7 @@ extension TableService {
                 own.insert(lowered)
             }
         }
-        for field in outer.headers.all {
-            let lowered = field.name.lowercased()
-            if own.contains(lowered) || lowered == "content-length" || lowered == "content-type"
-                || lowered == IdempotencyLedger.header
-            {
-                continue
-            }
+        for (field, lowered) in inherited where !own.contains(lowered) {
             headers.append(field)
         }
         var body: [UInt8]?
