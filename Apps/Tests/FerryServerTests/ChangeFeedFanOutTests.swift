@@ -23,7 +23,7 @@ import Transport
 /// Many feeds on one server (issue 31): the configured limit holds exactly, every feed of a few
 /// hundred hears one write, and the hub that fans changes out shares its work between feeds.
 /// Performance is measured by `bash Tools/bench-sync.sh --fan-out 1000,10000`, not here.
-@Suite("Change feed fan-out", .timeLimit(.minutes(5)))
+@Suite("Change feed fan-out", .serialized, .timeLimit(.minutes(5)))
 struct ChangeFeedFanOutTests {
     /// A change the hub writes straight to a feed's connection never overtakes an earlier one
     /// that waits for its visibility query (a per-user table's): a client that remembers the last
@@ -73,24 +73,31 @@ struct ChangeFeedFanOutTests {
         again.close()
     }
 
-    @Test(arguments: ServerBackend.allCases)
+    /// One backend at a time (the suite is serialized: one test of hundreds of feeds at a time), and
+    /// 300 feeds: each feed holds two descriptors in this process (the client's and the server's),
+    /// and with both backends at once (1,600 descriptors and the other tests') a `Process.run()` of
+    /// another test crashed the test process: Foundation on Linux reads
+    /// `/proc/self/fd` past the end of its buffer once about 1,350 descriptors are open
+    /// (swiftlang/swift-corelibs-foundation#5472, fixed after Swift 6.3.1; seen in CI on
+    /// 2026-11-28, the crash's registers holding descriptor numbers 1362 and 1363).
+    @Test(.serialized, arguments: ServerBackend.allCases)
     func everyFeedOfAServerWithDefaultLimitsHearsOneWrite(_ backend: ServerBackend) async throws {
-        // 400 anonymous feeds, on a server without tokens (where anonymous callers are bounded by the
+        // 300 anonymous feeds, on a server without tokens (where anonymous callers are bounded by the
         // total only): the default of 256 before issue 31 refused the 257th.
         let live = try await LiveServer.start(
             tables: [TableSettings(name: "todo")], backend: backend, authSecret: nil)
         defer { Task { try? await live.stop() } }
         let server = live.server
-        let feeds = try await RawFeeds.open(400, port: server.port, tables: "todo")
+        let feeds = try await RawFeeds.open(300, port: server.port, tables: "todo")
         defer { feeds.close() }
-        #expect(feeds.readyCount == 400)
+        #expect(feeds.readyCount == 300)
         let written = try await LoopbackHTTP.send(
             port: server.port, method: "POST", target: "/tables/todo",
             headers: [("Content-Type", "application/json"), ("ZUMO-API-VERSION", "3.0.0")],
             body: Array(#"{"id":"a","title":"Milk"}"#.utf8))
         #expect(written.status == 201, "\(String(decoding: written.body, as: UTF8.self))")
         let heard = try await feeds.waitForChanges(table: "todo", timeout: .seconds(30))
-        #expect(heard == 400, "every feed hears the write once")
+        #expect(heard == 300, "every feed hears the write once")
     }
 
     @Test func theHubKeepsItsFeedsWhenOneInTheMiddleCloses() async throws {
