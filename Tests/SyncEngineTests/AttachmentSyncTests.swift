@@ -1,7 +1,6 @@
 import Foundation
 import SyncCore
 import SyncTesting
-import Synchronization
 import Testing
 import Transport
 
@@ -328,14 +327,7 @@ struct AttachmentFailureTests {
         let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
         let options = PullOptions(pageSize: 2, pushesFirst: false)
         // An earlier pull cut after its first page.
-        let queries = Mutex(0)
-        server.setFaultPolicy { request in
-            guard request.kind == .query else { return nil }
-            return queries.withLock { count in
-                count += 1
-                return count
-            } > 1 ? .dropBeforeApply : nil
-        }
+        server.dropQueries(after: 1)
         await expectSyncError(.network) { try await phone.table().pull(queryID: "all", options: options) }
         #expect(try await phone.context.unfinishedPulls() == ["todo"])
         server.setFaultPolicy(nil)

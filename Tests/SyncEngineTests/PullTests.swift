@@ -20,14 +20,7 @@ struct PullTests {
         let server = ModelServer()
         let device = try Device(kind: kind, server: server)
         server.seed("todo", Self.rows(6))
-        let queries = Mutex(0)
-        server.setFaultPolicy { request in
-            guard request.kind == .query else { return nil }
-            return queries.withLock { count in
-                count += 1
-                return count
-            } > 1 ? .dropBeforeApply : nil
-        }
+        server.dropQueries(after: 1)
         await expectSyncError(.network) {
             try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 2, pushesFirst: false))
         }

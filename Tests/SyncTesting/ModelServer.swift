@@ -129,6 +129,19 @@ public final class ModelServer: Sendable {
         state.withLock { $0.policy = policy }
     }
 
+    /// Lets the first `count` queries through and drops every later one before it is applied (a
+    /// pull cut after its first pages), until the policy is replaced or cleared.
+    public func dropQueries(after count: Int) {
+        let queries = Mutex(0)
+        setFaultPolicy { request in
+            guard request.kind == .query else { return nil }
+            return queries.withLock { seen in
+                seen += 1
+                return seen
+            } > count ? .dropBeforeApply : nil
+        }
+    }
+
     /// Removes every injected fault and the policy.
     public func clearFaults() {
         state.withLock {
