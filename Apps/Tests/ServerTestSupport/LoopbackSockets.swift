@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -19,6 +20,7 @@ public final class LoopbackListener: Sendable {
     /// The port it listens on, on 127.0.0.1.
     public let port: Int
     private let fd: Int32
+    private let state = Mutex<(started: Bool, stopped: Bool, closed: Bool)>((false, false, false))
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -51,19 +53,51 @@ public final class LoopbackListener: Sendable {
     /// `serve`'s to close), until ``stop()``.
     public func start(_ serve: @escaping @Sendable (Int32) -> Void) {
         let fd = fd
-        Thread.detachNewThread {
+        let starts = state.withLock { state in
+            defer { state.started = true }
+            return !state.started && !state.stopped
+        }
+        guard starts else { return }
+        Thread.detachNewThread { [self] in
             while true {
                 let client = accept(fd, nil, nil)
-                if client < 0 { return }
+                if client < 0 { break }
                 Thread.detachNewThread { serve(client) }
+            }
+            // The accepting thread closes the descriptor, after its last `accept`: closed by
+            // `stop()` while this thread was between two calls, its number could be reused by a
+            // socket of another test, whose connections this loop would then take (seen: a
+            // listener stopped right after it started took the connection of another test's
+            // silent server and closed it).
+            closeOnce()
+        }
+    }
+
+    /// Stops accepting (connections being served go on). Safe to call more than once.
+    public func stop() {
+        let fd = fd
+        state.withLock { state in
+            guard !state.stopped, !state.closed else { return }
+            state.stopped = true
+            if state.started {
+                // Wakes the accepting thread (its `accept` fails), which closes the descriptor.
+                shutdown(fd, Int32(SHUT_RDWR))
+            } else {
+                state.closed = true
+                close(fd)
             }
         }
     }
 
-    /// Stops accepting (connections being served go on).
-    public func stop() {
-        shutdown(fd, Int32(SHUT_RDWR))
-        close(fd)
+    /// Closes the descriptor once (under the lock, so that `stop()` never shuts down a number
+    /// already closed and perhaps reused).
+    private func closeOnce() {
+        let fd = fd
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.closed = true
+            close(fd)
+        }
     }
 }
 
