@@ -291,6 +291,43 @@ struct PullTests {
         try await todos.pull(TableQuery().filter(.field("n").eq(1)), queryID: "q-1.a:b_c")
     }
 
+    /// A page size above what some servers allow, refused with a 400 whose words name `$top` (the
+    /// Node server's "You cannot request more than 1000 records"), says what to change; a 400 for
+    /// a page size every server takes, or for the caller's own `top`, is left as the server said it.
+    @Test func aPageSizeAServerRefusesIsExplained() async throws {
+        let server = ModelServer()
+        server.setFaultPolicy { request in
+            guard request.kind == .query, let top = request.query?.top, top > 1_000 else { return nil }
+            return .status(400, "You cannot request more than 1000 records")
+        }
+        let device = try Device(kind: .memory, server: server)
+        let todos = device.table()
+        do {
+            try await todos.pull(options: PullOptions(pageSize: 5_000))
+            Issue.record("a refused page size was not reported")
+        } catch {
+            #expect(error.code == .remote)
+            #expect(error.remoteError?.status == 400)
+            #expect(error.message.contains("You cannot request more than 1000 records"), "\(error.message)")
+            #expect(error.message.contains("pages of 5000 items are more than some servers allow"), "\(error)")
+        }
+        try await todos.pull(options: PullOptions(pageSize: 1_000))
+        do {
+            try await todos.pull(TableQuery().top(2_000), options: PullOptions(pageSize: 5_000))
+            Issue.record("a refused top was not reported")
+        } catch {
+            #expect(error.remoteError?.status == 400)
+            #expect(!error.message.contains("pages of"), "the caller's own top: \(error.message)")
+        }
+        server.setFaultPolicy { $0.kind == .query ? .status(400, "unknown field 'n'") : nil }
+        do {
+            try await todos.pull(options: PullOptions(pageSize: 50))
+            Issue.record("a refused query was not reported")
+        } catch {
+            #expect(!error.message.contains("pages of"), "\(error.message)")
+        }
+    }
+
     /// A server that ignores the delta token cannot make the pull loop forever.
     @Test func aServerThatIgnoresTheDeltaTokenIsReported() async throws {
         let stuck = FixedPages { query in

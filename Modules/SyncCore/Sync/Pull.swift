@@ -1,7 +1,8 @@
 /// How a pull runs.
 public struct PullOptions: Sendable, Hashable {
     /// The most items asked for per request (`$top`). At least 1; servers cap it (node 2.0 answers 400
-    /// above 1000).
+    /// above 1000, and the pull's error then says that pages of at most 1,000 items are taken by
+    /// every server).
     public var pageSize: Int
     /// Push the table's queued operations before pulling (legacy behaviour). Items that still have
     /// queued operations afterwards are not overwritten by the pull.
@@ -147,7 +148,12 @@ extension SyncContext {
                 throw SyncError(.cancelled, "pull of '\(table)' cancelled after \(result.pages) pages")
             }
             let top = pending.request.top ?? options.pageSize
-            let page = try await pending.page(table)
+            let page: RemotePage
+            do {
+                page = try await pending.page(table)
+            } catch {
+                throw PullPlan.explained(error, pageSize: options.pageSize, asked: top)
+            }
             if result.pages == 0, let total = page.totalCount {
                 hub.emit(.pullCounted(table: table, queryID: queryID, total: remaining.map { min($0, total) } ?? total))
             }
@@ -273,6 +279,23 @@ struct DeltaToken: Sendable, Hashable {
 enum PullPlan {
     /// The longest query id.
     static let maximumQueryIDLength = 255
+
+    /// The largest page every server of the protocol family takes (the Node server's default
+    /// `maxTop`; the .NET servers take 128,000): above it a server may refuse the request with a 400.
+    static let largestPageEveryServerTakes = 1_000
+
+    /// A page refused with a 400 when it asked for more items than some servers allow says so:
+    /// the server's own words name `$top`, which the caller never wrote.
+    static func explained(_ error: SyncError, pageSize: Int, asked top: Int) -> SyncError {
+        guard error.code == .remote, error.remoteError?.status == 400, top == pageSize,
+            pageSize > largestPageEveryServerTakes
+        else { return error }
+        var explained = error
+        explained.message +=
+            " (pages of \(pageSize) items are more than some servers allow; a page size of at most "
+            + "\(largestPageEveryServerTakes) is taken by every server)"
+        return explained
+    }
 
     /// Rejects what a pull cannot honour (legacy §5.1, plus the checks the legacy client lacked).
     static func validate(table: String, query: TableQuery, queryID: String?, options: PullOptions) throws {
