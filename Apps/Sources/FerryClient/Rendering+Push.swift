@@ -6,9 +6,12 @@ extension Rendering {
     /// A push's outcome.
     ///
     /// `files` are the attachment transfers (uploads and deletes) the push sent of those queued
-    /// before it; left out when none were queued.
+    /// before it; left out when none were queued. `bases` are the versions the failed changes were
+    /// made from (``Device/conflictBases()``): a conflict then shows what each side changed, as
+    /// `conflicts` does.
     public static func push(
-        _ result: PushResult, files: (sent: Int, queued: Int)? = nil, format: OutputFormat, width: Int? = nil
+        _ result: PushResult, files: (sent: Int, queued: Int)? = nil, bases: [Int64: JSONObject] = [:],
+        format: OutputFormat, width: Int? = nil
     ) -> String {
         let files = files.flatMap { $0.queued > 0 ? $0 : nil }
         // What reached the server: a conflict settled for the server sent nothing (the library's
@@ -36,7 +39,7 @@ extension Rendering {
             if !result.failed.isEmpty {
                 text +=
                     "; \(grouped(result.failed.count)) failed (see `conflicts`):\n"
-                    + errors(result.failed, format: .table, width: width)
+                    + errors(result.failed, bases: bases, format: .table, width: width)
             }
             if let files {
                 text +=

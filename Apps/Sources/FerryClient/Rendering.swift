@@ -91,8 +91,11 @@ public enum Rendering: Sendable {
         return format.isJSON ? JSONValue.object(item).serialized() : items([item], format: .table, width: width)
     }
 
-    /// A pull's outcome.
-    public static func pull(_ result: PullResult, table: String, format: OutputFormat, width: Int? = nil) -> String {
+    /// A pull's outcome; `bases` as in ``push(_:files:bases:format:width:)``, for the failures of the
+    /// push that ran first.
+    public static func pull(
+        _ result: PullResult, table: String, bases: [Int64: JSONObject] = [:], format: OutputFormat, width: Int? = nil
+    ) -> String {
         let items = result.items
         switch format {
         case .json, .jsonLines:
@@ -129,7 +132,7 @@ public enum Rendering: Sendable {
             if let failed = result.push?.failed, !failed.isEmpty {
                 text +=
                     "\n\(failed.count) operation\(failed.count == 1 ? "" : "s") of the push first failed (see `conflicts`):\n"
-                    + errors(failed, format: .table, width: width)
+                    + errors(failed, bases: bases, format: .table, width: width)
             }
             return text
         }

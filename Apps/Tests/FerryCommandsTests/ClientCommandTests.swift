@@ -196,6 +196,10 @@ struct ClientCommandTests {
         #expect(text.contains("1 queued operation"))
         #expect(text.contains("pushed 1 operation"))
         #expect(text.contains("1 failed (see `conflicts`)"))
+        // The push's own conflict view shows the base and who changed what, as `conflicts` does.
+        let pushed = try #require(text.range(of: "1 failed (see `conflicts`)"))
+        let listed = try #require(text.range(of: "ferry(phone)> conflicts\n"))
+        #expect(text[pushed.upperBound..<listed.lowerBound].contains("changed by"), "\(text)")
         #expect(text.contains("resolved"))
         #expect(text.contains("Milk, 2 litres"))
         let onServer = try await HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))

@@ -35,7 +35,8 @@ public struct PushCommand: DeviceCommand, Sendable {
         // their item: the rendering says so apart).
         output.print(
             Rendering.push(
-                result, files: (result.attachmentsTransferred, files), format: output.format,
+                result, files: (result.attachmentsTransferred, files),
+                bases: result.failed.isEmpty ? [:] : try await device.conflictBases(), format: output.format,
                 width: output.terminalWidth))
         if !result.failed.isEmpty {
             let count = result.failed.count
@@ -86,7 +87,10 @@ public struct PullCommand: DeviceCommand, Sendable {
             throw error
         }
         await progress.finish()
-        output.print(Rendering.pull(result, table: table, format: output.format, width: output.terminalWidth))
+        let pushFailed = !(result.push?.failed.isEmpty ?? true)
+        let bases = pushFailed ? try await device.conflictBases() : [:]
+        output.print(
+            Rendering.pull(result, table: table, bases: bases, format: output.format, width: output.terminalWidth))
         if let failed = result.push?.failed, !failed.isEmpty {
             throw ClientError(
                 .conflicts,
