@@ -39,6 +39,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        // Already a dependency of async-http-client; named for the limit of its decompression.
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         // Trace context propagation (Transport's `instrument`): its Instrumentation product has no
         // dependency of its own, and AsyncHTTPClient already brings the package on Linux.
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
@@ -90,6 +92,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(platforms: [.linux])),
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: [.linux])),
+                .product(
+                    name: "NIOHTTPCompression", package: "swift-nio-extras", condition: .when(platforms: [.linux])),
                 .product(name: "Crypto", package: "swift-crypto", condition: .when(platforms: [.linux])),
             ],
             path: "Modules/Transport"

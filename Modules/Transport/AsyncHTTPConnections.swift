@@ -3,6 +3,7 @@
     import Foundation
     internal import NIOCore
     internal import NIOHTTP1
+    internal import NIOHTTPCompression
     import Logging
     internal import NIOSSL
     import Synchronization
@@ -30,11 +31,19 @@
 
         /// The client for requests whose longest wait between bytes is `timeout` seconds (the
         /// request's `timeoutInterval`, as `URLSession` reads it; AsyncHTTPClient sets it per
-        /// client). One per timeout and trust roots for the whole process, never shut down: a
-        /// remote made for every request must not cost a new pool.
-        func client(timeout: Double) -> AsyncHTTPClient.HTTPClient {
+        /// client). One per timeout, trust roots and decompression for the whole process, never
+        /// shut down: a remote made for every request must not cost a new pool.
+        ///
+        /// With `decompressing` (whole answers: pages, batches, items), requests say
+        /// `Accept-Encoding: deflate, gzip` and answers a server or proxy compressed are inflated
+        /// as they arrive, as `URLSession` does on Apple platforms (pages of JSON shrink about
+        /// tenfold). Streams (change feeds, attachment downloads) ask for none: an event must not
+        /// wait for a compressor's block, and a download's length and ranges are its bytes'. The
+        /// inflated size is held to the request's limit by the reader (`collect(upTo:)`).
+        func client(timeout: Double, decompressing: Bool = false) -> AsyncHTTPClient.HTTPClient {
             let key = ClientKey(
-                milliseconds: max(1, Int64((timeout > 0 ? timeout : 60) * 1000)), trustRoots: trustRoots)
+                milliseconds: max(1, Int64((timeout > 0 ? timeout : 60) * 1000)), trustRoots: trustRoots,
+                decompressing: decompressing)
             return Self.clients.withLock { clients in
                 if let known = clients[key] { return known }
                 var tls = TLSConfiguration.makeClientConfiguration()
@@ -52,6 +61,7 @@
                     redirectConfiguration: .disallow,
                     timeout: .init(connect: .seconds(10), read: .milliseconds(key.milliseconds)),
                     connectionPool: pool)
+                if decompressing { configuration.decompression = .enabled(limit: .none) }
                 // The remote's own `instrument` writes the trace context; AsyncHTTPClient would add a
                 // second `traceparent` with the tracer a process bootstrapped globally.
                 configuration.tracing.tracer = nil
@@ -67,6 +77,7 @@
         private struct ClientKey: Hashable, Sendable {
             var milliseconds: Int64
             var trustRoots: [String]
+            var decompressing: Bool
         }
 
         /// The proxy settings of the environment, read once.
@@ -105,7 +116,7 @@
         ) {
             do {
                 let response = try await Self.executeOnALiveConnection(
-                    try Self.request(request), client(timeout: request.timeoutInterval))
+                    try Self.request(request), client(timeout: request.timeoutInterval, decompressing: true))
                 if let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
                     throw URLError(.dataLengthExceedsMaximum)
                 }
@@ -256,6 +267,10 @@
                 case .connectTimeout: return described(.cannotConnectToHost, "connecting to the server timed out")
                 default: break
                 }
+            }
+            if let inflating = error as? NIOHTTPDecompression.DecompressionError {
+                // A compressed answer that does not inflate: cut, or not what its encoding says.
+                return described(.cannotDecodeContentData, "the server's compressed answer is corrupt (\(inflating))")
             }
             if let io = error as? IOError {
                 switch io.errnoCode {

@@ -40,8 +40,9 @@
                 }
             }
 
-            func write(_ text: String) {
-                let bytes = Array(text.utf8)
+            func write(_ text: String) { write(bytes: Array(text.utf8)) }
+
+            func write(bytes: [UInt8]) {
                 var offset = 0
                 while offset < bytes.count {
                     let sent = bytes.withUnsafeBytes {
