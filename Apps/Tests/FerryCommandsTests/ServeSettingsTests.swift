@@ -49,6 +49,7 @@ struct ServeSettingsTests {
         defer { files.remove() }
         let file = try files.config(#"{"port": 1111, "maxConnections": 11, "trustProxy": true, "logLevel": "error"}"#)
         #expect(try await Self.configuration([]).port == 8080)
+        #expect(try await !Self.configuration([]).compressesAnswers, "off by default")
         #expect(try await Self.configuration(["--config", file]).port == 1111)
         let environment = ["FERRY_PORT": "2222", "FERRY_LOG_LEVEL": "debug"]
         #expect(try await Self.configuration(["--config", file], environment: environment).port == 2222)
@@ -77,7 +78,7 @@ struct ServeSettingsTests {
             "authSecret": ("0123456789abcdef-secret", #""0123456789abcdef-secret""#),
             "authAllowNoExpiry": ("true", "true"),
             "publicURL": ("https://sync.example.com", #""https://sync.example.com""#),
-            "trustProxy": ("true", "true"),
+            "trustProxy": ("true", "true"), "compress": ("true", "true"),
             "corsOrigins": ("https://a.example,https://b.example:8443", #""https://a.example,https://b.example:8443""#),
             "maxBodySize": ("2048", "2048"), "idleTimeout": ("5.5", "5.5"),
             "requestTimeout": ("6", "6"), "writeTimeout": ("9.25", "9.25"), "maxConnections": ("7", "7"),
@@ -121,6 +122,7 @@ struct ServeSettingsTests {
             #expect(configuration.tables.map(\.name) == ["todo"])
             #expect(configuration.authSecret == "0123456789abcdef-secret" && configuration.allowsTokensWithoutExpiry)
             #expect(configuration.publicURL == "https://sync.example.com" && configuration.trustsForwardedHeaders)
+            #expect(configuration.compressesAnswers)
             #expect(configuration.corsOrigins == ["https://a.example", "https://b.example:8443"])
             #expect(configuration.limits.maximumBodySize == 2048 && configuration.limits.maximumBatchRequests == 8)
             #expect(configuration.connections.idleTimeout == .milliseconds(5500))

@@ -23,7 +23,7 @@ struct LiveServer: Sendable {
         dynamicDefaults: TableSettings = TableSettings(name: "*"), limits: RequestLimits = RequestLimits(),
         backend: ServerBackend = .sqlite, sharing: LiveServer? = nil, logger: Logger = .quietTest,
         attachments: AttachmentLimits? = nil, authSecret: String? = LiveServer.secret,
-        connections: ConnectionLimits = ConnectionLimits(),
+        connections: ConnectionLimits = ConnectionLimits(), compressesAnswers: Bool = false,
         seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
@@ -33,6 +33,7 @@ struct LiveServer: Sendable {
         configuration.limits = limits
         configuration.attachments = attachments
         configuration.connections = connections
+        configuration.compressesAnswers = compressesAnswers
         var database: TestDatabase?
         let storage: any ServerStorage
         if let shared = sharing?.database {

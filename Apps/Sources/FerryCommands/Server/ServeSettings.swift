@@ -64,7 +64,8 @@ struct ServeSettings: Sendable {
     static let all: [ServeSetting] = [
         .init("host", .string), .init("port", .int), .init("databaseURL", .string, flag: "--db", isSecret: true),
         .init("tables", .string), .init("authSecret", .string, isSecret: true), .init("authAllowNoExpiry", .bool),
-        .init("publicURL", .string), .init("trustProxy", .bool), .init("corsOrigins", .string),
+        .init("publicURL", .string), .init("trustProxy", .bool), .init("compress", .bool),
+        .init("corsOrigins", .string),
         .init("maxBodySize", .int),
         .init("idleTimeout", .double), .init("requestTimeout", .double), .init("writeTimeout", .double),
         .init("maxConnections", .int),

@@ -43,6 +43,11 @@ public struct ServerConfiguration: Sendable {
     /// `false`). Turn it on only behind a proxy that sets or clears both, or clients could point
     /// links anywhere.
     public var trustsForwardedHeaders = false
+    /// Whether answers of JSON of at least 1 KiB are compressed (gzip or deflate) for clients that
+    /// ask for it (`Accept-Encoding`); change feeds and attachment downloads never are. Off by
+    /// default: behind a proxy, let the proxy compress (docs/deploy.md); on loopback or a fast
+    /// network it costs CPU for nothing.
+    public var compressesAnswers = false
     /// The origins of browser apps that may call this server from their own pages (CORS):
     /// `["https://app.example.com"]`, as a browser sends them in `Origin`, or `["*"]` for any. Empty
     /// (the default): no CORS headers, and browsers keep pages of other origins from reading the

@@ -128,7 +128,9 @@ public final class ReferenceServer: Sendable {
         if frameworkLogger.logLevel == .info { frameworkLogger.logLevel = .notice }
         let application = Application(
             responder: CrossOriginResponder(responder, origins: configuration.corsOrigins),
-            server: .guardedHTTP1(configuration.connections, logger: configuration.logger, metrics: metrics),
+            server: .guardedHTTP1(
+                configuration.connections, logger: configuration.logger, metrics: metrics,
+                compresses: configuration.compressesAnswers),
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port)),
             onServerRunning: { channel in bound.listening(channel.localAddress?.port ?? 0) },
             logger: frameworkLogger)
