@@ -66,6 +66,7 @@ struct ProxyTests {
     static let documentedCompression = """
         gzip on;                        # pages and batch answers travel compressed (about a tenth)
         gzip_types application/json;    # only JSON: events of the feed must not wait for a block
+        gzip_min_length 1024;           # a small answer is not worth it
         gzip_proxied any;               # also for devices behind a proxy of their own (Via)
         gzip_vary on;
         """
