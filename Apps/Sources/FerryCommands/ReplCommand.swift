@@ -185,9 +185,13 @@ public actor ReplSession {
             } catch {
                 failed = true
                 let failure = ClientError.from(error)
-                // Hints name CLI commands (`ferry query todo --top 1`); here they are typed without `ferry`.
-                let report = failure.report.dropFirst("error:".count).replacingOccurrences(of: "`ferry ", with: "`")
-                output.print(style.error("error:") + report)
+                // A push that met conflicts printed them, with "see `conflicts`": the error only
+                // carries the CLI's exit status 2, and repeating it here said the same thing twice.
+                if failure.code != .conflicts {
+                    // Hints name CLI commands (`ferry query todo --top 1`); here they are typed without `ferry`.
+                    let report = failure.report.dropFirst("error:".count).replacingOccurrences(of: "`ferry ", with: "`")
+                    output.print(style.error("error:") + report)
+                }
             }
             interrupter.set(nil)
             await completionState.update(commands: names, tables: tables, devices: knownDevices)

@@ -200,6 +200,7 @@ struct ClientCommandTests {
         let pushed = try #require(text.range(of: "1 failed (see `conflicts`)"))
         let listed = try #require(text.range(of: "ferry(phone)> conflicts\n"))
         #expect(text[pushed.upperBound..<listed.lowerBound].contains("changed by"), "\(text)")
+        #expect(!text.contains("error: 1 operation failed"), "said once, by the push itself: \(text)")
         #expect(text.contains("resolved"))
         #expect(text.contains("Milk, 2 litres"))
         let onServer = try await HTTPRemote(HTTPRemote.Configuration(serverURL: URL(string: server.url)!))
