@@ -30,6 +30,7 @@ struct GuardedHTTP1Channel: ServerChildChannel, HTTPChannelHandler {
                 withEncoderConfiguration: .init(), withDecoderLimitConfiguration: decoderLimits)
             try operations.addHandler(ConnectionGuard(limits: limits, registry: registry, logger: self.logger))
             if compresses {
+                try operations.addHandler(UncompressedHeads())
                 try operations.addHandler(HTTPResponseCompressor(responseCompressionPredicate: Self.compressible))
             }
             try operations.addHandler(HTTP1ToHTTPServerCodec(secure: false))
@@ -68,5 +69,22 @@ extension HTTPServerBuilder {
             GuardedHTTP1Channel(
                 responder: responder, limits: limits, registry: registry, logger: logger, compresses: compresses)
         }
+    }
+}
+
+/// Takes `Accept-Encoding` off `HEAD` requests, so that the compressor leaves their answers alone:
+/// it answered them `Content-Encoding: gzip` with the length of an empty body compressed (20), not
+/// the length a `GET` would have.
+final class UncompressedHeads: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head(var head) = unwrapInboundIn(data), head.method == .HEAD {
+            head.headers.remove(name: "Accept-Encoding")
+            context.fireChannelRead(wrapInboundOut(.head(head)))
+            return
+        }
+        context.fireChannelRead(data)
     }
 }
