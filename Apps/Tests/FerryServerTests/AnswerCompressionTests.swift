@@ -49,6 +49,14 @@ struct AnswerCompressionTests {
         // A small answer is not worth it.
         let item = try await live.send("GET", "/tables/todo/t1", headers: Self.gzip)
         #expect(item.status == 200 && item.header("Content-Encoding") == nil, "\(item.headers)")
+        // A batch's answer (compressed: 100 items) comes whole to Ferry's client too.
+        let writes = (0..<100).map {
+            RemoteWrite(
+                table: "todo", kind: .insert, itemID: "b\($0)", body: ["id": .string("b\($0)"), "title": "tea"])
+        }
+        let answers = try await remote.sendBatch(writes)
+        #expect(answers.count == 100)
+        #expect(answers.allSatisfy { (try? $0.get())??["title"] == "tea" }, "\(answers.prefix(2))")
         try await live.stop()
     }
 
