@@ -82,3 +82,46 @@ import Transport
     #expect(remote.stored("photo", item.id!, "full.jpg")?.bytes == Data(repeating: 7, count: 20_000))
     #expect(try Data(contentsOf: url) == Data(repeating: 7, count: 20_000))
 }
+
+/// The typed model of README.md (condensed from Examples/TodoCLI), kept compiling and true.
+private struct ReadmeTodo: SyncModel, Equatable {
+    static let tableName = "todo"
+    var id: UUID = .unassigned  // the insert generates one (a UUIDv7)
+    var title: String
+    var due: Date  // "2026-11-27T09:00:00.000Z" on the wire
+    var done = false
+}
+
+/// The typed-model lines of README.md: an offline insert, automatic sync once online, a typed
+/// observation by key paths, "everything synced", and the `Date` on the wire as the other clients
+/// write it.
+@Test func theReadmeTypedModelExampleWorks() async throws {
+    typealias Todo = ReadmeTodo
+    let server = ModelServer()
+    let network = ManualConnectivity(online: false)
+    let day: TimeInterval = 86_400
+    let context = SyncContext(store: try SQLiteStore.inMemory(), remote: server.remote(), conflictHandler: .clientWins)
+    let todos = context.table(Todo.self)  // a typed table: its name comes from the model
+    let milk = try await todos.insert(Todo(title: "Buy milk", due: .now + day))  // works offline
+    try await todos.insert(Todo(title: "Call the plumber", due: .now + 3 * day, done: true))
+    await context.startAutomaticSync([SyncSubscription(table: Todo.tableName)], connectivity: network)
+    let (shown, shows) = AsyncStream.makeStream(of: [String].self)
+    let watching = Task {  // an observation runs until cancelled: give it a task of its own
+        for try await open in todos.observe(TypedQuery<Todo>(where: \.done == false).orderBy(\.due)) {
+            shows.yield(open.map(\.title))
+        }
+    }
+    var seen = shown.makeAsyncIterator()
+    #expect(await seen.next() == ["Buy milk"], "the open todos, offline")
+    network.isOnline = true
+    for await status in context.status.updates() where status.isCaughtUp { break }  // "everything synced"
+    watching.cancel()
+
+    #expect(milk.id != .unassigned)
+    let row = try #require(server.row("todo", id: milk.id.uuidString.lowercased()))
+    #expect(row["title"] == "Buy milk")
+    let due = try #require(row["due"]?.stringValue)
+    #expect(due.hasSuffix("Z") && due.count == "2026-11-27T09:00:00.000Z".count, "the wire form of a Date: \(due)")
+    #expect(context.undecodableItems.isEmpty)
+    await context.stopAutomaticSync()
+}
