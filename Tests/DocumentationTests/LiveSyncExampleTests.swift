@@ -17,7 +17,8 @@ struct LiveSyncExampleTests {
 
     @Test func thePiecesRunAsDocumented() async throws {
         let server = ModelServer()
-        server.seed("todo", [["id": "b", "title": "Bread", "done": false], ["id": "x", "title": "Old", "done": true]])
+        server.seed(
+            "todo", [["id": "b", "title": "Bread", "done": false], ["id": "x", "title": "Old", "done": true]])
         let context = SyncContext(
             store: try SQLiteStore.inMemory(), remote: server.remote(),
             conflictHandler: .threeWayMerge(preferring: .client))

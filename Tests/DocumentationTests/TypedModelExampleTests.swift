@@ -30,7 +30,7 @@ struct TypedModelExampleTests {
         let todos = context.table(Todo.self)  // or context.table("todo", of: Todo.self)
         let milk = try await todos.insert(Todo(title: "Milk", due: .now))
         try await todos.update(milk)
-        for try await open in todos.observe(TableQuery().filter(.field("priority").eq("high"))) {
+        for try await open in todos.observe(TypedQuery<Todo>(where: \.priority == .high)) {
             show(open)
             break
         }

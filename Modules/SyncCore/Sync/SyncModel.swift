@@ -86,7 +86,7 @@ extension SyncContext {
     ///
     /// ```swift
     /// let todos = context.table(Todo.self)
-    /// for try await open in todos.observe(TableQuery().filter(.field("done").eq(false))) { show(open) }
+    /// for try await open in todos.observe(TypedQuery<Todo>(where: \.done == false)) { show(open) }
     /// ```
     ///
     /// - Parameters:

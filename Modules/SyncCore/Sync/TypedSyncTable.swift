@@ -36,7 +36,7 @@
 /// }
 /// let todos = context.table(Todo.self)            // or context.table("todo", of: Todo.self)
 /// let milk = try await todos.insert(Todo(title: "Milk", due: .now))
-/// let open = try await todos.query(TableQuery().filter(.field("done").eq(false)))
+/// let open = try await todos.query(TypedQuery<Todo>(where: \.done == false))
 /// ```
 ///
 /// Every method throws only ``SyncError``.
