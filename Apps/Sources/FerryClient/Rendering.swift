@@ -201,12 +201,23 @@ public enum Rendering: Sendable {
     /// ≠  title  Milk  Milk, 2 litres  Oat milk  both
     ///    done   true  false           false     both
     /// ```
+    ///
+    /// A refusal that carries no server item (a 400, a 5xx) says nothing of the server's copy: the
+    /// view shows the base and mine, `≠` marking the fields this change sets, instead of a server
+    /// column of "(none)" that reads as a server without the item. A 404 or 410 does say the server
+    /// has none, and keeps its column.
     public static func conflict(_ error: OperationErrorRecord, base: JSONObject? = nil, width: Int? = nil) -> String {
         let mine = error.clientItem ?? [:]
         let server = error.serverItem ?? [:]
         let system: Set<String> = ["id", "updatedAt", "version", "deleted", "createdAt"]
+        let serverKnown = error.serverItem != nil || [404, 410].contains(error.statusCode ?? 0)
         let fields = Set(mine.keys).union(server.keys).union(base?.keys ?? [:].keys).subtracting(system).sorted()
         let rows = fields.map { field in
+            guard serverKnown else {
+                let changed = base.map { mine[field] != $0[field] } ?? false
+                return [changed ? "≠" : "", field] + (base.map { [cellOrAbsent($0[field], $0)] } ?? [])
+                    + [cellOrAbsent(mine[field], error.clientItem)]
+            }
             var row = [mine[field] == server[field] ? "" : "≠", field]
             if let base { row.append(cellOrAbsent(base[field], base)) }
             row += [cellOrAbsent(mine[field], error.clientItem), cellOrAbsent(server[field], error.serverItem)]
@@ -226,10 +237,18 @@ public enum Rendering: Sendable {
         }
         let status = error.statusCode.map { ", \($0)" } ?? ""
         let heading = "\(error.table)/\(error.itemID) (\(error.kind.rawValue)\(status))"
+        let mineVersion = "mine from version \(mine["version"]?.stringValue ?? "-")"
         let versions =
-            "mine from version \(mine["version"]?.stringValue ?? "-"), the server's at \(server["version"]?.stringValue ?? "-")"
-        let headers =
-            base == nil ? ["", "field", "mine", "server's"] : ["", "field", "base", "mine", "server's", "changed by"]
+            serverKnown
+            ? mineVersion + ", the server's at \(server["version"]?.stringValue ?? "-")"
+            : mineVersion + " (the server refused the change; its copy was not sent)"
+        let headers: [String] =
+            switch (serverKnown, base != nil) {
+            case (true, true): ["", "field", "base", "mine", "server's", "changed by"]
+            case (true, false): ["", "field", "mine", "server's"]
+            case (false, true): ["", "field", "base", "mine"]
+            case (false, false): ["", "field", "mine"]
+            }
         let title =
             width.map { heading.count + versions.count + 2 > $0 } == true
             ? heading + "\n" + versions : heading + ": " + versions

@@ -262,6 +262,35 @@ struct ConflictViewTests {
         #expect(listed.contains("changed by"), "the listing shows the base when it is known")
         #expect(!Rendering.errors([error], format: .table).contains("changed by"))
     }
+
+    /// A refusal without the server's item (a 400) is not a conflict: the view shows what the
+    /// change sets, not a server column of "(none)" with every field marked as differing.
+    @Test func aRefusalShowsTheChangeNotAServerWithoutTheItem() {
+        let refused = OperationErrorRecord(
+            id: "e2", operationID: 8, table: "todo", itemID: "i1", kind: .update, statusCode: 400,
+            message: "field 'n' of table 'todo' holds number values",
+            clientItem: ["id": "i1", "n": "x", "title": "t1", "version": "v1"], serverItem: nil)
+        let view = Rendering.conflict(refused, base: ["id": "i1", "n": 1, "title": "t1", "version": "v1"])
+        let lines = view.split(separator: "\n").map(String.init)
+        func line(_ field: String) -> String { lines.first { $0.contains(" \(field) ") } ?? "" }
+        #expect(
+            lines.first?.hasPrefix("todo/i1 (update, 400): mine from version v1 (the server refused") == true,
+            "\(view)")
+        #expect(!view.contains("(none)") && !view.contains("server's") && !view.contains("changed by"), "\(view)")
+        #expect(line("n").hasPrefix("≠") && line("n").contains("1") && line("n").hasSuffix("x"), "\(view)")
+        #expect(!line("title").hasPrefix("≠"), "an unchanged field is not marked: \(view)")
+
+        // An insert refused: what was sent, one column.
+        var insert = refused
+        insert.kind = .insert
+        let sent = Rendering.conflict(insert).split(separator: "\n").map(String.init)
+        #expect(sent.count > 1 && sent[1].split(separator: " ") == ["field", "mine"], "\(sent)")
+
+        // A 404 does say the server has no such item: its column stays.
+        var gone = refused
+        gone.statusCode = 404
+        #expect(Rendering.conflict(gone).contains("(none)"))
+    }
 }
 
 @Suite("Output formats for scripts", .timeLimit(.minutes(10)))
