@@ -175,6 +175,24 @@ public protocol ServerStorage: Sendable {
     /// ```
     func transaction<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T
 
+    /// Runs `body` as one ``transaction(_:)`` that excludes every other holder of `lock` on this
+    /// database, in this process or another (several instances on one PostgreSQL database): two
+    /// bodies holding the same lock never overlap. The reference server holds
+    /// ``StorageLock/attachmentRoom`` while it checks the attachment limits and reserves room, so
+    /// that uploads through several instances stay within them.
+    ///
+    /// SQLite's transaction holds the database's one writer, which other processes wait for too:
+    /// the default, a plain ``transaction(_:)``, excludes already. PostgreSQL takes a
+    /// transaction-scoped advisory lock first.
+    ///
+    /// ```swift
+    /// let room = try await storage.exclusiveTransaction(.attachmentRoom) {
+    ///     try await checkAndReserve()   // no other instance checks meanwhile
+    /// }
+    /// ```
+    func exclusiveTransaction<T: Sendable>(_ lock: StorageLock, _ body: @escaping @Sendable () async throws -> T)
+        async throws -> T
+
     /// Releases the storage. Later calls fail with ``StorageError/Code/closed``.
     func close() async throws
 
@@ -203,6 +221,24 @@ package enum StorageClock {
     }
 }
 
+/// A lock that ``ServerStorage/exclusiveTransaction(_:_:)`` holds across every instance on one
+/// database.
+public struct StorageLock: Sendable, Hashable {
+    /// Its name, the same in every instance.
+    public var name: String
+
+    public init(_ name: String) { self.name = name }
+
+    /// Checking the attachment limits and reserving room for an upload (its creation and completion).
+    public static let attachmentRoom = StorageLock("ferry.attachment-room")
+}
+
 extension ServerStorage {
     public func blobStorage() -> (any BlobStorage)? { nil }
+
+    public func exclusiveTransaction<T: Sendable>(
+        _ lock: StorageLock, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await transaction(body)
+    }
 }

@@ -139,5 +139,11 @@ package struct TracedServerStorage: ServerStorage {
         try await span("transaction") { _ in try await base.transaction(body) }
     }
 
+    package func exclusiveTransaction<T: Sendable>(
+        _ lock: StorageLock, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        try await span("exclusiveTransaction") { _ in try await base.exclusiveTransaction(lock, body) }
+    }
+
     package func close() async throws { try await base.close() }
 }

@@ -146,6 +146,40 @@ extension AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// Several instances on one PostgreSQL database take turns too: uploads created side by side
+    /// through two instances stay within the user's limit (each instance took turns only with
+    /// itself, so two creations at the same moment each missed the other's reservation).
+    @Test func uploadsSideBySideThroughTwoInstancesStayWithinTheUserLimit() async throws {
+        let limits = AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 2_000, maximumUserSize: 2_000)
+        let first = try await Self.start(limits: limits, backend: .postgreSQL)
+        let second = try await Self.start(limits: limits, sharing: first)
+        let instances = [first, second]
+        // A user of their own each round: six uploads of 900 bytes against 2,000, three through
+        // each instance; unfinished ones (reservations) and whole files in turn.
+        for round in 0..<6 {
+            let user = "user\(round)"
+            let items = (0..<6).map { "r\(round)i\($0)" }
+            try await Self.insertNotes(items.map { (user, $0) }, into: first)
+            let whole = round % 2 == 1
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for (index, item) in items.enumerated() {
+                    group.addTask {
+                        let file = Self.file(900, seed: UInt8(round * 10 + index))
+                        return try await instances[index % 2].send(
+                            "PUT", "/tables/notes/\(item)/$attachments/f.bin",
+                            headers: Self.auth(user) + Self.creation(file, complete: whole), body: whole ? file : []
+                        ).status
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == (whole ? 200 : 201) }.count == 2, "round \(round): \(statuses)")
+            #expect(statuses.filter { $0 == 413 }.count == 4, "round \(round): \(statuses)")
+        }
+        try await second.stop()
+        try await first.stop()
+    }
+
     /// The tables without users share one quota, apart from the users' own: a user's attachments
     /// on per-user tables counted against every upload to a shared table (once the users together
     /// held the quota, no shared table could take a file).

@@ -149,6 +149,35 @@ extension ServerStorageConformanceSuite {
                 }
                 try await another.close()
             },
+            .init(
+                "exclusive transactions of one lock never overlap across two storages on one database",
+                requires: [.sharedDatabase]
+            ) { fixture async throws in
+                let another = try await fixture.openAnother!()
+                do {
+                    try await expectExclusive(on: [fixture.storage, another])
+                } catch {
+                    try? await another.close()
+                    throw error
+                }
+                try await another.close()
+            },
+            .init("an exclusive transaction that throws keeps nothing and lets the next holder in") {
+                fixture async throws in
+                let storage = fixture.storage
+                await #expect(throws: Boom.self) {
+                    try await storage.exclusiveTransaction(StorageLock("conformance")) {
+                        _ = try await storage.insert(into: todo, id: "held", content: [:], owner: nil)
+                        throw Boom()
+                    }
+                }
+                #expect(try await storage.item(in: todo, id: "held", owner: .all) == nil)
+                let next = try await storage.exclusiveTransaction(StorageLock("conformance")) {
+                    try await storage.insert(into: todo, id: "next", content: [:], owner: nil).id
+                }
+                #expect(next == "next")
+                try await expectExclusive(on: [storage])
+            },
             .init("a claim that rolls back frees its key; outside a transaction a claim only reads") {
                 fixture async throws in
                 let storage = fixture.storage
@@ -182,6 +211,39 @@ extension ServerStorageConformanceSuite {
             claimed.body = "eff-\(index)"
             return try await storage.recordOutcome(claimed).body ?? ""
         }
+    }
+
+    /// Eight exclusive transactions of one lock at once, spread over `storages`: never two inside
+    /// at the same moment, and each one's read-then-write of a counter counts (none is lost).
+    static func expectExclusive(on storages: [any ServerStorage]) async throws {
+        final class Inside: Sendable { let count = Mutex((now: 0, most: 0)) }
+        let inside = Inside()
+        _ = try await storages[0].insert(into: todo, id: "counter", content: ["n": 0], owner: nil)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<8 {
+                let storage = storages[index % storages.count]
+                group.addTask {
+                    try await storage.exclusiveTransaction(StorageLock("conformance")) {
+                        inside.count.withLock {
+                            $0.now += 1
+                            $0.most = max($0.most, $0.now)
+                        }
+                        defer { inside.count.withLock { $0.now -= 1 } }
+                        let counter = try #require(try await storage.item(in: todo, id: "counter", owner: .all))
+                        try await Task.sleep(for: .milliseconds(5))
+                        let count = counter.content["n"]?.intValue ?? -1
+                        _ = try await storage.replace(
+                            in: todo, id: "counter", expectedVersion: counter.version, content: ["n": .int(count + 1)],
+                            deleted: false, owner: .all)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(inside.count.withLock { $0.most } == 1, "exclusive transactions overlapped")
+        let counter = try await storages[0].item(in: todo, id: "counter", owner: .all)
+        #expect(counter?.content["n"] == 8, "\(String(describing: counter))")
+        try await storages[0].delete(from: todo, id: "counter", expectedVersion: counter?.version ?? 0, owner: .all)
     }
 
     /// Eight transactions at once, spread over `storages`, claim one key: exactly one applies.

@@ -99,25 +99,27 @@ extension TableService {
             length: length, contentType: contentType, shared: scope == .all)
         let uploadID = ticket.uploadID(key: ticketKey)
         // The limits, and the upload's creation, taking turns with other creations and completions
-        // in this instance: creations side by side each saw none of the others reserved (20 at
-        // once put 7,780 bytes of unfinished uploads under a quota of 1,000).
+        // in this instance and in every other on the database: creations side by side each saw none
+        // of the others reserved (20 at once put 7,780 bytes of unfinished uploads under a quota of
+        // 1,000; through two instances, six at once put 3 files of 900 bytes under a quota of 2,000).
         try await contentGate.enter(within: nil) { CancellationError() }
         let creation: Creation
         do {
             defer { contentGate.leave() }
-            let current = try await checkRoom(
-                for: attachment, scope: scope, limits: limits,
-                reserved: try await reservedByOtherUploads(blobs, scope: scope, except: uploadID))
-            if let current, current.sha256 == sha256, current.contentType == contentType {
-                // Stored already within the caller's scope: no bytes need to come.
-                creation = .answered(.json(200, .object(Self.rendered(current, context.version))))
-            } else if try await index.holds(sha256: sha256, table: table, owner: scope),
-                let blob = try await blobs.blob(sha256: sha256), blob.size == length
-            {
-                let stored = try await index.put(attachment, owner: item.owner)
-                creation = .answered(.json(200, .object(Self.rendered(stored, context.version))))
-            } else {
-                creation = .created(try await blobs.createUpload(id: uploadID, length: length))
+            creation = try await storage.exclusiveTransaction(.attachmentRoom) { [self] in
+                let current = try await checkRoom(
+                    for: attachment, scope: scope, limits: limits,
+                    reserved: try await reservedByOtherUploads(blobs, scope: scope, except: uploadID))
+                if let current, current.sha256 == sha256, current.contentType == contentType {
+                    // Stored already within the caller's scope: no bytes need to come.
+                    return .answered(.json(200, .object(Self.rendered(current, context.version))))
+                } else if try await index.holds(sha256: sha256, table: table, owner: scope),
+                    let blob = try await blobs.blob(sha256: sha256), blob.size == length
+                {
+                    let stored = try await index.put(attachment, owner: item.owner)
+                    return .answered(.json(200, .object(Self.rendered(stored, context.version))))
+                }
+                return .created(try await blobs.createUpload(id: uploadID, length: length))
             }
         }
         var state: UploadState
@@ -243,18 +245,28 @@ extension TableService {
         // content (an old blob nothing named, which this upload found stored) meanwhile.
         try await contentGate.enter(within: nil) { CancellationError() }
         defer { contentGate.leave() }
-        // The limits again, now that the file is whole, and with completions taking turns: uploads
-        // created side by side were each within them alone (two devices adding a file to one item
-        // put 40 MB on an item of 30).
-        do {
-            _ = try await checkRoom(
-                for: attachment, scope: Self.uploaderScope(context),
-                limits: configuration.attachments ?? AttachmentLimits())
-        } catch {
+        // The limits again, now that the file is whole, and with completions taking turns, in this
+        // instance and across instances: uploads created side by side were each within them alone
+        // (two devices adding a file to one item put 40 MB on an item of 30).
+        let scope = Self.uploaderScope(context)
+        let limits = configuration.attachments ?? AttachmentLimits()
+        let index = attachmentIndex
+        let recorded: Result<StoredAttachment, any Error> = try await storage.exclusiveTransaction(.attachmentRoom) {
+            [self] in
+            do {
+                _ = try await checkRoom(for: attachment, scope: scope, limits: limits)
+            } catch {
+                return .failure(error)  // refused (or unchecked): nothing was written, and the upload goes
+            }
+            return .success(try await index.put(attachment, owner: owner))
+        }
+        let stored: StoredAttachment
+        switch recorded {
+        case .success(let put): stored = put
+        case .failure(let error):
             _ = try? await blobs.abortUpload(id: uploadID)
             throw error
         }
-        let stored = try await attachmentIndex.put(attachment, owner: owner)
         guard try await blobs.blob(sha256: attachment.sha256) != nil else {
             // Another instance's sweeper collected it in between: the client uploads it again.
             _ = try? await attachmentIndex.remove(
