@@ -338,6 +338,35 @@ struct PullTests {
         #expect(try await context.table("t").item(id: "a") != nil)  // the first page was fine
     }
 
+    /// A server that ignores `$skip` (paging by an explicit order) answers the first page again and
+    /// again: the pull stops with the reason instead of looping forever.
+    @Test func aServerThatIgnoresSkipIsReported() async throws {
+        let firstPageOnly = FixedPages { query in
+            RemotePage(items: (0..<(query.top ?? 2)).map { ["id": .string("r\($0)"), "n": .int(Int64($0))] })
+        }
+        let context = SyncContext(store: try TestStore(.memory).store) { _ in firstPageOnly }
+        let error = await expectSyncError(.invalidResponse) {
+            try await context.table("t").pull(TableQuery().orderBy("n"), options: PullOptions(pageSize: 2))
+        }
+        #expect(error?.message.contains("does it ignore $skip?") == true, "\(String(describing: error))")
+        #expect(try await context.table("t").item(id: "r1") != nil)  // the first page was fine
+
+        // Once in a row is a page shifted by inserts meanwhile, not a server ignoring $skip.
+        let shifted = FixedPages { query in
+            let ids: [String] =
+                switch query.skip ?? 0 {
+                case 0, 2: ["a", "b"]
+                case 4: ["c"]
+                default: []
+                }
+            return RemotePage(items: ids.map { ["id": .string($0)] })
+        }
+        let other = SyncContext(store: try TestStore(.memory).store) { _ in shifted }
+        let pulled = try await other.table("t").pull(TableQuery().orderBy("n"), options: PullOptions(pageSize: 2))
+        #expect(pulled.pages == 3)
+        #expect(try await other.table("t").item(id: "c") != nil)
+    }
+
     /// A page that holds an item twice (an update, then its deletion) means its last copy: before,
     /// deletions were applied before upserts and the deleted item stayed, past the pull's cursor.
     @Test(arguments: StoreKind.allCases)

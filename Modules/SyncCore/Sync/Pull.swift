@@ -119,6 +119,8 @@ extension SyncContext {
         var remaining = query.top
         var offset = query.skip ?? 0
         var seen = Set<ItemID.Key>()
+        /// The ids of the page before, when paging by `$skip`, and how many pages in a row had them.
+        var previousIDs: (ids: [String?], times: Int)?
 
         /// The request for the page after `deltaToken` (keyset) or at `offset`; `$top` is the page size,
         /// or what is left of `top` when less.
@@ -161,6 +163,8 @@ extension SyncContext {
             var next: DeltaToken?
             if keyset {
                 next = try PullPlan.deltaToken(after: page.items, previous: deltaToken, filter: filterKey, table: table)
+            } else {
+                try PullPlan.checkMovedOn(page.items, from: &previousIDs, skip: offset, table: table)
             }
             let items = page.items
             let nextRemaining = remaining.map { $0 - items.count }

@@ -141,6 +141,26 @@ enum PullPlan {
     }
 
     /// The delta token after a page: its last item, which must come after the previous delta token.
+    /// Paging by `$skip`: the same page three times in a row (a server that ignores `$skip`
+    /// answers the first page again and again) stops the pull instead of looping. Once is not
+    /// enough: items inserted before the page meanwhile shift the next one by exactly a page now and
+    /// then.
+    static func checkMovedOn(
+        _ items: [JSONObject], from previous: inout (ids: [String?], times: Int)?, skip: Int, table: String
+    ) throws {
+        let ids = items.map(\.id)
+        guard let earlier = previous, earlier.ids == ids else {
+            previous = (ids, 1)
+            return
+        }
+        previous = (ids, earlier.times + 1)
+        guard earlier.times + 1 >= 3 else { return }
+        throw SyncError(
+            .invalidResponse,
+            "pull of '\(table)': the server answered the pages up to $skip=\(skip) with the same \(items.count) "
+                + "items each time; does it ignore $skip?")
+    }
+
     static func deltaToken(after items: [JSONObject], previous: DeltaToken?, filter: String, table: String) throws
         -> DeltaToken
     {
