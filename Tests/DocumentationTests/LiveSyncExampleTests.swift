@@ -42,7 +42,13 @@ struct LiveSyncExampleTests {
         let report = try await context.synchronize()
         watching.cancel()
         #expect(report.push.failed.isEmpty)
-        #expect(context.status.snapshot.summary == "everything synced")
+        // Automatic sync may still be pulling what the push announced: wait until it is caught up.
+        var summary = context.status.snapshot.summary
+        for await status in context.status.updates() where status.isCaughtUp {
+            summary = status.summary
+            break
+        }
+        #expect(summary == "everything synced")
         #expect(server.rows("todo").count == 3, "the local insert reached the server")
         await context.stopAutomaticSync()
     }
