@@ -140,27 +140,13 @@ extension ServerStorageConformanceSuite {
                 "a key claimed in a transaction has one effect across two storages on one database",
                 requires: [.sharedDatabase]
             ) { fixture async throws in
-                let another = try await fixture.openAnother!()
-                do {
-                    try await expectOneEffect(on: [fixture.storage, another], key: "shared")
-                } catch {
-                    try? await another.close()
-                    throw error
-                }
-                try await another.close()
+                try await withAnother(fixture) { try await expectOneEffect(on: $0, key: "shared") }
             },
             .init(
                 "exclusive transactions of one lock never overlap across two storages on one database",
                 requires: [.sharedDatabase]
             ) { fixture async throws in
-                let another = try await fixture.openAnother!()
-                do {
-                    try await expectExclusive(on: [fixture.storage, another])
-                } catch {
-                    try? await another.close()
-                    throw error
-                }
-                try await another.close()
+                try await withAnother(fixture) { try await expectExclusive(on: $0) }
             },
             .init("an exclusive transaction that throws keeps nothing and lets the next holder in") {
                 fixture async throws in
@@ -211,6 +197,20 @@ extension ServerStorageConformanceSuite {
             claimed.body = "eff-\(index)"
             return try await storage.recordOutcome(claimed).body ?? ""
         }
+    }
+
+    /// Runs `body` on the fixture's storage and another on the same database, closing that one after.
+    static func withAnother(
+        _ fixture: ServerStorageFixture, _ body: ([any ServerStorage]) async throws -> Void
+    ) async throws {
+        let another = try await fixture.openAnother!()
+        do {
+            try await body([fixture.storage, another])
+        } catch {
+            try? await another.close()
+            throw error
+        }
+        try await another.close()
     }
 
     /// Eight exclusive transactions of one lock at once, spread over `storages`: never two inside
