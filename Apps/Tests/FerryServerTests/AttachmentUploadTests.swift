@@ -226,6 +226,45 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// The sweep checks and deletes content in the lock that the completions of every instance
+    /// take to record an attachment: an attachment recorded to name the content while the sweep
+    /// waited is seen, and the content stays (before, a sweep that had read "nothing names it"
+    /// deleted content that a completion in another instance had just recorded).
+    @Test(arguments: ServerBackend.allCases)
+    func theSweepWaitsForAnAttachmentBeingRecorded(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(backend: backend)
+        let bytes = Self.file(3_000, seed: 4)
+        let stored = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(bytes, complete: true), body: bytes)
+        #expect(stored.status == 200, "\(stored.text)")
+        #expect(try await live.send("DELETE", Self.path, headers: Self.auth("alice")).status == 204)
+        let storage = live.server.storage
+        let index = AttachmentIndex(storage: storage)
+        let (held, holding) = AsyncStream.makeStream(of: Void.self)
+        // A completion recording an attachment that names the content, in the lock, taking its time.
+        let completion = Task {
+            try await storage.exclusiveTransaction(.attachmentRoom) {
+                _ = try await index.put(
+                    StoredAttachment(
+                        table: "notes", item: "a1", name: "again.png", sha256: Self.hex(bytes), size: 3_000,
+                        contentType: "image/png"),
+                    owner: "alice")
+                holding.yield()
+                try await Task.sleep(for: .milliseconds(300))
+            }
+        }
+        for await _ in held { break }
+        let sweeper = AttachmentSweeper(
+            blobs: try Self.blobs(live), limits: AttachmentLimits(), logger: .quietTest, index: index)
+        await sweeper.sweep(now: Date().addingTimeInterval(8 * 24 * 3600))
+        try await completion.value
+        #expect(try await Self.blobs(live).blob(sha256: Self.hex(bytes)) != nil, "named again: kept")
+        let download = try await live.send(
+            "GET", "/tables/notes/a1/$attachments/again.png", headers: Self.auth("alice"))
+        #expect(download.status == 200 && Array(download.body) == bytes, "\(download.status)")
+        try await live.stop()
+    }
+
     @Test func aWrongDigestNeverBecomesAnAttachment() async throws {
         let live = try await Self.start()
         let bytes = Self.file(5_000)

@@ -10,10 +10,10 @@ import ServiceLifecycle
 ///
 /// Content is collected when it is older than the retention and every attachment that named it
 /// was removed longer ago than that (or purged with its item). The check and the deletion hold the
-/// server's content gate, which an upload's completion holds while it records its attachment: on
-/// one instance, content cannot be collected under an attachment being recorded. Across several
-/// instances the completion checks the content after recording it and asks the client to upload
-/// again if another instance collected it in between.
+/// server's content gate and the storage's ``StorageLock/attachmentRoom``, which an upload's
+/// completion holds too while it records its attachment, in every instance: content is never
+/// collected between the check and an attachment recorded to name it. A completion that comes
+/// after the content was collected finds it gone and asks the client to upload again.
 struct AttachmentSweeper: Service {
     let blobs: any BlobStorage
     let limits: AttachmentLimits
@@ -69,14 +69,18 @@ struct AttachmentSweeper: Service {
             for blob in page where blob.createdAt < cutoff {
                 try await gate.enter(within: nil) { CancellationError() }
                 defer { gate.leave() }
-                switch try await index.reference(to: blob.sha256) {
-                case .attached: continue
-                case .removed(let at) where at >= cutoffMilliseconds: continue
-                case .removed, .none:
-                    if try await blobs.deleteBlob(sha256: blob.sha256) {
-                        count += 1
-                        bytes += blob.size
+                // Another instance's completion could otherwise record an attachment naming the
+                // content between the check and the deletion, and name deleted content.
+                let deleted = try await index.storage.exclusiveTransaction(.attachmentRoom) { [blobs] in
+                    switch try await index.reference(to: blob.sha256) {
+                    case .attached: return false
+                    case .removed(let at) where at >= cutoffMilliseconds: return false
+                    case .removed, .none: return try await blobs.deleteBlob(sha256: blob.sha256)
                     }
+                }
+                if deleted {
+                    count += 1
+                    bytes += blob.size
                 }
             }
         }

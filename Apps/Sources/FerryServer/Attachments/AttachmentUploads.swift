@@ -241,8 +241,9 @@ extension TableService {
             _ = try? await blobs.abortUpload(id: uploadID)
             throw Self.contentCollected
         }
-        // Recorded under the content gate, so that this instance's sweeper does not collect the
-        // content (an old blob nothing named, which this upload found stored) meanwhile.
+        // Recorded under the content gate and the lock below, so that no sweeper, of this instance
+        // or another, collects the content (an old blob nothing named, which this upload found
+        // stored) meanwhile. The gate also keeps this instance's turns off the database's lock.
         try await contentGate.enter(within: nil) { CancellationError() }
         defer { contentGate.leave() }
         // The limits again, now that the file is whole, and with completions taking turns, in this
@@ -268,7 +269,9 @@ extension TableService {
             throw error
         }
         guard try await blobs.blob(sha256: attachment.sha256) != nil else {
-            // Another instance's sweeper collected it in between: the client uploads it again.
+            // A sweeper collected it after the upload completed and before this recorded it (a
+            // sweeper checks and deletes in the lock taken above, never after): the client uploads
+            // it again.
             _ = try? await attachmentIndex.remove(
                 table: attachment.table, item: attachment.item, name: attachment.name, owner: .all)
             _ = try? await blobs.abortUpload(id: uploadID)
