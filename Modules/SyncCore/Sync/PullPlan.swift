@@ -140,7 +140,6 @@ enum PullPlan {
         return nil
     }
 
-    /// The delta token after a page: its last item, which must come after the previous delta token.
     /// Paging by `$skip`: the same page three times in a row (a server that ignores `$skip`
     /// answers the first page again and again) stops the pull instead of looping. Once is not
     /// enough: items inserted before the page meanwhile shift the next one by exactly a page now and
@@ -161,6 +160,7 @@ enum PullPlan {
                 + "items each time; does it ignore $skip?")
     }
 
+    /// The delta token after a page: its last item, which must come after the previous delta token.
     static func deltaToken(after items: [JSONObject], previous: DeltaToken?, filter: String, table: String) throws
         -> DeltaToken
     {
