@@ -249,4 +249,34 @@ struct IdempotencyRaceTests {
         #expect(other.status == 422, "another array order is another request")
         try await server.stop()
     }
+
+    /// The answer's shape depends on the protocol version: the same key and body under the other
+    /// version is another request (it was replayed in the first version's shape).
+    @Test func theSameWriteUnderTheOtherProtocolVersionIsAnotherRequest() async throws {
+        let server = try await LiveServer.start(tables: Self.tables)
+        let body = Array(#"{"id":"v","n":1}"#.utf8)
+        func send(_ key: String, _ version: String) async throws -> LiveServer.Reply {
+            try await server.send(
+                "POST", "/tables/todo",
+                headers: [("Idempotency-Key", key), ("Content-Type", "application/json"), ("ZUMO-API-VERSION", version)],
+                body: body)
+        }
+        let first = try await send("versions", "3.0.0")
+        #expect(first.status == 201, "\(first.text)")
+        let same = try await send("versions", "3.0.0")
+        #expect(same.status == 201 && same.header("Idempotency-Replayed") == "true", "\(same.text)")
+        let other = try await send("versions", "2.0.0")
+        #expect(other.status == 422, "the other version was replayed: \(other.text)")
+        #expect(other.text.contains("idempotencyKeyReused"), "\(other.text)")
+        // And the other way round: a key first used under 2.0.0 (its answer a 409: the item
+        // exists) replays under 2.0.x only.
+        let older = try await send("older", "2.0.0")
+        #expect(older.status == 409, "\(older.text)")
+        let olderAgain = try await send("older", "2.0.0.")
+        #expect(olderAgain.status == 400, "a malformed version is refused before the key: \(olderAgain.text)")
+        let olderSame = try await send("older", "2.0.1")
+        #expect(olderSame.header("Idempotency-Replayed") == "true", "2.0.x is 2.0.0: \(olderSame.text)")
+        #expect(try await send("older", "3.0.0").status == 422)
+        try await server.stop()
+    }
 }

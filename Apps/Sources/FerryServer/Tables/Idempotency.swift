@@ -115,9 +115,12 @@ final class IdempotencyLedger: Sendable {
         return TableResponse(status: outcome.status, headers: headers, body: outcome.body.map { Array($0.utf8) })
     }
 
-    /// The method, the percent-decoded path and a digest of the body. A JSON body is digested in
-    /// its canonical form (keys sorted, no white space), so the same request written with other
-    /// spacing or member order is the same request.
+    /// The method, the percent-decoded path and a digest of the body, and the protocol version
+    /// when it is 2.0.0 (the answer's shape depends on it: a key replayed under the other version
+    /// got the first answer's shape; 3.0.0, the default, adds nothing, so outcomes recorded before
+    /// the version counted still replay). A JSON body is digested in its canonical form (keys
+    /// sorted, no white space), so the same request written with other spacing or member order is
+    /// the same request.
     static func fingerprint(_ request: TableRequest) -> String {
         let canonical: [UInt8]
         if request.bodyIsCanonical, let body = request.body {
@@ -138,7 +141,8 @@ final class IdempotencyLedger: Sendable {
             hex.append(digits[Int(byte & 0x0f)])
         }
         let path = request.segments.map { "/" + $0.joined(separator: "/") } ?? request.path
-        return "\(request.method) \(path) \(String(decoding: hex, as: UTF8.self))"
+        let version = (try? TableService.protocolVersion(request)) == .v2 ? " 2.0.0" : ""
+        return "\(request.method) \(path) \(String(decoding: hex, as: UTF8.self))\(version)"
     }
 
     /// Forgets expired outcomes, at most once a minute per process.
