@@ -52,6 +52,16 @@ extension HTTPRemote: RemoteAttachments {
             underlying: AttachmentsNotOffered(), wasNotSent: true)
     }
 
+    /// `scheme://host:port` of `url`, lowercased, with the scheme's default port spelled out.
+    static func origin(_ url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : 0)
+        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
+    }
+
+    /// Whether two URLs share scheme, host and port (RFC 6454's origin).
+    static func sameOrigin(_ one: URL, _ other: URL) -> Bool { origin(one) == origin(other) }
+
     public func uploadAttachment(
         table: String, itemID: String, name: String, file: URL, contentType: String?, sha256: String,
         progress: @escaping @Sendable (Int64, Int64) -> Void
@@ -75,9 +85,21 @@ extension HTTPRemote: RemoteAttachments {
             let location = created.headers.first(where: { $0.key.lowercased() == "location" })?.value,
             let upload = URL(string: location, relativeTo: client.configuration.serverURL)?.absoluteURL
         else { throw await refusal(created, "uploading attachment '\(name)' of '\(table)/\(itemID)'") }
+        // The upload's requests carry the token: they go to the server's origin only. Ferry's
+        // server names a path; a location elsewhere (a hostile or misconfigured server) is refused
+        // before anything, the token included, is sent there.
+        guard Self.sameOrigin(upload, client.configuration.serverURL) else {
+            throw RemoteError(
+                .invalidResponse,
+                "uploading attachment '\(name)' of '\(table)/\(itemID)': the server named an upload location on "
+                    + "another origin (\(HTTPResponse.displayLine(location) ?? "?")); "
+                    + "Ferry sends the upload and its credentials only to \(Self.origin(client.configuration.serverURL))")
+        }
         var offset = Self.offset(created) ?? 0
         headers = ["Content-Type": "application/partial-upload"]
         var attempts = 0
+        // Answers in a row that did not move the offset on (409 naming the offset sent).
+        var stalls = 0
         // The network error of the last cut, until `HEAD` has told where the server is.
         var cut: RemoteError?
         while true {
@@ -117,12 +139,28 @@ extension HTTPRemote: RemoteAttachments {
             case 200:
                 progress(size, size)
                 return
-            case 204:
+            case 204 where !last:
                 offset += Int64(chunk.count)
+                stalls = 0
                 progress(offset, size)
+            case 204:
+                // The last piece must be answered 200 (the upload complete); taken as progress,
+                // an empty piece went again and again, for ever.
+                throw RemoteError(
+                    .invalidResponse,
+                    "uploading attachment '\(name)' of '\(table)/\(itemID)': the server took the last piece "
+                        + "(Upload-Complete: ?1) without completing the upload (HTTP 204, not 200)")
             case 409:
                 guard let known = Self.offset(answer) else {
                     throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
+                }
+                // A server that names the offset just sent, again and again, is not moving on.
+                stalls = known == offset ? stalls + 1 : 0
+                guard stalls < 3 else {
+                    throw RemoteError(
+                        .invalidResponse,
+                        "uploading attachment '\(name)' of '\(table)/\(itemID)': the server answered 409 at "
+                            + "offset \(known) three times in a row without taking the piece")
                 }
                 offset = known
             case 413 where answer.errorBodyCode == nil:

@@ -27,6 +27,37 @@ struct AttachmentErrorMessageTests {
         #expect(error.message == "uploading attachment 'x' of 'todo/1': the name is not valid (HTTP 400)")
     }
 
+    /// Answers that would keep an upload going for ever: the last piece taken with 204 (the client
+    /// sent an empty piece again and again) and a 409 naming the offset just sent, over and over.
+    @Test(arguments: [
+        ([StubAnswer(status: 204)], "without completing the upload (HTTP 204, not 200)", 2),
+        (
+            Array(repeating: StubAnswer(status: 409, headers: ["Upload-Offset": "0"]), count: 3),
+            "answered 409 at offset 0 three times in a row", 4
+        ),
+    ])
+    func anUploadThatTheServerDoesNotMoveOnIsRefused(answers: [StubAnswer], says: String, requests: Int)
+        async throws
+    {
+        let host = "stalledupload\(requests).test"
+        let created = StubAnswer(
+            status: 201, headers: ["Location": "/tables/$uploads/t1", "Upload-Offset": "0"])
+        // What a server would go on answering; never reached.
+        let more = Array(repeating: StubAnswer(status: 204), count: 4) + [StubAnswer(status: 200)]
+        let remote = stubbedRemote(host, .v3, [created] + answers + more)
+        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
+        try Data("x".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let refused = await #expect(throws: RemoteError.self) {
+            try await remote.uploadAttachment(
+                table: "todo", itemID: "1", name: "x", file: file, contentType: nil,
+                sha256: String(repeating: "0", count: 64), progress: { _, _ in })
+        }
+        #expect(refused?.code == .invalidResponse, "\(String(describing: refused))")
+        #expect(refused?.message.contains(says) == true, "\(String(describing: refused?.message))")
+        #expect(StubProtocol.seen(host: host).count == requests)
+    }
+
     /// A server whose `$capabilities` list no attachments answers a transfer with its route's 404:
     /// the failure says the server does not offer attachments, not "no such resource" (which read
     /// as if the item were missing), with `AttachmentsNotOffered` underneath. A server that offers

@@ -55,6 +55,40 @@
             #expect(elsewhere.requests.withLock { $0.isEmpty }, "the other host got a request (and the token)")
         }
 
+        /// An upload's `Location` on another origin: followed, its `PATCH`es carried the file and
+        /// the token there. It is refused before anything is sent; a path on the server is followed.
+        @Test func anUploadLocationOnAnotherOriginIsNotFollowed() async throws {
+            let elsewhere = try Self.answering { _ in "HTTP/1.1 204 No Content\r\nUpload-Offset: 1\r\n\r\n" }
+            defer { elsewhere.stop() }
+            let server = try Self.answering { head in
+                head.hasPrefix("PUT")
+                    ? "HTTP/1.1 201 Created\r\nLocation: \(elsewhere.url.absoluteString)/uploads/u1\r\n"
+                        + "Upload-Offset: 0\r\nContent-Length: 0\r\n\r\n"
+                    : Self.json("200 OK", #"{"attachments":{"maxBytes":1000}}"#)
+            }
+            defer { server.stop() }
+            let remote = HTTPRemote(
+                HTTPRemote.Configuration(serverURL: server.url, protocolVersion: .v3), tokenProvider: { _ in "SECRET" })
+            let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
+            try Data("x".utf8).write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            do {
+                try await remote.uploadAttachment(
+                    table: "todo", itemID: "1", name: "x", file: file, contentType: nil,
+                    sha256: String(repeating: "0", count: 64), progress: { _, _ in })
+                Issue.record("an upload location on another origin was followed")
+            } catch let error as RemoteError {
+                #expect(error.code == .invalidResponse, "\(error)")
+                #expect(error.message.contains("another origin (\(elsewhere.url.absoluteString)/uploads/u1)"), "\(error)")
+            } catch {
+                Issue.record("not a RemoteError: \(error)")
+            }
+            #expect(elsewhere.requests.withLock { $0.isEmpty }, "the other host got the upload (and the token)")
+            #expect(HTTPRemote.sameOrigin(URL(string: "HTTP://Example.com/a")!, URL(string: "http://example.com:80/b")!))
+            #expect(!HTTPRemote.sameOrigin(URL(string: "http://example.com/a")!, URL(string: "https://example.com/a")!))
+            #expect(!HTTPRemote.sameOrigin(URL(string: "http://example.com:81/")!, URL(string: "http://example.com/")!))
+        }
+
         @Test func theNewAddressIsShownAsOneBoundedLineWithoutBidiOverrides() async throws {
             let location = "https://elsewhere/\u{202E}" + String(repeating: "x", count: 2000)
             let server = try Self.answering { _ in
