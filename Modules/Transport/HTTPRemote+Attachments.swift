@@ -93,7 +93,8 @@ extension HTTPRemote: RemoteAttachments {
                 .invalidResponse,
                 "uploading attachment '\(name)' of '\(table)/\(itemID)': the server named an upload location on "
                     + "another origin (\(HTTPResponse.displayLine(location) ?? "?")); "
-                    + "Ferry sends the upload and its credentials only to \(Self.origin(client.configuration.serverURL))")
+                    + "Ferry sends the upload and its credentials only to \(Self.origin(client.configuration.serverURL))"
+            )
         }
         var offset = Self.offset(created) ?? 0
         headers = ["Content-Type": "application/partial-upload"]

@@ -79,12 +79,14 @@
                 Issue.record("an upload location on another origin was followed")
             } catch let error as RemoteError {
                 #expect(error.code == .invalidResponse, "\(error)")
-                #expect(error.message.contains("another origin (\(elsewhere.url.absoluteString)/uploads/u1)"), "\(error)")
+                #expect(
+                    error.message.contains("another origin (\(elsewhere.url.absoluteString)/uploads/u1)"), "\(error)")
             } catch {
                 Issue.record("not a RemoteError: \(error)")
             }
             #expect(elsewhere.requests.withLock { $0.isEmpty }, "the other host got the upload (and the token)")
-            #expect(HTTPRemote.sameOrigin(URL(string: "HTTP://Example.com/a")!, URL(string: "http://example.com:80/b")!))
+            #expect(
+                HTTPRemote.sameOrigin(URL(string: "HTTP://Example.com/a")!, URL(string: "http://example.com:80/b")!))
             #expect(!HTTPRemote.sameOrigin(URL(string: "http://example.com/a")!, URL(string: "https://example.com/a")!))
             #expect(!HTTPRemote.sameOrigin(URL(string: "http://example.com:81/")!, URL(string: "http://example.com/")!))
         }

@@ -258,7 +258,9 @@ struct IdempotencyRaceTests {
         func send(_ key: String, _ version: String) async throws -> LiveServer.Reply {
             try await server.send(
                 "POST", "/tables/todo",
-                headers: [("Idempotency-Key", key), ("Content-Type", "application/json"), ("ZUMO-API-VERSION", version)],
+                headers: [
+                    ("Idempotency-Key", key), ("Content-Type", "application/json"), ("ZUMO-API-VERSION", version),
+                ],
                 body: body)
         }
         let first = try await send("versions", "3.0.0")
