@@ -329,7 +329,10 @@ struct HardeningTests {
         let reply = try await Self.send(published, "POST", "/tables/todo", json: #"{"id":"l2"}"#)
         #expect(reply.headers["location"] == "https://api.example.com/tables/todo/l2")
         try await published.shutdown()
-        for bad in ["ftp://x", "https://", "https://a/b", "https://a?b", "https://a b", "https://a:99999"] {
+        for bad in [
+            "ftp://x", "https://", "https://a?b", "https://a b", "https://a:99999", "https://a/b?c", "https://a/b#c",
+            "https://a/b c", "https://a/../b", "https://a//b", "https://a/%2e", "https://a/b/./c",
+        ] {
             var configuration = ServerConfiguration(port: 0, logger: .quietTest)
             configuration.publicURL = bad
             #expect(throws: ConfigurationError.self, "\(bad)") { try configuration.validate() }

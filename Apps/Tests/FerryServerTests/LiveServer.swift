@@ -24,6 +24,7 @@ struct LiveServer: Sendable {
         backend: ServerBackend = .sqlite, sharing: LiveServer? = nil, logger: Logger = .quietTest,
         attachments: AttachmentLimits? = nil, authSecret: String? = LiveServer.secret,
         connections: ConnectionLimits = ConnectionLimits(), compressesAnswers: Bool = false,
+        publicURL: String? = nil, trustsForwardedHeaders: Bool = false,
         seed: @Sendable (any ServerStorage) async throws -> Void = { _ in }
     ) async throws -> LiveServer {
         var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, tables: tables, logger: logger)
@@ -34,6 +35,8 @@ struct LiveServer: Sendable {
         configuration.attachments = attachments
         configuration.connections = connections
         configuration.compressesAnswers = compressesAnswers
+        configuration.publicURL = publicURL
+        configuration.trustsForwardedHeaders = trustsForwardedHeaders
         var database: TestDatabase?
         let storage: any ServerStorage
         if let shared = sharing?.database {

@@ -58,14 +58,14 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
 
     @Option(
         help: ArgumentHelp(
-            "The URL clients reach the server at (for Location and Link headers); default: the request's Host.",
+            "The URL clients reach the server at, with the path a proxy serves it under (for Location and Link headers); default: the request's Host.",
             valueName: "url"))
     var publicURL: String?
 
     @Flag(
         inversion: .prefixedNo,
         help:
-            "Take the public URL of links from the proxy's X-Forwarded-Host/-Proto or Forwarded headers (only behind a proxy that sets them; default: off)."
+            "Take the public URL of links from the proxy's X-Forwarded-Host/-Proto/-Prefix or Forwarded headers (only behind a proxy that sets them; default: off)."
     )
     var trustProxy: Bool?
 

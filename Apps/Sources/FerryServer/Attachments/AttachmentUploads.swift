@@ -127,7 +127,7 @@ extension TableService {
         case .answered(let answer): return answer
         case .created(let created): state = created
         }
-        let location = "/tables/\(Self.uploadsSegment)/\(ticket.token(key: ticketKey))"
+        let location = "\(request.pathPrefix)/tables/\(Self.uploadsSegment)/\(ticket.token(key: ticketKey))"
         if !state.isCompleted, request.headers["content-length"].flatMap(Int64.init) ?? (complete ? 1 : 0) > 0 {
             guard state.offset == 0 else {
                 // The client sends the file from its start, but the server has a part already.
@@ -169,7 +169,7 @@ extension TableService {
         }
         let claimsComplete = try Self.uploadComplete(request.headers["upload-complete"], default: false)
         let id = ticket.uploadID(key: ticketKey)
-        let location = "/tables/\(Self.uploadsSegment)/\(token)"
+        let location = "\(request.pathPrefix)/tables/\(Self.uploadsSegment)/\(token)"
         guard let state = try await blobs.uploadState(id: id) else { throw ProtocolError.notFound("no such upload") }
         var reached = state.offset
         if !state.isCompleted {

@@ -165,9 +165,11 @@ public struct ServerConfiguration: Sendable {
                         + " Origin: write '\(origin.dropLast(lowered.hasSuffix(":443") ? 4 : 3))'")
             }
         }
-        if let publicURL, PublicOrigin(publicURL: publicURL) == nil {
+        if let publicURL, PublicOrigin(baseURL: publicURL) == nil {
             throw ConfigurationError(
-                "the public URL '\(publicURL)' must be http:// or https:// with a host, and no path, query or fragment")
+                "the public URL '\(LogText.escaped(publicURL))' must be http:// or https:// with a host, optionally a path "
+                    + "of plain segments (letters, digits, - . _ ~) where a proxy serves the server, and no query or fragment"
+            )
         }
     }
 }

@@ -117,7 +117,7 @@ public final class ReferenceServer: Sendable {
         let service = TableService(configuration: configuration, storage: storage, metrics: metrics)
         var responder = TableResponder(
             service: service, limits: configuration.limits,
-            publicOrigin: configuration.publicURL.flatMap { PublicOrigin(publicURL: $0) }, logger: configuration.logger)
+            publicOrigin: configuration.publicURL.flatMap { PublicOrigin(baseURL: $0) }, logger: configuration.logger)
         responder.trustsForwardedHeaders = configuration.trustsForwardedHeaders
         responder.metrics = metrics
         responder.servesMetrics = metrics?.registry != nil && configuration.metrics.endpoint == .serverPort

@@ -258,19 +258,31 @@ struct TableResponder: HTTPResponder {
             })
     }
 
-    /// The origin of absolute links: the configured public URL; else, when the proxy is trusted,
-    /// the one its `Forwarded` (or `X-Forwarded-Host`/`-Proto`) header names; else `scheme://Host`
-    /// when the `Host` header is a valid host and port (400 when it is not), else empty (links stay
-    /// relative).
+    /// The origin of absolute links: the configured public URL (with its path, when a proxy
+    /// serves the server under one); else, when the proxy is trusted, the one its `Forwarded` (or
+    /// `X-Forwarded-Host`/`-Proto`) header names; else `scheme://Host` when the `Host` header is a
+    /// valid host and port (400 when it is not), else empty (links stay relative). A trusted
+    /// proxy's `X-Forwarded-Prefix` (`/sync`) is added to the last two.
     static func origin(of request: Request, configured: PublicOrigin?, trustsForwarded: Bool = false) throws
         -> String
     {
         if let configured { return configured.text }
-        if trustsForwarded, let forwarded = forwardedOrigin(request.headers) { return forwarded.text }
-        guard let host = request.head.authority else { return "" }
-        let scheme = request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "https" : "http"
-        guard let origin = PublicOrigin(scheme: scheme, hostHeader: host) else {
-            throw ProtocolError(400, "invalidHost", "the Host header is not a valid host and port")
+        var origin: PublicOrigin
+        if trustsForwarded, let forwarded = forwardedOrigin(request.headers) {
+            origin = forwarded
+        } else {
+            guard let host = request.head.authority else { return "" }
+            let scheme =
+                request.headers[HTTPField.Name("X-Forwarded-Proto")!]?.lowercased() == "https" ? "https" : "http"
+            guard let fromHost = PublicOrigin(scheme: scheme, hostHeader: host) else {
+                throw ProtocolError(400, "invalidHost", "the Host header is not a valid host and port")
+            }
+            origin = fromHost
+        }
+        if trustsForwarded, let prefix = request.headers[HTTPField.Name("X-Forwarded-Prefix")!] {
+            var prefix = Substring(prefix.split(separator: ",").first ?? "").trimmingCharacters(in: .whitespaces)
+            if prefix.hasSuffix("/") { prefix.removeLast() }
+            origin = origin.adding(prefix: prefix)
         }
         return origin.text
     }

@@ -238,16 +238,23 @@ extension TableService {
             path = String(path[..<mark])
         }
         if path.utf8.containsASCII("://"), let scheme = path.firstRange(of: "://") {
-            // An absolute URL: this server's only, and its path.
+            // An absolute URL: this server's only (under its prefix, when a proxy serves it under
+            // a path), and its path.
             let rest = path[scheme.upperBound...]
             let authorityEnd = rest.firstIndex(of: "/") ?? rest.endIndex
-            let origin = String(path[..<authorityEnd])
-            guard !outer.origin.isEmpty, origin.lowercased() == outer.origin.lowercased() else {
+            let origin = path[..<authorityEnd]
+            let prefix = outer.pathPrefix
+            let base = outer.origin.dropLast(prefix.count)
+            let below = rest[authorityEnd...]
+            guard !outer.origin.isEmpty, origin.lowercased() == base.lowercased(),
+                below.hasPrefix(prefix), below.dropFirst(prefix.count).first ?? "/" == "/"
+            else {
                 throw invalid(
                     "an absolute url must be this server's (\(outer.origin.isEmpty ? "not known here" : outer.origin)); send a relative one such as \"todo/<id>\""
                 )
             }
-            path = authorityEnd < rest.endIndex ? String(rest[authorityEnd...]) : "/"
+            let own = below.dropFirst(prefix.count)
+            path = own.isEmpty ? "/" : String(own)
         }
         if !path.hasPrefix("/") { path = "/tables/" + path }
         let segments = TableRequest.segments(of: path)

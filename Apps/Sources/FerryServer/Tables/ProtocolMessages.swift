@@ -51,6 +51,14 @@ struct TableRequest: Sendable {
         self.parsedBody = parsedBody
     }
 
+    /// The path under which a proxy serves the server (`/sync`), the part of ``origin`` after its
+    /// host: what a root-relative link (an upload's `Location`) starts with. Empty when there is none.
+    var pathPrefix: Substring {
+        guard let scheme = origin.firstRange(of: "://") else { return "" }
+        let rest = origin[scheme.upperBound...]
+        return rest[(rest.firstIndex(of: "/") ?? rest.endIndex)...]
+    }
+
     /// What the path addresses, decided on the percent-decoded segments (so `/tables/%24batch/`
     /// is the batch endpoint as much as `/tables/$batch` is).
     var route: TableRoute { segments.map(TableRoute.init(segments:)) ?? .invalidPath }
