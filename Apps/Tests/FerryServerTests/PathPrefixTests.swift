@@ -89,6 +89,13 @@ struct PathPrefixTests {
                 try await location("bad\(index)", proxied + [("X-Forwarded-Prefix", bad)])
                     == "https://sync.example.org/tables/todo/bad\(index)", "\(bad)")
         }
+        // A proxy that passes its path on: the 404 says what to change.
+        let passedOn = try await live.send("GET", "/sync/tables/todo")
+        #expect(passedOn.status == 404)
+        #expect(passedOn.text.contains("under '/sync' must take it off"), "\(passedOn.text)")
+        let elsewhere = try await live.send("GET", "/nothing/here")
+        #expect(elsewhere.status == 404 && !elsewhere.text.contains("proxy"), "\(elsewhere.text)")
+
         try await live.stop()
 
         // A server that does not trust the proxy ignores the header.

@@ -172,6 +172,18 @@ final class TableService: Sendable {
         }
     }
 
+    /// The message of a 404 for a path that addresses nothing. A path with `tables` further in
+    /// (`/sync/tables/todo`) most often came through a proxy that serves the server under a path and
+    /// passed that path on: it says so.
+    static func noSuchResource(_ segments: [String]?) -> String {
+        let message = "no such resource; tables are at /tables/{name}"
+        guard let segments, let at = segments.firstIndex(of: "tables"), at > 0 else { return message }
+        let prefix = "/" + segments[..<at].joined(separator: "/")
+        return message
+            + " (a proxy that serves this server under '\(LogText.escaped(String(prefix.prefix(100))))' must take it off: "
+            + "nginx's proxy_pass with a trailing /, see docs/deploy.md)"
+    }
+
     /// Where a request stands once it is routed, negotiated and authenticated.
     enum Routed {
         /// Answered without a write (a read, a query, the capabilities, …).
@@ -233,7 +245,7 @@ final class TableService: Sendable {
             (name, id) = (table, item)
         case .metrics, .unknown:
             // A code of its own: a client tells a wrong URL from a missing table or item by it.
-            throw ProtocolError(404, "noSuchResource", "no such resource; tables are at /tables/{name}")
+            throw ProtocolError(404, "noSuchResource", Self.noSuchResource(request.segments))
         }
         if request.method == "OPTIONS" {
             // Exempt from the version check (table-protocol.md §1.3): it says what the URL serves.
