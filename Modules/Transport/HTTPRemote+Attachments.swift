@@ -83,7 +83,8 @@ extension HTTPRemote: RemoteAttachments {
         }
         guard created.status == 201,
             let location = created.headers.first(where: { $0.key.lowercased() == "location" })?.value,
-            let upload = URL(string: location, relativeTo: client.configuration.serverURL)?.absoluteURL
+            // Relative to the request's URL (RFC 9110 §10.2.2); Ferry's server names a path.
+            let upload = URL(string: location, relativeTo: target)?.absoluteURL
         else { throw await refusal(created, "uploading attachment '\(name)' of '\(table)/\(itemID)'") }
         // The upload's requests carry the token: they go to the server's origin only. Ferry's
         // server names a path; a location elsewhere (a hostile or misconfigured server) is refused

@@ -58,6 +58,28 @@ struct AttachmentErrorMessageTests {
         #expect(StubProtocol.seen(host: host).count == requests)
     }
 
+    /// An upload's `Location` is resolved against the creation's URL (RFC 9110), not the
+    /// server's: a relative one (`../../../$uploads/t1` from `/tables/todo/1/$attachments/x`)
+    /// names `/tables/$uploads/t1`.
+    @Test func aRelativeUploadLocationIsResolvedAgainstTheRequest() async throws {
+        let host = "relativeupload.test"
+        let remote = stubbedRemote(
+            host, .v3,
+            [
+                StubAnswer(status: 201, headers: ["Location": "../../../$uploads/t1", "Upload-Offset": "0"]),
+                StubAnswer(status: 200, body: #"{"name":"x"}"#),
+            ])
+        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
+        try Data("x".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        try await remote.uploadAttachment(
+            table: "todo", itemID: "1", name: "x", file: file, contentType: nil,
+            sha256: String(repeating: "0", count: 64), progress: { _, _ in })
+        let seen = StubProtocol.seen(host: host)
+        #expect(seen.map(\.method) == ["PUT", "PATCH"])
+        #expect(seen.last?.path == "/tables/$uploads/t1", "\(seen.map(\.url))")
+    }
+
     /// A server whose `$capabilities` list no attachments answers a transfer with its route's 404:
     /// the failure says the server does not offer attachments, not "no such resource" (which read
     /// as if the item were missing), with `AttachmentsNotOffered` underneath. A server that offers
