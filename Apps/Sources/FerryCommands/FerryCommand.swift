@@ -16,7 +16,10 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
         commandName: "ferry",
         abstract: "Ferry: offline-first data sync for Swift. Serve tables, or work with a local store.",
         version: "0.1.0",
-        subcommands: [ServeCommand.self, DemoCommand.self, ReplCommand.self, TokenCommand.self, RemoteCommand.self]
+        subcommands: [
+            ServeCommand.self, BackupCommand.self, DemoCommand.self, ReplCommand.self, TokenCommand.self,
+            RemoteCommand.self,
+        ]
             + deviceCommands.map { $0 as any ParsableCommand.Type } + commandGroups + [WatchCommand.self]
     )
 

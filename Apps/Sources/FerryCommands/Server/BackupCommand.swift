@@ -1,0 +1,88 @@
+public import ArgumentParser
+import FerryClient
+import FerryConsole
+import FerryServer
+import Foundation
+import ServerStorageCore
+import ServerStorageSQLite
+
+/// `ferry backup ferry-2026-11-29.sqlite`: a consistent copy of the server's SQLite database,
+/// taken while `ferry serve` runs on it.
+///
+/// ```
+/// ferry backup --db sqlite:/var/lib/ferry/ferry.sqlite /var/backups/ferry-$(date +%F).sqlite
+/// ```
+public struct BackupCommand: AsyncParsableCommand, Sendable {
+    public static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Copy the server's SQLite database, consistently, while the server runs.",
+        discussion: """
+            The copy holds every transaction committed before it began and none after, is compact, \
+            and is checked (SQLite's quick_check) before the command says so; the server keeps serving \
+            meanwhile. Restore by stopping the server and putting the copy in place of the database \
+            (and removing its -wal and -shm files). PostgreSQL: use pg_dump (docs/deploy.md, Backups).
+            """)
+
+    @Option(
+        help: ArgumentHelp(
+            "The server's database: sqlite:PATH (default: $FERRY_DATABASE_URL, else sqlite:ferry.sqlite).",
+            valueName: "database"))
+    var db: String?
+
+    @Argument(help: ArgumentHelp("The new file to copy it to (never replaced).", valueName: "file"))
+    var target: String
+
+    @Flag(help: "Show progress on stderr even when it is not a terminal.") var progress = false
+
+    public init() {}
+
+    public func run() async throws {
+        do {
+            let text =
+                db ?? ProcessInfo.processInfo.environment[ServerDatabase.environmentVariable] ?? "sqlite:ferry.sqlite"
+            let database = try ServerDatabase(parsing: text)
+            let path: String
+            switch database {
+            case .sqlite(let file):
+                path = file
+            case .memory:
+                throw ClientError(.usage, "a memory database has nothing to back up")
+            case .postgreSQL:
+                throw ClientError(
+                    .usage, "ferry backup copies SQLite databases; \(database) is PostgreSQL",
+                    hint: "use pg_dump --format=custom, see docs/deploy.md")
+            }
+            let started = ContinuousClock.now
+            let report: @Sendable (Int64) -> Void = { bytes in
+                let seconds = (ContinuousClock.now - started).components.seconds
+                StandardStreams.writeError("copying: \(Device.bytes(bytes)) written, \(seconds) s\n")
+            }
+            let backup = try await SQLiteServerStorage.backUp(
+                databaseAt: path, to: target, progress: progress || isatty(2) == 1 ? report : nil)
+            let seconds =
+                Double(backup.duration.components.attoseconds) / 1e18
+                + Double(backup.duration.components.seconds)
+            StandardStreams.write(
+                "backed up sqlite:\(path) to \(target): \(Device.bytes(backup.bytes)), "
+                    + "\(backup.tables) table\(backup.tables == 1 ? "" : "s"), checked, in "
+                    + String(format: "%.1f s", seconds) + "\n")
+        } catch {
+            throw CommandFailure.report(Self.failure(error))
+        }
+    }
+
+    /// The command's failure with its exit status: 5 when the database is missing, 64 for a target
+    /// that exists or a folder that does not, 75 when the database stayed locked, 1 otherwise.
+    static func failure(_ error: any Error) -> any Error {
+        guard let error = error as? StorageError else {
+            if let error = error as? ConfigurationError { return ClientError(.usage, error.message) }
+            return error
+        }
+        switch error.code {
+        case .notFound: return ClientError(.notFound, error.message, hint: "give the database with --db sqlite:PATH")
+        case .conflict, .invalidName: return ClientError(.usage, error.message)
+        case .busy: return ClientError(.busy, error.message, hint: "the database stayed locked; try again")
+        default: return ClientError(.failed, error.message)
+        }
+    }
+}
