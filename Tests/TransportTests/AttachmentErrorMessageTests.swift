@@ -10,18 +10,21 @@ import Transport
 struct AttachmentErrorMessageTests {
     static let transfer = AttachmentTransfer(.upload, table: "todo", itemID: "1", name: "x")
 
+    /// Uploads a file of one byte as attachment `x` of `todo/1`.
+    static func uploadOneByte(_ remote: HTTPRemote) async throws {
+        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
+        try Data("x".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        try await remote.uploadAttachment(
+            table: "todo", itemID: "1", name: "x", file: file, contentType: nil,
+            sha256: String(repeating: "0", count: 64), progress: { _, _ in })
+    }
+
     @Test func aRefusedUploadNamesTheAttachmentOnce() async throws {
         let remote = stubbedRemote(
             "attachmentmessage.test", .v3,
             [StubAnswer(status: 400, body: #"{"error":"the name is not valid","code":"badRequest"}"#)])
-        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
-        try Data("x".utf8).write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let refused = await #expect(throws: RemoteError.self) {
-            try await remote.uploadAttachment(
-                table: "todo", itemID: "1", name: "x", file: file, contentType: nil,
-                sha256: String(repeating: "0", count: 64), progress: { _, _ in })
-        }
+        let refused = await #expect(throws: RemoteError.self) { try await Self.uploadOneByte(remote) }
         let error = SyncContext.transferError(try #require(refused), Self.transfer)
         #expect(error.code == .remote)
         #expect(error.message == "uploading attachment 'x' of 'todo/1': the name is not valid (HTTP 400)")
@@ -45,14 +48,7 @@ struct AttachmentErrorMessageTests {
         // What a server would go on answering; never reached.
         let more = Array(repeating: StubAnswer(status: 204), count: 4) + [StubAnswer(status: 200)]
         let remote = stubbedRemote(host, .v3, [created] + answers + more)
-        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
-        try Data("x".utf8).write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let refused = await #expect(throws: RemoteError.self) {
-            try await remote.uploadAttachment(
-                table: "todo", itemID: "1", name: "x", file: file, contentType: nil,
-                sha256: String(repeating: "0", count: 64), progress: { _, _ in })
-        }
+        let refused = await #expect(throws: RemoteError.self) { try await Self.uploadOneByte(remote) }
         #expect(refused?.code == .invalidResponse, "\(String(describing: refused))")
         #expect(refused?.message.contains(says) == true, "\(String(describing: refused?.message))")
         #expect(StubProtocol.seen(host: host).count == requests)
@@ -69,12 +65,7 @@ struct AttachmentErrorMessageTests {
                 StubAnswer(status: 201, headers: ["Location": "../../../$uploads/t1", "Upload-Offset": "0"]),
                 StubAnswer(status: 200, body: #"{"name":"x"}"#),
             ])
-        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
-        try Data("x".utf8).write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        try await remote.uploadAttachment(
-            table: "todo", itemID: "1", name: "x", file: file, contentType: nil,
-            sha256: String(repeating: "0", count: 64), progress: { _, _ in })
+        try await Self.uploadOneByte(remote)
         let seen = StubProtocol.seen(host: host)
         #expect(seen.map(\.method) == ["PUT", "PATCH"])
         #expect(seen.last?.path == "/tables/$uploads/t1", "\(seen.map(\.url))")
