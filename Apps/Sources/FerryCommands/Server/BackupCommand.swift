@@ -53,9 +53,14 @@ public struct BackupCommand: AsyncParsableCommand, Sendable {
                     hint: "use pg_dump --format=custom, see docs/deploy.md")
             }
             let started = ContinuousClock.now
+            // The database and its WAL: about what the copy comes to (less what it compacts away).
+            let total = [path, path + "-wal"].reduce(Int64(0)) { sum, file in
+                sum + ((try? FileManager.default.attributesOfItem(atPath: file)[.size] as? NSNumber)?.int64Value ?? 0)
+            }
             let report: @Sendable (Int64) -> Void = { bytes in
                 let seconds = (ContinuousClock.now - started).components.seconds
-                StandardStreams.writeError("copying: \(Device.bytes(bytes)) written, \(seconds) s\n")
+                StandardStreams.writeError(
+                    "copying: \(Device.bytes(bytes)) of about \(Device.bytes(total)), \(seconds) s\n")
             }
             let backup = try await SQLiteServerStorage.backUp(
                 databaseAt: path, to: target, progress: progress || isatty(2) == 1 ? report : nil)
