@@ -33,6 +33,9 @@ extension SQLiteServerStorage {
     /// ```
     ///
     /// - Parameters:
+    ///   - path: The database file a server uses (its `-wal` file beside it, if any).
+    ///   - target: The new file to copy it to, in a folder that exists; never replaced.
+    ///   - busyTimeout: Seconds to wait for a lock another connection holds.
     ///   - progress: Called about twice a second with the bytes written to `target` so far.
     /// - Throws: `StorageError`: `notFound` when `path` does not exist, `conflict` when `target`
     ///   does, `invalidName` when `target`'s folder does not exist, `corrupt` when `path` is not a
