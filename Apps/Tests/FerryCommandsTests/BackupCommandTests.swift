@@ -93,6 +93,57 @@ struct BackupCommandTests {
         #expect((response as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: body, as: UTF8.self))")
     }
 
+    /// `ferry backup` finds the database where `ferry serve` does: `--db`, then
+    /// `$FERRY_DATABASE_URL`, then the configuration file's `databaseURL` (`--config` or
+    /// `$FERRY_CONFIG`); a bad file is one line, 64.
+    @Test func theDatabaseIsFoundAsServeFindsIt() async throws {
+        let scratch = try Self.folder()
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let directory = scratch.path
+        for name in ["file", "environment", "flag"] {
+            try await SQLiteServerStorage(location: .file("\(directory)/\(name).sqlite")).close()
+        }
+        let config = "\(directory)/ferry.json"
+        try Data(#"{"databaseURL": "sqlite:\#(directory)/file.sqlite", "port": 8080}"#.utf8)
+            .write(to: URL(fileURLWithPath: config))
+        let cases: [([String], [String: String], String)] = [
+            (["--config", config], [:], "file"),
+            ([], ["FERRY_CONFIG": config], "file"),
+            (["--config", config], ["FERRY_DATABASE_URL": "sqlite:\(directory)/environment.sqlite"], "environment"),
+            (
+                ["--config", config, "--db", "sqlite:\(directory)/flag.sqlite"],
+                ["FERRY_DATABASE_URL": "sqlite:\(directory)/environment.sqlite"], "flag"
+            ),
+        ]
+        for (number, (arguments, environment, source)) in cases.enumerated() {
+            let copy = "\(directory)/copy-\(number).sqlite"
+            let result = try await FerryBinaryTests.run(["backup"] + arguments + [copy], environment: environment)
+            #expect(result.status == 0, "\(arguments) \(environment): \(result.errors)")
+            #expect(result.output.contains("sqlite:\(directory)/\(source).sqlite"), "\(result.output)")
+        }
+
+        let bad = "\(directory)/bad.json"
+        try Data(#"{"databaseURL": "sqlite:x", "prot": 1}"#.utf8).write(to: URL(fileURLWithPath: bad))
+        let wrongType = "\(directory)/wrong-type.json"
+        try Data(#"{"databaseURL": 5}"#.utf8).write(to: URL(fileURLWithPath: wrongType))
+        let badURL = "\(directory)/bad-url.json"
+        try Data(#"{"databaseURL": "mysql://user:secret@x/db"}"#.utf8).write(to: URL(fileURLWithPath: badURL))
+        let failures: [([String], String)] = [
+            (["--config", "\(directory)/missing.json"], "missing.json"),
+            (["--config", bad], "prot"),
+            (["--config", wrongType], "databaseURL"),
+            (["--config", badURL], "databaseURL in \(badURL)"),
+        ]
+        for (arguments, says) in failures {
+            let result = try await FerryBinaryTests.run(["backup"] + arguments + ["\(directory)/never.sqlite"])
+            #expect(result.status == 64, "\(arguments): \(result.status) \(result.errors)")
+            #expect(result.errors.hasPrefix("error: ") && result.errors.contains(says), "\(result.errors)")
+            #expect(result.errors.split(separator: "\n").count == 1, "\(result.errors)")
+            #expect(!result.errors.contains("secret"), "\(result.errors)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: "\(directory)/never.sqlite"))
+    }
+
     @Test func badInputsAreOneLineWithTheirExitStatus() async throws {
         let scratch = try Self.folder()
         defer { try? FileManager.default.removeItem(at: scratch) }
@@ -116,6 +167,7 @@ struct BackupCommandTests {
             (["--db", "memory", "\(directory)/d"], 64, "a memory database has nothing to back up"),
             (["--db", "postgres://ferry:secret@db/ferry", "\(directory)/e"], 64, "use pg_dump"),
             (["--db", "mysql://x", "\(directory)/f"], 64, "unknown database"),
+            (["--db", "postgress://ferry:secret@db/ferry", "\(directory)/g"], 64, "'postgress://…@db/ferry'"),
         ]
         for (arguments, status, says) in cases {
             let result = try await FerryBinaryTests.run(["backup"] + arguments)

@@ -1,4 +1,5 @@
 public import ArgumentParser
+import Configuration
 import FerryClient
 import FerryConsole
 import FerryServer
@@ -25,9 +26,16 @@ public struct BackupCommand: AsyncParsableCommand, Sendable {
 
     @Option(
         help: ArgumentHelp(
-            "The server's database: sqlite:PATH (default: $FERRY_DATABASE_URL, else sqlite:ferry.sqlite).",
+            "The server's database: sqlite:PATH (default: $FERRY_DATABASE_URL, else the configuration file's "
+                + "databaseURL, else sqlite:ferry.sqlite).",
             valueName: "database"))
     var db: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "The JSON settings file ferry serve reads, for its databaseURL (default: $FERRY_CONFIG).",
+            valueName: "file"))
+    var config: String?
 
     @Argument(help: ArgumentHelp("The new file to copy it to (never replaced).", valueName: "file"))
     var target: String
@@ -38,9 +46,7 @@ public struct BackupCommand: AsyncParsableCommand, Sendable {
 
     public func run() async throws {
         do {
-            let text =
-                db ?? ProcessInfo.processInfo.environment[ServerDatabase.environmentVariable] ?? "sqlite:ferry.sqlite"
-            let database = try ServerDatabase(parsing: text)
+            let database = try await self.database()
             let path: String
             switch database {
             case .sqlite(let file):
@@ -73,6 +79,21 @@ public struct BackupCommand: AsyncParsableCommand, Sendable {
                     + String(format: "%.1f s", seconds) + "\n")
         } catch {
             throw CommandFailure.report(Self.failure(error))
+        }
+    }
+
+    /// The database `ferry serve` would open with the same flag, environment and configuration
+    /// file: `--db`, then `$FERRY_DATABASE_URL`, then the file's `databaseURL`, then the default.
+    private func database() async throws(ConfigurationError) -> ServerDatabase {
+        var flags: [String: ConfigValue] = [:]
+        flags["databaseURL"] = db.map { ConfigValue(.string($0), isSecret: false) }
+        let settings = try await ServeSettings(
+            flags: flags, environment: ProcessInfo.processInfo.environment, configFile: config)
+        let url = try settings.string("databaseURL").flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite"
+        do throws(ConfigurationError) {
+            return try ServerDatabase(parsing: url)
+        } catch {
+            throw ConfigurationError("\(settings.origin(of: "databaseURL")): \(error.message)")
         }
     }
 

@@ -45,7 +45,8 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
             self = .sqlite(path: path)
         } else if text.contains(":") && !text.hasPrefix("/") && !text.hasPrefix(".") {
             throw ConfigurationError(
-                "unknown database '\(text)': use sqlite:PATH, memory or postgres://user:password@host:port/db")
+                "unknown database '\(Self.withoutCredentials(text))': "
+                    + "use sqlite:PATH, memory or postgres://user:password@host:port/db")
         } else if text.isEmpty {
             throw ConfigurationError(
                 "the database is empty: use sqlite:PATH, memory or postgres://user:password@host:port/db")
@@ -73,5 +74,17 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
         case .postgreSQL(let url):
             return try await PostgreSQLServerStorage.open(url, configuration: .init(logger: logger, tracer: tracer))
         }
+    }
+}
+
+extension ServerDatabase {
+    /// `text` with the user and password of a URL's authority left out, for messages: a mistyped
+    /// scheme (`postgress://ferry:secret@db/ferry`) must not print the password.
+    static func withoutCredentials(_ text: String) -> String {
+        guard let scheme = text.firstRange(of: "://") else { return text }
+        let rest = text[scheme.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard let at = authority.lastIndex(of: "@") else { return text }
+        return String(text[..<scheme.upperBound]) + "…@" + String(rest[rest.index(after: at)...])
     }
 }
