@@ -89,12 +89,7 @@ public struct BackupCommand: AsyncParsableCommand, Sendable {
         flags["databaseURL"] = db.map { ConfigValue(.string($0), isSecret: false) }
         let settings = try await ServeSettings(
             flags: flags, environment: ProcessInfo.processInfo.environment, configFile: config)
-        let url = try settings.string("databaseURL").flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite"
-        do throws(ConfigurationError) {
-            return try ServerDatabase(parsing: url)
-        } catch {
-            throw ConfigurationError("\(settings.origin(of: "databaseURL")): \(error.message)")
-        }
+        return try ServerDatabase(settings: settings)
     }
 
     /// The command's failure with its exit status: 5 when the database is missing, 64 for a target

@@ -94,12 +94,7 @@ extension ServeCommand {
         } catch {
             throw inSettingNames(error, settings: settings)
         }
-        let url = try settings.string("databaseURL").flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite"
-        do throws(ConfigurationError) {
-            return (configuration, try ServerDatabase(parsing: url))
-        } catch {
-            throw ConfigurationError("\(settings.origin(of: "databaseURL")): \(error.message)")
-        }
+        return (configuration, try ServerDatabase(settings: settings))
     }
 
     /// The library names its settings (`maximumConnections must be at least 1`); the message names

@@ -78,6 +78,17 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension ServerDatabase {
+    /// The database the settings name (`databaseURL`, else `sqlite:ferry.sqlite`); an error names
+    /// where the bad value came from (the flag, the environment variable or the file's key).
+    init(settings: ServeSettings) throws(ConfigurationError) {
+        let url = try settings.string("databaseURL").flatMap { $0.isEmpty ? nil : $0 } ?? "sqlite:ferry.sqlite"
+        do throws(ConfigurationError) {
+            self = try ServerDatabase(parsing: url)
+        } catch {
+            throw ConfigurationError("\(settings.origin(of: "databaseURL")): \(error.message)")
+        }
+    }
+
     /// `text` with the user and password of a URL's authority left out, for messages: a mistyped
     /// scheme (`postgress://ferry:secret@db/ferry`) must not print the password.
     static func withoutCredentials(_ text: String) -> String {
