@@ -167,7 +167,7 @@ struct BackupCommandTests {
             (["--db", "memory", "\(directory)/d"], 64, "a memory database has nothing to back up"),
             (["--db", "postgres://ferry:secret@db/ferry", "\(directory)/e"], 64, "use pg_dump"),
             (["--db", "mysql://x", "\(directory)/f"], 64, "unknown database"),
-            (["--db", "postgress://ferry:secret@db/ferry", "\(directory)/g"], 64, "'postgress://…@db/ferry'"),
+            (["--db", "postgress://ferry:secret@db/ferry", "\(directory)/g"], 64, "'postgress://ferry:…@db/ferry'"),
         ]
         for (arguments, status, says) in cases {
             let result = try await FerryBinaryTests.run(["backup"] + arguments)

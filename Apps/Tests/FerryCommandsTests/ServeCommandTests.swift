@@ -175,6 +175,7 @@ extension ServeCommandTests {
         for (argument, expected) in [
             ("mysql://u@h/db", "unknown database 'mysql://u@h/db'"),
             ("postgres://ferry:pw@h/db?sslmode=bogus", "unknown sslmode 'bogus'"),
+            ("postgress://ferry:pw@h/db", "unknown database 'postgress://ferry:…@h/db'"),
         ] {
             let (status, text) = try await Self.serveUntilExit(["--port", "0", "--db", argument])
             #expect(status == 64, "\(argument): \(text)")

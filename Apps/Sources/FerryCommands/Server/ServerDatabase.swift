@@ -45,7 +45,7 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
             self = .sqlite(path: path)
         } else if text.contains(":") && !text.hasPrefix("/") && !text.hasPrefix(".") {
             throw ConfigurationError(
-                "unknown database '\(Self.withoutCredentials(text))': "
+                "unknown database '\(Self.withoutPassword(text))': "
                     + "use sqlite:PATH, memory or postgres://user:password@host:port/db")
         } else if text.isEmpty {
             throw ConfigurationError(
@@ -89,13 +89,15 @@ extension ServerDatabase {
         }
     }
 
-    /// `text` with the user and password of a URL's authority left out, for messages: a mistyped
-    /// scheme (`postgress://ferry:secret@db/ferry`) must not print the password.
-    static func withoutCredentials(_ text: String) -> String {
+    /// `text` with the password of a URL's authority left out, for messages: a mistyped scheme
+    /// (`postgress://ferry:secret@db/ferry`) must not print the password.
+    static func withoutPassword(_ text: String) -> String {
         guard let scheme = text.firstRange(of: "://") else { return text }
         let rest = text[scheme.upperBound...]
         let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard let at = authority.lastIndex(of: "@") else { return text }
-        return String(text[..<scheme.upperBound]) + "…@" + String(rest[rest.index(after: at)...])
+        guard let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") else {
+            return text
+        }
+        return String(text[...colon]) + "…" + String(text[at...])
     }
 }
