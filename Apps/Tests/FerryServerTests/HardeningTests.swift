@@ -187,14 +187,24 @@ struct HardeningTests {
                 "GET /health HTTP/1.1\r\nHost: a\r\n" + (0..<1_001).map { "X-\($0): 1\r\n" }.joined() + "\r\n", 400,
                 "too large"
             ),
+            // Bodies the parser fails inside, after the responder began to read them: one answer
+            // whose length is its body's (it was the responder's 400 and the parser's, one after
+            // the other, under the second one's length).
+            ("POST /tables/t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: bogus\r\n\r\n{\"a\":1}", 400, "framing"),
+            (
+                "POST /tables/t HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\nZZ\r\n", 400,
+                "chunk"
+            ),
         ] {
-            let (text, _) = try await Self.exchangeRaw(server.port, request)
+            let (text, closed) = try await Self.exchangeRaw(server.port, request)
+            #expect(closed, "\(request.prefix(20)): the connection stayed open")
             #expect(text.hasPrefix("HTTP/1.1 \(status) "), "\(request.prefix(20)): \(text)")
             let parts = text.components(separatedBy: "\r\n\r\n")
             let body = parts.dropFirst().joined(separator: "\r\n\r\n")
             #expect((parts[0] + "\r\n").lowercased().contains("content-length: \(body.utf8.count)\r\n"), "\(text)")
             let error = try? JSONValue(parsing: body)
             #expect(error?["error"]?.stringValue?.contains(words) == true, "\(request.prefix(20)): \(text)")
+            #expect((parts[0] + "\r\n").lowercased().contains("connection: close\r\n"), "\(text)")
         }
         try await server.shutdown()
     }

@@ -236,6 +236,9 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 head.headers.replaceOrAdd(name: "content-type", value: "application/json; charset=utf-8")
                 head.headers.replaceOrAdd(name: "content-length", value: String(answer.body.count))
                 malformedAnswer = answer.body
+                // The parser cannot go on after the error: the connection ends with this answer.
+                head.headers.replaceOrAdd(name: "connection", value: "close")
+                closesAfterThisResponse = true
                 logger.info("malformed request, \(answer.status.code): \(error)")
             }
             // As NIO's encoder frames it (automatic framing headers): chunks from HTTP/1.1 on,
@@ -265,6 +268,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                     || !head.status.mayHaveResponseBody
                 ? nil : head.version.major == 1 && head.version.minor >= 1 ? .chunked : .plain
             tracked(context, .head(head), promise)
+        case .body where malformedAnswer != nil:
+            // The parser failed inside a body the responder had begun to read, and the responder
+            // answered that failure with a body of its own: the words for the parser's error replace
+            // it (the length above is theirs), rather than follow it.
+            promise?.succeed(())
         case .body(.byteBuffer(var buffer)) where buffer.readableBytes > Self.writePiece:
             while buffer.readableBytes > Self.writePiece, let piece = buffer.readSlice(length: Self.writePiece) {
                 tracked(context, .body(.byteBuffer(piece)), nil)

@@ -31,8 +31,15 @@ enum MalformedRequest {
             return (.badRequest, "badRequest", "the request's target is not a valid URL")
         case .invalidHeaderToken, .invalidCharactersUsed, .lfExpected, .invalidConstant:
             return (.badRequest, "badRequest", "the request's line or header fields are malformed")
+        case .strictModeAssertion:
+            return (.badRequest, "badRequest", "the request's line endings or chunks are malformed")
         default:
-            return (.badRequest, "badRequest", "the request is not valid HTTP/1.1 (\(error))")
+            // NIO's names (`unknown`, `paused`) say nothing to a client; the log keeps them.
+            return (
+                .badRequest, "badRequest",
+                "the request is not valid HTTP/1.1 (its framing, Content-Length and Transfer-Encoding, "
+                    + "could not be read)"
+            )
         }
     }
 }
