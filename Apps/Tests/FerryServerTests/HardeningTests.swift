@@ -209,6 +209,34 @@ struct HardeningTests {
         try await server.shutdown()
     }
 
+    /// `If-Match` and `If-None-Match` on several lines are one list (RFC 9110 § 5.3): only the
+    /// first line counted, and an item was overwritten although the second line's tag matched.
+    @Test func conditionalHeadersOnSeveralLinesAreOneList() async throws {
+        let server = try await Self.start()
+        let created = try await Self.send(server, "POST", "/tables/todo", json: #"{"id":"a","title":"one"}"#)
+        #expect(created.status == 201)
+        let etag = try #require(created.headers["etag"])
+        let other = "\"AAAAAAAAAAA=\""
+        let notNew = try await Self.send(
+            server, "PUT", "/tables/todo/a", headers: [("If-None-Match", other), ("If-None-Match", etag)],
+            json: #"{"title":"two"}"#)
+        #expect(notNew.status == 412, "\(Self.text(notNew))")
+        let read = try await Self.send(
+            server, "GET", "/tables/todo/a", headers: [("If-None-Match", other), ("If-None-Match", etag)])
+        #expect(read.status == 304)
+        let matched = try await Self.send(
+            server, "PUT", "/tables/todo/a", headers: [("If-Match", other), ("If-Match", etag)],
+            json: #"{"title":"three"}"#)
+        #expect(matched.status == 200, "\(Self.text(matched))")
+        let unmatched = try await Self.send(
+            server, "PUT", "/tables/todo/a", headers: [("If-Match", other), ("If-Match", etag)],
+            json: #"{"title":"four"}"#)
+        #expect(unmatched.status == 412, "the tag changed with the write before")
+        #expect(
+            try JSONValue(parsing: Self.text(try await Self.send(server, "GET", "/tables/todo/a")))["title"] == "three")
+        try await server.shutdown()
+    }
+
     /// Pipelined requests: only the response to the request that asked to close says `close`
     /// (the close of a later request was on every response, and a client dropped the rest), and
     /// nothing after it is answered.

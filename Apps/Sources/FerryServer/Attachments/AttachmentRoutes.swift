@@ -36,9 +36,10 @@ extension TableService {
         case (.attachment(let table, let id, let name), "DELETE"):
             let name = try Self.validatedAttachmentName(name)
             let (_, item) = try await attachedItem(request, table: table, id: id, operation: .update)
-            if let expected = request.headers["if-match"] {
+            if let expected = request.headers.list("if-match") {
                 let current = try await attachmentIndex.attachment(table: table, item: item.id, name: name, owner: .all)
-                guard let current, expected == "*" || expected == "\"\(current.sha256)\"" else {
+                let tags = expected.split(separator: ",").map { $0.filter { $0 != " " && $0 != "\t" } }
+                guard let current, tags.contains(where: { $0 == "*" || $0 == "\"\(current.sha256)\"" }) else {
                     throw ProtocolError(412, "preconditionFailed", "attachment '\(name)' is not the one If-Match names")
                 }
             }

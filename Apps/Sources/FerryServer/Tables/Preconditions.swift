@@ -33,13 +33,13 @@ struct Preconditions {
 
     func evaluate(_ item: StoredItem, isRead: Bool) -> Outcome {
         let modifiedSeconds = Self.seconds(item.updatedAt)
-        if let ifMatch = headers["if-match"] {
+        if let ifMatch = headers.list("if-match") {
             if !Self.matches(ifMatch, item) { return .failed("If-Match does not match the item's version") }
         } else if let header = headers["if-unmodified-since"], let date = HTTPDate.parse(header), modifiedSeconds > date
         {
             return .failed("the item was modified after If-Unmodified-Since")
         }
-        if let ifNoneMatch = headers["if-none-match"] {
+        if let ifNoneMatch = headers.list("if-none-match") {
             if Self.matches(ifNoneMatch, item) {
                 return isRead ? .notModified : .failed("If-None-Match matches the item's version")
             }

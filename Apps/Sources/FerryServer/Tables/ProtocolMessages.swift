@@ -197,6 +197,13 @@ struct RequestHeaders: Sendable {
     /// Every header, names in lower case, in the order received.
     var all: [(name: String, value: String)] { fields }
 
+    /// The values of a list header (`If-Match`, `If-None-Match`) sent on one or several lines, as
+    /// one comma-separated list (RFC 9110 § 5.3), or `nil` when it is absent.
+    func list(_ name: String) -> String? {
+        let values = values(name)
+        return values.isEmpty ? nil : values.joined(separator: ", ")
+    }
+
     /// Every value of `name`, comma-joined lists kept as sent.
     func values(_ name: String) -> [String] {
         let key = name.lowercased()
