@@ -228,6 +228,13 @@ struct BatchTests {
             #expect(reply.json?.objectValue?["error"]?.stringValue?.contains("\n") == false)
         }
         #expect(try await server.send("GET", "/tables/$batch").status == 405)
+        // A key on the batch itself was ignored: the batch ran again when sent again. Keys go on
+        // its requests.
+        let keyed = try await server.send(
+            "POST", "/tables/$batch", headers: [("Idempotency-Key", "batch-key-1")],
+            json: ["requests": [post(0)]])
+        #expect(keyed.status == 400, "\(keyed.text)")
+        #expect(keyed.json?["code"] == "invalidIdempotencyKey" && keyed.text.contains("each request"), "\(keyed.text)")
         // A request without an id gets its position's, and the message says so when it is taken.
         let positional = try await server.send(
             "POST", "/tables/$batch",

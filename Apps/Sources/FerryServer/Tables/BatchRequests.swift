@@ -44,6 +44,13 @@ extension TableService {
         guard request.method == "POST" else {
             throw ProtocolError.methodNotAllowed("a batch is sent with POST", allow: ["POST"])
         }
+        if request.headers[IdempotencyLedger.header] != nil {
+            // A key on the batch would be taken for a promise the server does not keep (the batch
+            // replayed whole): each write of a batch carries its own.
+            throw ProtocolError.badRequest(
+                "an Idempotency-Key goes on each request of a batch (in its \"headers\"), not on the batch",
+                code: "invalidIdempotencyKey")
+        }
         let limits = configuration.limits
         let requests = try Self.batchRequests(request.body)
         guard requests.count <= limits.maximumBatchRequests else {
