@@ -57,4 +57,32 @@ struct ContentEncodingTests {
         #expect(samples[MetricsTests.requests, refused] == 5, "\(samples.text)")
         try await live.stop()
     }
+
+    /// A transfer coding but `chunked` (`gzip, chunked`): NIO's parser takes the chunks, and the
+    /// gzipped bytes were stored as if they were the JSON. RFC 9112 § 6.1: 501.
+    @Test func aTransferCodingButChunkedIs501AndNothingIsStored() async throws {
+        let (live, _) = try await MetricsTests.start()
+        let body = #"{"id":"t1"}"#
+        for coding in ["gzip, chunked", "deflate,chunked", "x-custom , chunked"] {
+            let request =
+                "POST /tables/todo HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+                + "Transfer-Encoding: \(coding)\r\n\r\n"
+                + String(body.utf8.count, radix: 16) + "\r\n\(body)\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: a\r\n"
+                + "Connection: close\r\n\r\n"
+            let (text, _) = try await HardeningTests.exchangeRaw(live.server.port, request, seconds: 20)
+            #expect(text.hasPrefix("HTTP/1.1 501 "), "\(coding): \(text)")
+            #expect(text.contains("unsupportedTransferEncoding") && text.contains("Content-Length"), "\(text)")
+            // The body was read whole (chunked), so the connection goes on to the next request.
+            #expect(text.components(separatedBy: "HTTP/1.1 200 ").count == 2, "\(coding): \(text)")
+        }
+        #expect(try await live.send("GET", "/tables/todo/t1").status == 404, "t1 was stored")
+        // Chunked alone is the framing every client may use.
+        let chunked =
+            "POST /tables/todo HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+            + "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            + String(body.utf8.count, radix: 16) + "\r\n\(body)\r\n0\r\n\r\n"
+        let (text, _) = try await HardeningTests.exchangeRaw(live.server.port, chunked, seconds: 20)
+        #expect(text.hasPrefix("HTTP/1.1 201 "), "\(text)")
+        try await live.stop()
+    }
 }

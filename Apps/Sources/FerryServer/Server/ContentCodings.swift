@@ -6,8 +6,19 @@ import HTTPTypes
 /// it was, a gzipped body was "invalid JSON", and `br` on plain JSON was stored as if the header
 /// were not there.
 enum ContentCodings {
-    /// The 415 for `headers`, or `nil` when they name no content coding but `identity`.
+    /// The refusal for `headers`, or `nil` when they name no coding but `identity` and `chunked`:
+    /// a 501 for a transfer coding but `chunked` (RFC 9112 § 6.1; NIO's parser takes the body as
+    /// chunked when `chunked` is last, and `Transfer-Encoding: gzip, chunked` was stored compressed
+    /// as if it were JSON), a 415 for a content coding.
     static func refusal(_ headers: HTTPFields) -> ProtocolError? {
+        let transfer = headers[values: .transferEncoding].flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        if let coding = transfer.first(where: { !$0.isEmpty && $0.lowercased() != "chunked" }) {
+            return ProtocolError(
+                501, "unsupportedTransferEncoding",
+                "the Transfer-Encoding '\(coding.prefix(40))' is not supported; send the body chunked or with a "
+                    + "Content-Length")
+        }
         let codings = headers[values: .contentEncoding].flatMap { $0.split(separator: ",") }
             .map { $0.trimmingCharacters(in: .whitespaces) }
         guard let coding = codings.first(where: { !$0.isEmpty && $0.lowercased() != "identity" }) else { return nil }
