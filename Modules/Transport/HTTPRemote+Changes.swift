@@ -71,6 +71,8 @@ extension HTTPRemote {
         return AsyncThrowingStream {
             do {
                 return try await events.next()
+            } catch let error as RemoteError {
+                throw withReconnectionTime(error)
             } catch let error as URLError {
                 let code: RemoteError.Code = error.code == .cancelled ? .cancelled : .network
                 throw withReconnectionTime(
@@ -99,7 +101,13 @@ extension HTTPRemote {
         func next() async throws -> RemoteChangeEvent? {
             while ready.isEmpty {
                 guard let piece = try await body.next() else { return nil }
-                ready = parser.parse(piece).compactMap(HTTPRemote.changeEvent).reversed()
+                let events: [ServerSentEvent]
+                do {
+                    events = try parser.parse(piece)
+                } catch {
+                    throw RemoteError(.invalidResponse, "the change feed ended: \(error)")
+                }
+                ready = try events.compactMap(HTTPRemote.changeEvent).reversed()
                 if let time = parser.reconnectionTime { cache.feedReconnectionTime.withLock { $0 = time } }
             }
             return ready.popLast()
@@ -107,18 +115,33 @@ extension HTTPRemote {
     }
 
     /// The feed event an SSE event is, or `nil` for one this client does not know.
-    static func changeEvent(_ event: ServerSentEvent) -> RemoteChangeEvent? {
-        guard let position = event.id, case .object(let data)? = try? JSONValue(parsing: event.data) else { return nil }
+    ///
+    /// - Throws: ``RemoteError/Code/invalidResponse`` for a `ready`, `change` or `caught-up` event
+    ///   that is not as the protocol says: ignored, a `ready` that cannot be read left the device
+    ///   waiting for a feed that would never be ready.
+    static func changeEvent(_ event: ServerSentEvent) throws(RemoteError) -> RemoteChangeEvent? {
+        guard ["ready", "change", "caught-up"].contains(event.name) else { return nil }
+        guard let position = event.id, case .object(let data)? = try? JSONValue(parsing: event.data) else {
+            throw RemoteError(
+                .invalidResponse,
+                "the change feed's '\(event.name)' event is not valid (it needs an id and a JSON object): "
+                    + String(event.data.prefix(80)))
+        }
         switch event.name {
         case "ready":
-            guard case .object(let tables)? = data["tables"] else { return nil }
+            guard case .object(let tables)? = data["tables"] else {
+                throw RemoteError(.invalidResponse, "the change feed's 'ready' event has no \"tables\" object")
+            }
             var versions: [String: Int64] = [:]
             for (name, value) in tables {
                 if let version = value.intValue { versions[name] = version }
             }
             return .ready(versions: versions, position: position)
         case "change":
-            guard let table = data["table"]?.stringValue, let version = data["version"]?.intValue else { return nil }
+            guard let table = data["table"]?.stringValue, let version = data["version"]?.intValue else {
+                throw RemoteError(
+                    .invalidResponse, "the change feed's 'change' event needs a \"table\" and a whole \"version\"")
+            }
             return .changed(table: table, version: version, position: position)
         case "caught-up":
             return .caughtUp(position: position)

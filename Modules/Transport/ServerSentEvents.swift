@@ -20,20 +20,31 @@ struct ServerSentEventParser: Sendable {
     private var afterCarriageReturn = false
     private var name = ""
     private var data: [String] = []
-    private var dataSize = 0
+    /// The bytes read since the last blank line: the event being read, its comments included.
+    private var eventBytes = 0
     private var lastID: String?
     /// The reconnection time the server set (`retry:`, in milliseconds), if it did.
     private(set) var reconnectionTime: Duration?
-    /// The longest line kept (a longer one is cut there): a server cannot exhaust the client's memory.
-    static let maximumLineLength = 1 << 20
-    /// The most data one event may hold; an event with more is dropped (its data lines are not
-    /// kept past it), so a server that never ends an event cannot exhaust the client's memory.
-    static let maximumEventData = 1 << 20
+    /// The most bytes one event may take, its lines and comments, up to the blank line that ends
+    /// it. A feed that goes past it is not one this client can follow: the parse fails. Cut and
+    /// read on, a server that never ended a line (or an event) kept a core busy reading gigabytes,
+    /// and the device waited for events that never came.
+    static let maximumEventSize = 1 << 20
+
+    /// A feed that sent more than ``maximumEventSize`` bytes without ending an event.
+    struct EventTooLarge: Error, CustomStringConvertible {
+        var description: String {
+            "the server sent more than \(ServerSentEventParser.maximumEventSize) bytes without ending an event"
+        }
+    }
 
     /// The events completed by `bytes`.
-    mutating func parse(_ bytes: [UInt8]) -> [ServerSentEvent] {
+    ///
+    /// - Throws: ``EventTooLarge`` when an event goes past ``maximumEventSize``.
+    mutating func parse(_ bytes: [UInt8]) throws(EventTooLarge) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {
+            eventBytes += 1
             if afterCarriageReturn {
                 afterCarriageReturn = false
                 if byte == UInt8(ascii: "\n") { continue }
@@ -45,7 +56,8 @@ struct ServerSentEventParser: Sendable {
             case UInt8(ascii: "\n"):
                 if let event = endLine() { events.append(event) }
             default:
-                if line.count < Self.maximumLineLength { line.append(byte) }
+                guard eventBytes <= Self.maximumEventSize else { throw EventTooLarge() }
+                line.append(byte)
             }
         }
         return events
@@ -58,9 +70,9 @@ struct ServerSentEventParser: Sendable {
             defer {
                 name = ""
                 data = []
-                dataSize = 0
+                eventBytes = 0
             }
-            guard !data.isEmpty, dataSize <= Self.maximumEventData else { return nil }
+            guard !data.isEmpty else { return nil }
             return ServerSentEvent(
                 name: name.isEmpty ? "message" : name, data: data.joined(separator: "\n"), id: lastID)
         }
@@ -78,9 +90,7 @@ struct ServerSentEventParser: Sendable {
         }
         switch field {
         case "event": name = String(value)
-        case "data":
-            dataSize += value.utf8.count + 1
-            if dataSize <= Self.maximumEventData { data.append(String(value)) }
+        case "data": data.append(String(value))
         case "id" where !value.contains("\u{0}"): lastID = String(value)
         case "retry"
         where !value.isEmpty && value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }):
