@@ -392,6 +392,32 @@ struct PullTests {
         #expect(result.items.skipped == 2 && result.items.invalid == 1)
     }
 
+    /// An item whose `version` is not a string, or whose `deleted` is not a Boolean, is ignored
+    /// and counted: kept as it came, a number for a version went back without `If-Match`, and each
+    /// later edit overwrote the server's copy whatever other devices had changed.
+    @Test(arguments: StoreKind.allCases)
+    func itemsWhoseSystemPropertiesHaveTheWrongTypesAreIgnored(_ kind: StoreKind) async throws {
+        let at = "2024-01-01T00:00:00.000Z"
+        let odd = FixedPages { _ in
+            RemotePage(items: [
+                ["id": "number", "version": 7, "updatedAt": .string(at)],
+                ["id": "object", "version": ["a": 1], "updatedAt": .string(at)],
+                ["id": "yes", "version": "v1", "deleted": "yes", "updatedAt": .string(at)],
+                ["id": "fine", "version": "v2", "deleted": false, "updatedAt": .string(at)],
+                ["id": "plain", "version": .null, "updatedAt": .string(at)],
+            ])
+        }
+        let test = try TestStore(kind)
+        try await test.store.upsert("t", [["id": "yes", "title": "here before"]])
+        let context = SyncContext(store: test.store) { _ in odd }
+        let result = try await context.table("t").pull()
+        #expect(result.items.invalid == 3 && result.items.upserted == 2, "\(result.items)")
+        for id in ["number", "object"] { #expect(try await context.table("t").item(id: id) == nil, "\(id)") }
+        #expect(try await context.table("t").item(id: "yes")?["title"] == "here before")
+        #expect(try await context.table("t").item(id: "fine")?["version"] == "v2")
+        #expect(try await context.table("t").item(id: "plain") != nil)
+    }
+
     /// An item a server dated in the far future (its clock jumped, a bug stamped 9999) is pulled,
     /// but the saved delta token stays before it: the next incremental pull still brings what
     /// changed after. Before, the token moved to 9999 and the device never pulled again.

@@ -118,7 +118,7 @@ public enum Rendering: Sendable {
             if items.skipped > 0 {
                 text += ", \(grouped(items.skipped)) left as they are (local changes, or a newer copy here)"
             }
-            if items.invalid > 0 { text += ", \(grouped(items.invalid)) ignored (no valid id)" }
+            if items.invalid > 0 { text += ", \(grouped(items.invalid)) ignored (invalid id, version or deleted)" }
             // The rest are the server's deletions of items this device never had (or had removed):
             // counted nowhere, they left "3 items: 2 written, 0 deleted" unexplained.
             let absent = items.received - items.upserted - items.deleted - items.skipped - items.invalid

@@ -272,7 +272,7 @@ enum PullSteps {
         var upserts: [JSONObject] = []
         var deletions: [String] = []
         for (index, item) in items.enumerated() {
-            guard case .string(let id)? = item["id"], ItemID.isValid(id) else {
+            guard case .string(let id)? = item["id"], ItemID.isValid(id), Self.hasProtocolTypes(item) else {
                 page.invalid += 1
                 continue
             }
@@ -300,6 +300,22 @@ enum PullSteps {
             page.upserted = upserts.count
         }
         return (page, removed)
+    }
+
+    /// Whether the item's `version` is a string and its `deleted` a Boolean, when it has them (or
+    /// `null`). Kept as it came, a number or an object for a version went back without `If-Match`
+    /// (the client sends string versions only): every later edit of the item overwrote the
+    /// server's copy, whatever other devices had changed; `"deleted": "yes"` was taken as not
+    /// deleted.
+    static func hasProtocolTypes(_ item: JSONObject) -> Bool {
+        switch item["version"] {
+        case nil, .null?, .string?: break
+        default: return false
+        }
+        switch item["deleted"] {
+        case nil, .null?, .bool?: return true
+        default: return false
+        }
     }
 
     /// Removes local items that match `filter` but were not in a complete pull.

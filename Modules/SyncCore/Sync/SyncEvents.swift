@@ -43,7 +43,8 @@ public struct PullCounts: Sendable, Hashable {
     /// Items left alone because they have queued local operations, because the store already
     /// holds a newer copy, or because the page repeats their id further on (its last copy counts).
     public var skipped: Int = 0
-    /// Items ignored because they have no valid string id.
+    /// Items ignored because they have no valid string id, or a `version` that is not a string or
+    /// a `deleted` that is not a Boolean.
     public var invalid: Int = 0
 
     public init() {}
