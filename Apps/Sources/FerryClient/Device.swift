@@ -252,18 +252,27 @@ public actor Device {
     {
         let result = try await prepared().pull(
             table, query: query, queryID: queryID, options: PullOptions(pageSize: pageSize, countsTotal: countsTotal))
-        // A store has a table from its first item: one pulled empty is defined (schemaless, no
-        // index), so that `query` says it has no items, not that the store has no such table.
+        try await keepTable(table)
+        return result
+    }
+
+    public func purge(_ table: String, query: TableQuery, force: Bool) async throws -> Int {
+        let had = try await tableNames().contains(table)
+        let purged = try await context.purge(table, query: query, force: force)
+        // Purged of every item, the table is still the device's: `query` says it has no items.
+        if had { try await keepTable(table) }
+        return purged
+    }
+
+    /// Defines `table` (schemaless, no index) when the store does not list it: a store has a table
+    /// from its first item, so one pulled empty or purged whole would otherwise be "no table" to
+    /// `query`, where it is a table without items.
+    private func keepTable(_ table: String) async throws {
         if try await !store.read({ try $0.tableNames().contains(table) }) {
             try await store.write { tx in
                 if try !tx.tableNames().contains(table) { try tx.define(TableDefinition(name: table)) }
             }
         }
-        return result
-    }
-
-    public func purge(_ table: String, query: TableQuery, force: Bool) async throws -> Int {
-        try await context.purge(table, query: query, force: force)
     }
 
     /// How many operations of `table` wait in the queue.

@@ -102,6 +102,11 @@ struct ThirdPassCommandTests {
         #expect(forced.output.contains("dropped 1 queued operation never pushed"), "\(forced.output)")
         let json = try await Self.run(["purge", "todo", "--force", "--json"] + store)
         #expect(try JSONValue(parsing: json.output) == ["purged": 0, "droppedOperations": 0], "\(json.output)")
+        // Purged of every item, the table is still there, without items (it was "no table").
+        let after = try await Self.run(["query", "todo"] + store)
+        #expect(after.status == 0 && after.output.contains("(no items)"), "\(after.output) \(after.errors)")
+        let count = try await Self.run(["query", "todo", "--count", "--json"] + store)
+        #expect(count.status == 0, "\(count.errors)")
     }
 
     @Test func aSortKeyNoItemHasIsAnErrorNamingTheNearField() async throws {
