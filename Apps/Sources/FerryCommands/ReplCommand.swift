@@ -276,6 +276,12 @@ public actor ReplSession {
         default:  // restart
             // An app restarted starts its automatic sync again: so does the device.
             let device = try currentDevice()
+            guard await device.location != .memory else {
+                // Reopened, a memory store is a new empty one: the restart would show data lost.
+                throw ClientError(
+                    .usage, "\(current) keeps its store in memory, which a restart would empty",
+                    hint: "a device on a file survives it: use NAME --store sqlite:PATH")
+            }
             let automatic = await device.automaticTables
             try await device.restart()
             if let automatic {

@@ -309,6 +309,17 @@ struct ThirdPassCommandTests {
         #expect(transcript.value.contains("phone restarted (store closed and reopened); it syncs todo by itself again"))
         #expect(await session.devices["phone"]?.automaticTables == ["todo"])
         await #expect(throws: ClientError.self) { try await session.execute("restart now") }
+        // A memory store reopened is a new empty one: refused, not "restarted" with nothing left.
+        try await session.use("scratch", store: "memory")
+        try await session.execute("insert todo '{\"id\":\"m\"}'")
+        do {
+            try await session.execute("restart")
+            Issue.record("a memory device was restarted")
+        } catch {
+            #expect(ClientError.from(error).message.contains("in memory"), "\(error)")
+        }
+        #expect(try await session.devices["scratch"]?.query("todo", TableQuery()).items.count == 1)
+        try await session.use("phone", store: nil)
         await #expect(throws: ClientError.self) { try await session.execute("devices extra") }
         for command in ["watch todo", "help watch"] {
             do {
