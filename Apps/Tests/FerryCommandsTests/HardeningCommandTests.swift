@@ -2,6 +2,7 @@ import ArgumentParser
 import FerryClient
 import FerryServer
 import Foundation
+import ServerStorageSQLite
 import ServerTestSupport
 import SyncCore
 import Testing
@@ -117,6 +118,22 @@ struct HardeningCommandTests {
         #expect(
             busy.errors.hasPrefix("error: cannot listen on 127.0.0.1:\(server.port): the address is already in use"))
         #expect(busy.errors.split(separator: "\n").count == 1, "\(busy.errors)")
+        // A database the failed start created is removed; one that was there stays.
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for _ in 0..<2 {
+            let again = try await FerryBinaryTests.run([
+                "serve", "--port", "\(server.port)", "--db", "sqlite:\(directory)/new.sqlite",
+            ])
+            #expect(again.status == 1, "\(again.errors)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+        }
+        try await SQLiteServerStorage(location: .file("\(directory)/kept.sqlite")).close()
+        let kept = try await FerryBinaryTests.run([
+            "serve", "--port", "\(server.port)", "--db", "sqlite:\(directory)/kept.sqlite",
+        ])
+        #expect(kept.status == 1, "\(kept.errors)")
+        #expect(FileManager.default.fileExists(atPath: "\(directory)/kept.sqlite"))
         try await server.shutdown()
     }
 

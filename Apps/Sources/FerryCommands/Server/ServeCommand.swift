@@ -332,6 +332,9 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             )
         }
         let server: ReferenceServer
+        // A database this start creates goes again if the start fails (a port in use): a mistake
+        // leaves no empty database behind in the directory it was made in.
+        let created = database.newFiles()
         do {
             let storage = try await database.open(logger: logger, tracer: tracing?.tracer)
             if configuration.attachments != nil {
@@ -358,6 +361,7 @@ public struct ServeCommand: AsyncParsableCommand, Sendable {
             throw ExitCode(1)
         } catch let error as ServerStartError {
             await tracing?.finish()
+            for file in created { try? FileManager.default.removeItem(atPath: file) }
             StandardStreams.writeError("error: \(Self.inSettingNames(error, settings: settings))\n")
             throw ExitCode(error.isBadValue ? 64 : 1)
         } catch let error as ConfigurationError {

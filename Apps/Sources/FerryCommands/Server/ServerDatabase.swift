@@ -1,4 +1,5 @@
 import FerryServer
+import Foundation
 import Logging
 import ServerStorageCore
 import ServerStoragePostgreSQL
@@ -78,6 +79,13 @@ enum ServerDatabase: Sendable, Hashable, CustomStringConvertible {
 }
 
 extension ServerDatabase {
+    /// The files opening the database would create: a SQLite file not there yet, with its `-wal`
+    /// and `-shm`; none otherwise.
+    func newFiles() -> [String] {
+        guard case .sqlite(let path) = self, !FileManager.default.fileExists(atPath: path) else { return [] }
+        return [path, path + "-wal", path + "-shm"]
+    }
+
     /// The database the settings name (`databaseURL`, else `sqlite:ferry.sqlite`); an error names
     /// where the bad value came from (the flag, the environment variable or the file's key).
     init(settings: ServeSettings) throws(ConfigurationError) {
