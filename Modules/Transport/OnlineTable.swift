@@ -236,13 +236,15 @@ public struct OnlineTable: RemoteTable {
     /// the table and the URL. Ferry's server says `invalidTableName` for a name it refuses.
     func noTableEndpoint(_ response: HTTPResponse, action: String? = nil) -> RemoteError? {
         guard response.status == 404, response.errorBodyCode != "invalidTableName" else { return nil }
-        let said = response.errorBodyMessage.map { " (the server says: \($0))" } ?? ""
+        // What is sure first, what the server said last: its words may hold parentheses of their own.
+        let said = response.errorBodyMessage.map { "; the server says: \($0)" } ?? ""
+        let noEndpoint = Self.isNoEndpoint(response)
         return RemoteError(
-            Self.isNoEndpoint(response) ? .noEndpoint : .notFound, status: 404,
+            noEndpoint ? .noEndpoint : .notFound, status: 404,
             (action.map { $0 + ": " } ?? "")
-                + "there is no table endpoint at \(client.displayURL(table: name))\(said); "
-                + "the server has no table '\(name)', or the server URL is not the base URL of a "
-                + "table-protocol server")
+                + "there is no table endpoint at \(client.displayURL(table: name)): "
+                + (noEndpoint ? "" : "the server has no table '\(name)', or ")
+                + "the server URL is not the base URL of a table-protocol server\(said)")
     }
 
     /// Whether a 404 comes from something that is no table endpoint: Ferry's server names a path
