@@ -173,10 +173,12 @@ final class WatchView: Sendable {
         state.withLock { state in
             let changed = state.status?.summary != status.summary
             state.status = status
-            // The first sync is over once it caught up, or failed (then the local rows are all
-            // there is to show).
+            // The first sync is over once it caught up, pulled the table (a feed that never says
+            // it is ready held the pulled rows back), or failed (then the local rows are all there
+            // is to show).
             if !state.synced,
-                status.isCaughtUp || status.downloadProblem != nil || status.uploadProblem != nil || !status.isOnline
+                status.isCaughtUp || status.lastSyncedAt != nil || status.downloadProblem != nil
+                    || status.uploadProblem != nil || !status.isOnline
             {
                 state.synced = true
                 state.readingAfterFirstSync = true
