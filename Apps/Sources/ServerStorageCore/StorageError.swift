@@ -70,3 +70,15 @@ public struct StorageError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { "\(code): \(message)" }
 }
+
+extension StorageError {
+    /// The ``Code/fieldKind`` error of a value of `given` kind for a field that holds `held` values
+    /// (the one message of every storage).
+    public static func fieldKind(table: String, field: String, holds held: String, given: FieldKind) -> StorageError {
+        let article = given == .array || given == .object ? "an" : "a"
+        return StorageError(
+            .fieldKind,
+            "field '\(field)' of table '\(table)' holds \(held) values; \(article) \(given.rawValue) cannot be stored in it"
+        )
+    }
+}

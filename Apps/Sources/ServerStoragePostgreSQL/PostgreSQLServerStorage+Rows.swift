@@ -116,10 +116,7 @@ extension PostgreSQLServerStorage {
     }
 
     static func kindError(_ table: String, _ field: String, _ existing: FieldKind, _ kind: FieldKind) -> StorageError {
-        StorageError(
-            .fieldKind,
-            "field '\(field)' of table '\(table)' holds \(existing.rawValue) values; a \(kind.rawValue) cannot be stored in it"
-        )
+        StorageError.fieldKind(table: table, field: field, holds: existing.rawValue, given: kind)
     }
 
     /// Fixes the kinds of new fields inside the write's transaction (before the table's sequence is

@@ -138,10 +138,7 @@ extension SQLiteServerStorage {
         for (name, kind) in undeclared.sorted(by: { $0.0 < $1.0 }) {
             if let existing = known[name] {
                 guard existing == kind.rawValue else {
-                    throw StorageError(
-                        .fieldKind,
-                        "field '\(name)' of table '\(table.name)' holds \(existing) values; a \(kind.rawValue) cannot be stored in it"
-                    )
+                    throw StorageError.fieldKind(table: table.name, field: name, holds: existing, given: kind)
                 }
             }
         }
