@@ -17,6 +17,8 @@ final class BatchingRemote: RemoteService, Sendable {
         case notSent
         /// The server cannot take requests for now (503): nothing is applied.
         case unavailable
+        /// The write at this index is answered 401 and not applied; the others are.
+        case unauthorizedEntry(Int)
     }
 
     let inner: any RemoteService
@@ -81,17 +83,21 @@ final class BatchingRemote: RemoteService, Sendable {
         case .refused?: throw RemoteError(.badRequest, status: 400, "batch \(number) refused")
         case .notSent?: throw RemoteError(.network, "batch \(number): no connection", wasNotSent: true)
         case .unavailable?: throw RemoteError(status: 503, "batch \(number): the database cannot be reached")
-        case .lostAnswer?, nil: break
+        case .lostAnswer?, .unauthorizedEntry?, nil: break
         }
         var results: [Result<JSONObject?, RemoteError>] = []
-        for write in writes {
+        for (index, write) in writes.enumerated() {
+            if case .unauthorizedEntry(index)? = fault {
+                results.append(.failure(RemoteError(.unauthorized, status: 401, "the token expired")))
+                continue
+            }
             do throws(RemoteError) {
                 results.append(.success(try await apply(write)))
             } catch {
                 results.append(.failure(error))
             }
         }
-        if fault != nil { throw RemoteError(.network, "the answer of batch \(number) was lost") }
+        if case .lostAnswer? = fault { throw RemoteError(.network, "the answer of batch \(number) was lost") }
         return results
     }
 }
@@ -236,6 +242,36 @@ struct PipelinedPushTests {
         // after batch 6 was refused.
         #expect(stopped == 2)
         try await Self.expectConverged(context, server, items: count)
+    }
+
+    /// A batch whose second write is answered 401 stops the push, after the writes of the batch the
+    /// server accepted are completed and counted, those after the 401 too: the last one was
+    /// completed in the store but neither counted ("1 operation pushed; then …") nor told.
+    @Test func aWriteAnswered401StopsThePushAfterEveryAcceptedWriteOfItsBatchIsCounted() async throws {
+        let device = try await Queued(["a", "b", "c"])
+        device.remote.fail(batch: 1, with: .unauthorizedEntry(1))
+        let events = device.context.events()
+        let told = Task {
+            var pushed: [String] = []
+            for await event in events {
+                if case .operationPushed(_, let id, _) = event { pushed.append(id) }
+                if case .pushFinished = event { break }
+            }
+            return pushed
+        }
+        do {
+            _ = try await device.context.push()
+            Issue.record("the push went on after a 401")
+        } catch {
+            #expect(error.code == .unauthorized, "\(error)")
+            #expect(error.operationsPushed == 2, "\(error)")
+            #expect(error.message.hasPrefix("2 operations pushed; then "), "\(error.message)")
+        }
+        #expect(try await device.context.queuedOperations().map(\.itemID) == ["b"])
+        #expect(Set(device.server.rows("todo").compactMap(\.id)) == ["a", "c"])
+        try await Task.sleep(for: .milliseconds(200))
+        told.cancel()
+        #expect(await told.value == ["a", "c"])
     }
 
     /// Two batches on their way at once, the younger sent before the older is answered, fail in

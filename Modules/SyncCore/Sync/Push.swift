@@ -288,20 +288,19 @@ extension SyncContext {
             let errored = pushPlan.erroredOperations
             try await write("push") { tx in try PushSteps.complete(accepted, errored: errored, in: tx) }
         }
-        // An answer that the server cannot take requests for now stops the push once the others
-        // of these outcomes are recorded (an entry of a batch answered 503 while those before it went
-        // through).
+        // An answer that stops the push (a 401, the server unable to take requests for now) stops it
+        // once the others of these outcomes are recorded: the writes after it in the batch were
+        // completed above, and were neither counted nor told when the push stopped at once.
         var stop: (any Error)?
         for (attempt, outcome) in outcomes {
             switch outcome {
             case .success: record(.pushed(attempt.operation), into: &result)
-            case .failure(let error) where error.isUnavailable:
+            case .failure(let error):
                 do {
                     record(try await handle(error, of: attempt, round: 0), into: &result)
                 } catch {
                     stop = stop ?? error
                 }
-            case .failure(let error): record(try await handle(error, of: attempt, round: 0), into: &result)
             }
         }
         if let stop { throw stop }
