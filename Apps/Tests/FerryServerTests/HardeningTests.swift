@@ -344,9 +344,21 @@ struct HardeningTests {
             let reply = try await Self.send(server, "GET", "/tables/todo/d1", headers: [("If-Modified-Since", header)])
             #expect(reply.status == 200, "If-Modified-Since: \(header) gave \(reply.status)")
         }
-        let future = try await Self.send(
-            server, "GET", "/tables/todo/d1", headers: [("If-Modified-Since", "Sun, 06 Nov 2999 08:49:37 GMT")])
-        #expect(future.status == 304)
+        // The three forms of RFC 9110 § 5.6.7; the obsolete two were ignored, and a conditional
+        // write sent with them went through.
+        for header in [
+            "Sun, 06 Nov 2999 08:49:37 GMT", "Sunday, 06-Nov-60 08:49:37 GMT", "Sun Nov  6 08:49:37 2999",
+            "Sun Nov 16 08:49:37 2999",
+        ] {
+            let future = try await Self.send(
+                server, "GET", "/tables/todo/d1", headers: [("If-Modified-Since", header)])
+            #expect(future.status == 304, "If-Modified-Since: \(header) gave \(future.status)")
+        }
+        for header in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Sunday, 06-Nov-99 08:49:37 GMT"] {
+            let stale = try await Self.send(
+                server, "PUT", "/tables/todo/d1", headers: [("If-Unmodified-Since", header)], json: #"{"title":"x"}"#)
+            #expect(stale.status == 412, "If-Unmodified-Since: \(header) gave \(stale.status)")
+        }
         try await server.shutdown()
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import SyncCore
 
@@ -32,16 +33,53 @@ enum HTTPDate {
             + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
     }
 
-    /// Parses an IMF-fixdate exactly as RFC 9110 writes it (two-digit day, four-digit year, two-digit
-    /// hour, minute and second; the weekday is not checked); `nil` for anything else, which callers
-    /// ignore as RFC 9110 says.
+    /// Parses an HTTP date exactly as RFC 9110 § 5.6.7 writes its three forms (the weekday is not
+    /// checked), seconds since 1970; `nil` for anything else, which callers ignore as RFC 9110 says:
+    /// - IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (what servers send);
+    /// - the obsolete RFC 850 form, `Sunday, 06-Nov-94 08:49:37 GMT`, its two-digit year taken as
+    ///   the most recent year with those digits that is not more than 50 years ahead;
+    /// - the obsolete asctime form, `Sun Nov  6 08:49:37 1994`.
+    ///
+    /// Recipients must take all three (§ 5.6.7): the obsolete ones were ignored, so a conditional
+    /// write such a client sent went through unconditionally.
     static func parse(_ text: String) -> Int64? {
         let parts = text.split(separator: " ", omittingEmptySubsequences: false)
+        if parts.count == 4, parts[0].hasSuffix(","), parts[3] == "GMT" {
+            // RFC 850: day-month-year in one part.
+            let date = parts[1].split(separator: "-", omittingEmptySubsequences: false)
+            guard date.count == 3, let day = digits(date[0], count: 2), let year = digits(date[2], count: 2) else {
+                return nil
+            }
+            return seconds(year: fullYear(year), month: date[1], day: day, clock: parts[2])
+        }
+        if parts.count == 6, parts[0].count == 3, parts[2].isEmpty, let day = digits(parts[3], count: 1) {
+            // asctime with a one-digit day: `Nov  6`.
+            guard let year = digits(parts[5], count: 4) else { return nil }
+            return seconds(year: year, month: parts[1], day: day, clock: parts[4])
+        }
+        if parts.count == 5, parts[0].count == 3, !parts[0].hasSuffix(","), let day = digits(parts[2], count: 2) {
+            // asctime with a two-digit day: `Nov 16`.
+            guard let year = digits(parts[4], count: 4) else { return nil }
+            return seconds(year: year, month: parts[1], day: day, clock: parts[3])
+        }
         guard parts.count == 6, parts[0].count == 4, parts[0].hasSuffix(","), parts[5] == "GMT",
-            let day = digits(parts[1], count: 2), let monthIndex = months.firstIndex(of: String(parts[2])),
-            let year = digits(parts[3], count: 4)
+            let day = digits(parts[1], count: 2), let year = digits(parts[3], count: 4)
         else { return nil }
-        let clock = parts[4].split(separator: ":", omittingEmptySubsequences: false)
+        return seconds(year: year, month: parts[2], day: day, clock: parts[4])
+    }
+
+    /// A two-digit year as RFC 9110 § 5.6.7 says: the most recent past year with those digits
+    /// when the nearest would be more than 50 years ahead.
+    private static func fullYear(_ twoDigits: Int) -> Int {
+        let now = CalendarDate(daysSince1970: Int(Date().timeIntervalSince1970 / 86_400)).year
+        var year = now - now % 100 + twoDigits
+        if year > now + 50 { year -= 100 }
+        return year
+    }
+
+    private static func seconds(year: Int, month: Substring, day: Int, clock text: Substring) -> Int64? {
+        guard let monthIndex = months.firstIndex(of: String(month)) else { return nil }
+        let clock = text.split(separator: ":", omittingEmptySubsequences: false)
         guard clock.count == 3, let hour = digits(clock[0], count: 2), let minute = digits(clock[1], count: 2),
             let second = digits(clock[2], count: 2), hour < 24, minute < 60, second < 61,
             let date = CalendarDate(year: year, month: monthIndex + 1, day: day)
