@@ -125,7 +125,7 @@ extension HTTPRemote {
             throw RemoteError(
                 .invalidResponse,
                 "the change feed's '\(event.name)' event is not valid (it needs an id and a JSON object): "
-                    + String(event.data.prefix(80)))
+                    + String(event.data.prefix(80).map { $0.isNewline ? " " : $0 }))
         }
         switch event.name {
         case "ready":

@@ -54,13 +54,14 @@ struct ServerSentEventTests {
         // read left the device waiting for a feed that would never be ready.
         for event in [
             ServerSentEvent(name: "change", data: #"{"table":"a","version":4}"#),
-            ServerSentEvent(name: "change", data: "not json", id: "a=4"),
+            ServerSentEvent(name: "change", data: "not\njson", id: "a=4"),
             ServerSentEvent(name: "change", data: #"{"table":"a","version":"4"}"#, id: "a=4"),
             ServerSentEvent(name: "ready", data: "{oops", id: "a=1"),
             ServerSentEvent(name: "ready", data: #"{"versions":{}}"#, id: "a=1"),
             ServerSentEvent(name: "caught-up", data: "{}"),
         ] {
-            #expect(throws: RemoteError.self, "\(event)") { try HTTPRemote.changeEvent(event) }
+            let error = #expect(throws: RemoteError.self, "\(event)") { try HTTPRemote.changeEvent(event) }
+            #expect(error?.message.contains("\n") == false, "one line: \(String(describing: error))")
         }
     }
 

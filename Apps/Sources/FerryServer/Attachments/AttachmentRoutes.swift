@@ -38,8 +38,9 @@ extension TableService {
             let (_, item) = try await attachedItem(request, table: table, id: id, operation: .update)
             if let expected = request.headers.list("if-match") {
                 let current = try await attachmentIndex.attachment(table: table, item: item.id, name: name, owner: .all)
-                let tags = expected.split(separator: ",").map { $0.filter { $0 != " " && $0 != "\t" } }
-                guard let current, tags.contains(where: { $0 == "*" || $0 == "\"\(current.sha256)\"" }) else {
+                guard let current,
+                    Preconditions.entityTags(expected).contains(where: { $0 == "*" || $0 == "\"\(current.sha256)\"" })
+                else {
                     throw ProtocolError(412, "preconditionFailed", "attachment '\(name)' is not the one If-Match names")
                 }
             }

@@ -11,21 +11,27 @@ enum ContentCodings {
     /// chunked when `chunked` is last, and `Transfer-Encoding: gzip, chunked` was stored compressed
     /// as if it were JSON), a 415 for a content coding.
     static func refusal(_ headers: HTTPFields) -> ProtocolError? {
-        let transfer = headers[values: .transferEncoding].flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingCharacters(in: .whitespaces) }
-        if let coding = transfer.first(where: { !$0.isEmpty && $0.lowercased() != "chunked" }) {
+        if let coding = codings(headers, .transferEncoding).first(where: { !$0.isEmpty && $0.lowercased() != "chunked" }
+        ) {
             return ProtocolError(
                 501, "unsupportedTransferEncoding",
                 "the Transfer-Encoding '\(coding.prefix(40))' is not supported; send the body chunked or with a "
                     + "Content-Length")
         }
-        let codings = headers[values: .contentEncoding].flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let coding = codings.first(where: { !$0.isEmpty && $0.lowercased() != "identity" }) else { return nil }
+        guard
+            let coding = codings(headers, .contentEncoding).first(where: {
+                !$0.isEmpty && $0.lowercased() != "identity"
+            })
+        else { return nil }
         var refusal = ProtocolError(
             415, "unsupportedContentEncoding",
             "the body's Content-Encoding '\(coding.prefix(40))' is not supported; send the body as it is (identity)")
         refusal.headers = [("Accept-Encoding", "identity")]
         return refusal
+    }
+
+    /// The codings a list field names, on all its lines, white space around them removed.
+    private static func codings(_ headers: HTTPFields, _ name: HTTPField.Name) -> [String] {
+        headers[values: name].flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }
     }
 }

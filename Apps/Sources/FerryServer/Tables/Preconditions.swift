@@ -20,8 +20,7 @@ struct Preconditions {
     /// A strong comparison: `*` matches any item, weak tags never match; quotes are optional (the
     /// Node server accepted a bare version).
     static func matches(_ header: String, _ item: StoredItem) -> Bool {
-        for raw in header.split(separator: ",") {
-            let tag = raw.trimmingCharacters(in: .whitespaces)
+        for tag in entityTags(header) {
             if tag == "*" { return true }
             if tag.hasPrefix("W/") { continue }
             var bare = Substring(tag)
@@ -29,6 +28,11 @@ struct Preconditions {
             if bare == item.versionTag { return true }
         }
         return false
+    }
+
+    /// The entries of an `If-Match` or `If-None-Match` list, white space around them removed.
+    static func entityTags(_ header: String) -> [String] {
+        header.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
     }
 
     func evaluate(_ item: StoredItem, isRead: Bool) -> Outcome {
