@@ -131,4 +131,61 @@ struct ByteBudgetTests {
         #expect(later.status == 201, "the room came back: \(later.text)")
         try await server.stop()
     }
+
+    /// An answer the client does not read holds its room until it is written: a client that sent
+    /// a request and reads nothing kept the answer in memory for the 60 s write timeout, outside
+    /// any bound (sixteen of them held a server at about 800 MB). While one does, a read whose
+    /// answer finds no room is answered 503 `busy` (a page, or the read of a batch), a small one
+    /// is not held back, and once the client goes, the room is back.
+    @Test func anAnswerNobodyReadsHoldsItsRoom() async throws {
+        var limits = RequestLimits()
+        limits.maximumBatchBodySize = 10 << 20
+        limits.maximumBodyBytesAtOnce = 10 << 20
+        limits.bodyRoomWait = .milliseconds(300)
+        let server = try await LiveServer.start(tables: BatchBoundsTests.tables, limits: limits)
+        let text = String(repeating: "x", count: 640 << 10)
+        for index in 0..<12 {
+            let reply = try await server.send(
+                "POST", "/tables/todo", json: ["id": .string("big-\(index)"), "text": .string(text)])
+            try #require(reply.status == 201, "\(reply.text.prefix(300))")
+        }
+        // About 7.5 MiB, more than the kernel's buffers take for a reader this slow.
+        let page = "/tables/todo?$top=12&$orderby=id"
+        let slow = try LoopbackHTTP.connect(port: server.server.port, receiveBuffer: 4096)
+        try LoopbackHTTP.writeAll(slow, Array("GET \(page) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8))
+        var refused: LiveServer.Reply?
+        for _ in 0..<200 {
+            // Until the slow client's answer holds its room.
+            let reply = try await server.send("GET", page)
+            if reply.status == 503 {
+                refused = reply
+                break
+            }
+            #expect(reply.status == 200, "\(reply.text.prefix(300))")
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(
+            refused?.json?.objectValue?["code"]?.stringValue == "busy",
+            "\(refused?.text.prefix(300) ?? "never refused")")
+        #expect(refused?.header("Retry-After") == "1")
+        let small = try await server.send("GET", "/tables/todo/big-0?$select=id")
+        #expect(small.status == 200, "a small answer is not held back: \(small.text.prefix(300))")
+        let requests: [JSONValue] = (0..<6).map {
+            .object(["method": "GET", "url": .string("/tables/todo/big-\($0)")])
+        }
+        let batch = try await server.send("POST", "/tables/$batch", json: ["requests": .array(requests)])
+        #expect(batch.status == 200, "\(batch.text.prefix(300))")
+        let statuses = BatchBoundsTests.statuses(batch)
+        #expect(statuses.contains(503), "a batch's reads take their room too: \(statuses)")
+        close(slow)
+        var later = try await server.send("GET", page)
+        for _ in 0..<200 where later.status == 503 {
+            try await Task.sleep(for: .milliseconds(20))
+            later = try await server.send("GET", page)
+        }
+        #expect(later.status == 200, "the room came back: \(later.text.prefix(300))")
+        let again = try await server.send("POST", "/tables/$batch", json: ["requests": .array(requests)])
+        #expect(BatchBoundsTests.statuses(again) == Array(repeating: 200, count: 6))
+        try await server.stop()
+    }
 }

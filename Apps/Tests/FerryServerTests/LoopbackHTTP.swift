@@ -61,10 +61,14 @@ enum LoopbackHTTP {
         return try parse(received, method: method)
     }
 
-    /// A connected loopback socket, for tests that send partial or odd requests byte by byte.
-    static func connect(port: Int) throws -> Int32 {
+    /// A connected loopback socket, for tests that send partial or odd requests byte by byte;
+    /// `receiveBuffer` sets its receive buffer (before connecting, so the kernel keeps it small).
+    static func connect(port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket() failed") }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

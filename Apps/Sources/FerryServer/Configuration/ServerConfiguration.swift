@@ -246,6 +246,13 @@ public struct RequestLimits: Sendable, Hashable {
     /// `Retry-After`, nothing applied. Handling a body takes many times its size (four 15 MB
     /// batches sent together took a server to 1.09 GB); writes go one after the other anyway, so
     /// waiting costs them little. Uploads of attachment content stream and are not counted.
+    ///
+    /// An answer of more than 64 KiB holds room too, from when it is made until the client has
+    /// read it (but for 32 KiB): a client that reads nothing otherwise keeps its answer in memory
+    /// until the write timeout. A request holds its body's room until then, and takes what its
+    /// answer needs beyond it: a read (a page, an item, each read of a batch) that finds no room
+    /// is answered 503 `busy` with `Retry-After` at once; a write's answer, applied already, goes
+    /// out regardless. Answers of 64 KiB or less hold none.
     public var maximumBodyBytesAtOnce: Int
     /// How long a request waits for room under ``maximumBodyBytesAtOnce`` (default 10 s).
     public var bodyRoomWait: Duration

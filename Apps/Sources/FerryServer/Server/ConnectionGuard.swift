@@ -74,6 +74,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var malformedAnswer: [UInt8]?
     /// NIO's encoder's context, whose writes go straight to the socket.
     private var encoderContext: ChannelHandlerContext?
+    /// Those waiting for the channel to hold less than its low watermark unwritten (``drained(_:)``).
+    private var drainWaiters: [EventLoopPromise<Void>] = []
 
     /// How a stream's body goes on the wire.
     enum StreamFraming {
@@ -107,6 +109,40 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         stop()
     }
 
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { endDrainWaits() }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Succeeds once the channel holds less than its low watermark unwritten (at once if it does),
+    /// or has closed: what was handed to it is as good as written.
+    func drained(_ context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        guard context.channel.isActive, !context.channel.isWritable else {
+            return context.eventLoop.makeSucceededFuture(())
+        }
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        drainWaiters.append(promise)
+        return promise.futureResult
+    }
+
+    private func endDrainWaits() {
+        let waiters = drainWaiters
+        drainWaiters = []
+        for waiter in waiters { waiter.succeed(()) }
+    }
+
+    /// Waits until the answer handed to `channel` is written but for its low watermark (32 KiB), or
+    /// the channel closed (``drained(_:)``); at once on a channel without a guard.
+    static func drained(_ channel: any Channel) async {
+        let drained = channel.eventLoop.flatSubmit {
+            guard let context = try? channel.pipeline.syncOperations.context(handlerType: ConnectionGuard.self),
+                let guardian = context.handler as? ConnectionGuard
+            else { return channel.eventLoop.makeSucceededVoidFuture() }
+            return guardian.drained(context)
+        }
+        try? await drained.get()
+    }
+
     private func start(_ context: ChannelHandlerContext) {
         guard id == nil else { return }
         guard let (id, evicted) = registry.open(context.channel) else {
@@ -125,6 +161,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     private func stop() {
+        endDrainWaits()
         timer?.cancel()
         timer = nil
         writeTimer?.cancel()

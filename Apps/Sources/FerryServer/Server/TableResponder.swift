@@ -67,6 +67,7 @@ struct TableResponder: HTTPResponder {
             return await download(request, headers: headers, method: method, started: started, context: context)
         }
         var answer: TableResponse
+        var room: HeldRoom?
         do {
             let limit = route == .batch ? limits.maximumBatchBodySize : limits.maximumBodySize
             if !service.streamsBody(route: route, method: method),
@@ -85,7 +86,7 @@ struct TableResponder: HTTPResponder {
                         headers: RequestHeaders(headers), body: nil, origin: origin),
                     body: request.body)
             } else {
-                answer = try await collectedAnswer(request, headers: headers, method: method, limit: limit)
+                (answer, room) = try await collectedAnswer(request, headers: headers, method: method, limit: limit)
             }
         } catch let error as ProtocolError {
             answer = TableService.errorResponse(error)
@@ -96,13 +97,35 @@ struct TableResponder: HTTPResponder {
         } catch {
             answer = TableService.errorResponse(ProtocolError(400, "badRequest", "the request body could not be read"))
         }
-        return respond(answer, route: route, path: path, method: method, started: started, context: context)
+        room = holdRoom(for: &answer, method: method, holding: room)
+        return respond(answer, route: route, path: path, method: method, started: started, context: context, room: room)
+    }
+
+    /// The room `answer` holds until it is written (``HeldRoom``), from the room its request held:
+    /// an answer of more than one written piece (64 KiB) holds its size; a smaller one nothing (the
+    /// socket takes it at once). An answer larger than the room held takes the rest now, or, if it
+    /// only read, becomes 503 `busy` when there is none (it can be asked again; holding it while it
+    /// waits would hold what the budget bounds). A write's answer takes it regardless: it was applied.
+    func holdRoom(for answer: inout TableResponse, method: String, holding room: HeldRoom?) -> HeldRoom? {
+        let size = method == "HEAD" ? 0 : answer.body?.count ?? 0
+        guard size > ConnectionGuard.writePiece else { return nil }
+        let room = room ?? HeldRoom(service.bodyBytes)
+        let held = room.bytes
+        if size <= held {
+            room.shrink(to: size)
+        } else if !TableService.isRead(method) {
+            room.overdraw(by: size - held)
+        } else if !room.grow(by: size - held) {
+            answer = TableService.noRoomForAnswer()
+            return nil
+        }
+        return room
     }
 
     /// The response of `answer`, counted in the metrics and logged.
     func respond(
         _ answer: TableResponse, route: TableRoute, path: String, method: String, started: ContinuousClock.Instant,
-        context: Context
+        context: Context, room: HeldRoom? = nil
     ) -> Response {
         var fields = HTTPFields()
         for header in answer.headers {
@@ -115,7 +138,22 @@ struct TableResponder: HTTPResponder {
         let status = HTTPResponse.Status(code: answer.status)
         guard let bytes = answer.body else { return Response(status: status, headers: fields) }
         if method == "HEAD" { return Self.headResponse(status, fields, length: bytes.count) }
-        return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        guard let room else {
+            return Response(status: status, headers: fields, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        }
+        // The room goes back once the socket took the answer but for the channel's low watermark
+        // (ConnectionGuard.drained), or the connection closed (the write timeout closes it).
+        // Only the buffer is kept, which the channel shares: the answer is not held twice.
+        let channel = context.channel
+        let buffer = ByteBuffer(bytes: bytes)
+        return Response(
+            status: status, headers: fields,
+            body: ResponseBody(contentLength: buffer.readableBytes) { writer in
+                try await writer.write(buffer)
+                try await writer.finish(nil)
+                await ConnectionGuard.drained(channel)
+                withExtendedLifetime(room) {}
+            })
     }
 
     /// A `HEAD`'s response: no body, and the `Content-Length` the `GET` would have (RFC 9110
@@ -129,14 +167,15 @@ struct TableResponder: HTTPResponder {
     /// The answer to a request whose body is collected whole (up to `limit` bytes) first.
     func collectedAnswer(
         _ request: Request, headers: [(name: String, value: String)], method: String, limit: Int
-    ) async throws -> TableResponse {
+    ) async throws -> (TableResponse, HeldRoom?) {
         // Room for the body among those handled at once (RequestLimits.maximumBodyBytesAtOnce),
         // taken before a byte of it is read: by its length, or as large as it may be when it comes
-        // in chunks. A request without either has no body.
+        // in chunks. A request without either has no body. It is held until the answer is written.
         let declared = request.headers[.contentLength].flatMap { Int($0) }
-        let room = min(declared ?? (request.headers[.transferEncoding] == nil ? 0 : limit), limit)
-        if room > 0 {
-            guard await service.bodyBytes.take(room, within: service.configuration.limits.bodyRoomWait) else {
+        let size = min(declared ?? (request.headers[.transferEncoding] == nil ? 0 : limit), limit)
+        var room: HeldRoom?
+        if size > 0 {
+            guard await service.bodyBytes.take(size, within: service.configuration.limits.bodyRoomWait) else {
                 var error = ProtocolError(
                     503, "busy",
                     "other requests take the room this server gives request bodies at once; nothing was applied, send it again"
@@ -144,8 +183,8 @@ struct TableResponder: HTTPResponder {
                 error.retryAfter = 1
                 throw error
             }
+            room = HeldRoom(service.bodyBytes, holding: service.bodyBytes.clamped(size))
         }
-        defer { if room > 0 { service.bodyBytes.give(room) } }
         var body: [UInt8]?
         let buffer = try await request.body.collect(upTo: limit)
         if buffer.readableBytes > 0 { body = Array(buffer.readableBytesView) }
@@ -154,10 +193,12 @@ struct TableResponder: HTTPResponder {
         // After the body is read: answering before it and closing would reset the connection
         // with the body unread, and the client could lose the answer.
         let origin = try Self.origin(of: request, configured: publicOrigin, trustsForwarded: trustsForwardedHeaders)
-        return await service.handle(
-            TableRequest(
-                method: method, path: request.uri.path, rawQuery: request.uri.query ?? "",
-                headers: RequestHeaders(headers), body: body, origin: origin))
+        var tableRequest = TableRequest(
+            method: method, path: request.uri.path, rawQuery: request.uri.query ?? "",
+            headers: RequestHeaders(headers), body: body, origin: origin)
+        tableRequest.room = room ?? HeldRoom(service.bodyBytes)
+        let answer = await service.handle(tableRequest)
+        return (answer, tableRequest.room)
     }
 
     /// `GET /tables/{table}/{id}/$attachments/{name}`: the bytes streamed from the blob storage.

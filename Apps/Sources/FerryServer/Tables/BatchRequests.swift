@@ -35,7 +35,9 @@ import Synchronization
 /// write before them. A batch runs for at most ``RequestLimits/maximumBatchDuration``: requests it
 /// had no time for are answered 503 with `Retry-After` (not applied). Its answer holds at most
 /// ``RequestLimits/maximumBatchAnswerSize`` bytes of reads: a read that would pass it is answered
-/// 413 instead (writes always get their answer, which is bounded by the batch's own size).
+/// 413 instead (writes always get their answer, which is bounded by the batch's own size), and each
+/// read's answer takes its room in the server's budget for answers not yet read (``HeldRoom``): a
+/// read that finds none is answered 503 `busy` instead.
 extension TableService {
     static let batchSegment = "$batch"
     static let capabilitiesSegment = "$capabilities"
@@ -96,7 +98,12 @@ extension TableService {
                 var response = await handleInBatch(innerRequest)
                 if innerRequest.method == "HEAD" { response.body = nil }  // GET's answer without the body
                 readBytes += response.body?.count ?? 0
-                if readBytes > limits.maximumBatchAnswerSize { response = Self.answerTooLarge(limits) }
+                if readBytes > limits.maximumBatchAnswerSize {
+                    response = Self.answerTooLarge(limits)
+                } else if let room = request.room, let bytes = response.body?.count, !room.grow(by: bytes) {
+                    // Held until the batch's answer is written (HeldRoom): none left for it now.
+                    response = Self.noRoomForAnswer()
+                }
                 responses.append((id, response))
                 index += 1
                 continue
@@ -177,6 +184,15 @@ extension TableService {
         var error = ProtocolError(
             503, "batchTimeout",
             "not run: the batch took longer than \(limits.maximumBatchDuration); send this request again")
+        error.retryAfter = 1
+        return errorResponse(error)
+    }
+
+    /// The 503 for a read whose answer finds no room among those not yet read (``HeldRoom``).
+    static func noRoomForAnswer() -> TableResponse {
+        var error = ProtocolError(
+            503, "busy",
+            "not returned: other answers take the room this server gives answers not yet read; read it again")
         error.retryAfter = 1
         return errorResponse(error)
     }

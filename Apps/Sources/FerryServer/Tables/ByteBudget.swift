@@ -38,7 +38,7 @@ final class ByteBudget: Sendable {
     /// ended without it (the limit, or the task's cancellation). A `true` must be matched by one
     /// ``give(_:)`` of the same bytes.
     func take(_ bytes: Int, within limit: Duration) async -> Bool {
-        let bytes = min(max(bytes, 0), capacity)
+        let bytes = clamped(bytes)
         let id: UInt64? = state.withLock { state in
             if state.waiters.isEmpty && state.available >= bytes {
                 state.available -= bytes
@@ -73,12 +73,33 @@ final class ByteBudget: Sendable {
         }
     }
 
+    /// `bytes` as ``take(_:within:)`` and ``takeNow(_:)`` count them: at most ``capacity``, so that
+    /// one request larger than all the room can still have it all.
+    func clamped(_ bytes: Int) -> Int { min(max(bytes, 0), capacity) }
+
+    /// Takes `bytes` (at most ``capacity``) if there is room now and nobody waits for it.
+    func takeNow(_ bytes: Int) -> Bool {
+        let bytes = clamped(bytes)
+        return state.withLock { state in
+            guard state.waiters.isEmpty && state.available >= bytes else { return false }
+            state.available -= bytes
+            return true
+        }
+    }
+
+    /// Takes `bytes` room or not: for what is in memory already and must stay (the answer to a
+    /// write that was applied). The room may go below none; nobody gets in until it is back.
+    func overdraw(_ bytes: Int) {
+        state.withLock { $0.available -= max(bytes, 0) }
+    }
+
     /// How many wait for room now.
     var waiting: Int { state.withLock { $0.waiters.count } }
 
-    /// Gives back bytes taken, and lets in the waiters that now fit, in order.
+    /// Gives back bytes taken (as many as were taken: a `take` of more than ``capacity`` took
+    /// ``capacity``), and lets in the waiters that now fit, in order.
     func give(_ bytes: Int) {
-        let bytes = min(max(bytes, 0), capacity)
+        let bytes = max(bytes, 0)
         let admitted: [Waiter] = state.withLock { state in
             state.available += bytes
             var admitted: [Waiter] = []
@@ -104,5 +125,55 @@ final class ByteBudget: Sendable {
         guard let waiter else { return }
         waiter.continuation.resume(returning: false)
         give(0)  // those behind it may fit now
+    }
+}
+
+/// The room of a ``ByteBudget`` one request holds: first its body's, then its answer's, until the
+/// answer is written to the socket, or dropped with the connection. It is given back when the last
+/// reference to it goes, so no path can keep it.
+///
+/// Why the answer's bytes count: an answer is in memory whole until the client reads it, and a
+/// client that never reads kept it for the 60 s write timeout. Sixteen such clients, each sending a
+/// batch and reading nothing, held a server at about 800 MB while the budget for bodies stood empty.
+final class HeldRoom: Sendable {
+    let budget: ByteBudget
+    private let held: Mutex<Int>
+
+    /// Holds `bytes` the caller took from `budget` already.
+    init(_ budget: ByteBudget, holding bytes: Int = 0) {
+        self.budget = budget
+        held = Mutex(max(bytes, 0))
+    }
+
+    /// The bytes held.
+    var bytes: Int { held.withLock { $0 } }
+
+    /// Holds `bytes` more if there is room now (``ByteBudget/takeNow(_:)``); `false` otherwise.
+    func grow(by bytes: Int) -> Bool {
+        guard budget.takeNow(bytes) else { return false }
+        held.withLock { $0 += budget.clamped(bytes) }
+        return true
+    }
+
+    /// Holds `bytes` more, room or not (``ByteBudget/overdraw(_:)``).
+    func overdraw(by bytes: Int) {
+        let bytes = max(bytes, 0)
+        budget.overdraw(bytes)
+        held.withLock { $0 += bytes }
+    }
+
+    /// Holds at most `bytes`, giving back the rest now.
+    func shrink(to bytes: Int) {
+        let excess = held.withLock { held in
+            let excess = max(held - max(bytes, 0), 0)
+            held -= excess
+            return excess
+        }
+        if excess > 0 { budget.give(excess) }
+    }
+
+    deinit {
+        let bytes = held.withLock { $0 }
+        if bytes > 0 { budget.give(bytes) }
     }
 }

@@ -20,6 +20,9 @@ struct TableRequest: Sendable {
     /// The answer to a request of a batch that is refused as it stands (it names a protocol
     /// version other than the batch's): it is routed no further.
     var refusal: ProtocolError?
+    /// The room the request holds in the server's budget (``HeldRoom``): a batch's reads take theirs
+    /// in it as they are answered. `nil` where nothing is counted (tests, requests of a batch).
+    var room: HeldRoom?
 
     /// The percent-decoded path segments (`/tables/todo/1` gives `["tables", "todo", "1"]`), or
     /// `nil` when a segment is not valid percent-encoded UTF-8. Decoded once: routing, the
