@@ -53,6 +53,32 @@ struct HostHeaderTests {
         try await server.shutdown()
     }
 
+    /// RFC 9112 §3.2: an HTTP/1.1 request without `Host` is a 400 (it was served); an HTTP/1.0
+    /// request may come without one, and a client cannot pass for either with the field the
+    /// server marks the first with.
+    @Test func anHTTP11RequestWithoutHostIs400() async throws {
+        let server = try await HardeningTests.start { $0.connections.idleTimeout = .seconds(600) }
+        for target in ["/tables/todo", "/health"] {
+            let (text, closed) = try await HardeningTests.exchangeRaw(server.port, "GET \(target) HTTP/1.1\r\n\r\n")
+            let answers = Self.answers(text)
+            let (head, json) = try #require(answers.first, "\(target): \(text)")
+            #expect(head.hasPrefix("400 "), "\(target): \(text)")
+            #expect(closed && head.contains("connection: close"), "\(target): \(text)")
+            let error = try JSONValue(parsing: json)
+            #expect(error["code"] == "invalidHost", "\(json)")
+            #expect(error["error"]?.stringValue?.contains("no Host") == true, "\(json)")
+        }
+        let (old, _) = try await HardeningTests.exchangeRaw(server.port, "GET /tables/todo HTTP/1.0\r\n\r\n")
+        #expect(old.hasPrefix("HTTP/1.0 200 ") || old.hasPrefix("HTTP/1.1 200 "), "HTTP/1.0 needs no Host: \(old)")
+        let (marked, _) = try await HardeningTests.exchangeRaw(
+            server.port, "GET /tables/todo HTTP/1.0\r\nx-ferry-missing-host: 1\r\n\r\n")
+        #expect(marked.contains(" 200 "), "the marker sent by a client is taken off: \(marked)")
+        let (hosted, _) = try await HardeningTests.exchangeRaw(
+            server.port, "GET /tables/todo HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        #expect(hosted.hasPrefix("HTTP/1.1 200 "), "\(hosted)")
+        try await server.shutdown()
+    }
+
     /// An invalid `Host` is a 400 even when the server's links come from its configured public URL
     /// (the `Host` was checked only to build links from it).
     @Test func anInvalidHostIs400WhateverBuildsTheLinks() async throws {

@@ -213,8 +213,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             requestVersion = head.version
             requestMethods.append(head.method)
             // Two Host fields are answered 400 (HostFields), and nothing after them: a proxy in
-            // front may have framed or routed the request by the other one.
-            let closes = !head.isKeepAlive || head.headers["host"].count > 1
+            // front may have framed or routed the request by the other one. So is an HTTP/1.1
+            // request without one, which only the version read here tells from HTTP/1.0.
+            head.headers.remove(name: HostFields.missingMarker)
+            let hosts = head.headers["host"].count
+            let lacksHost = hosts == 0 && head.version.major == 1 && head.version.minor >= 1
+            if lacksHost { head.headers.add(name: HostFields.missingMarker, value: "1") }
+            let closes = !head.isKeepAlive || hosts > 1 || lacksHost
             requestsClose.append(closes)
             if let id { registry.setWaiting(id, since: nil) }
             schedule(context, after: limits.requestTimeout, "the request body did not arrive")
