@@ -116,6 +116,65 @@ struct TypedModelTests {
         #expect(device.context.undecodableItems.isEmpty)
     }
 
+    /// A typed update wrote the model over the whole item: a field another version of the app
+    /// added was deleted here and on the server, and a price another client stored as a string
+    /// went back as a number, which the server refuses for a field it holds as text, so the update
+    /// could never be pushed. Now only what the model changed is written.
+    @Test(arguments: StoreKind.allCases)
+    func anUpdateWritesOnlyWhatTheModelChanged(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        let chores = device.context.table(Chore.self)
+        let id = "0193f4a2-0000-7000-8000-000000000009"
+        server.seed(
+            "chore",
+            [
+                [
+                    "id": .string(id), "title": "Offset", "due": "2023-11-14T22:13:20.123+01:00",
+                    "owner": "0193F4A2-7C1E-7A3B-8C2D-5E6F7A8B9C0D", "price": "19.99", "priority": "low",
+                    "tags": [], "color": ["r": 255],
+                ]
+            ])
+        try await chores.pull()
+        var chore = try #require(try await chores.item(id: id))
+        chore.title = "Taxes"
+        chore.link = URL(string: "https://example.org")
+        let saved = try await chores.update(chore)
+        #expect(saved == chore)
+        let stored = try #require(try await device.table("chore").item(id: id))
+        #expect(stored["title"] == "Taxes")
+        #expect(stored["link"] == "https://example.org")
+        #expect(stored["color"] == ["r": 255], "a field the model does not have stays")
+        #expect(stored["price"] == "19.99", "an unchanged field keeps its stored form")
+        #expect(stored["due"] == "2023-11-14T22:13:20.123+01:00")
+        #expect(stored["owner"] == "0193F4A2-7C1E-7A3B-8C2D-5E6F7A8B9C0D")
+        try await device.context.push()
+        let row = try #require(server.row("chore", id: id))
+        #expect(row["title"] == "Taxes")
+        #expect(row["color"] == ["r": 255])
+        #expect(row["price"] == "19.99")
+
+        // What the model changes is written as it encodes it; what it clears is null.
+        chore.price = 25
+        chore.due = nil
+        try await chores.update(chore)
+        let changed = try #require(try await device.table("chore").item(id: id))
+        #expect(changed["price"] == 25)
+        #expect(changed["due"] == .null)
+        #expect(changed["color"] == ["r": 255])
+        #expect(try await chores.item(id: id) == chore)
+
+        // A date typed tables once wrote as seconds since 2001 is rewritten as ISO 8601, changed or not.
+        let legacy = "0193f4a2-0000-7000-8000-000000000010"
+        try await device.table("chore").insert([
+            "id": .string(legacy), "title": "Old", "due": 721_692_800.123, "priority": "low", "tags": [],
+        ])
+        var old = try #require(try await chores.item(id: legacy))
+        old.title = "Old, edited"
+        try await chores.update(old)
+        #expect(try await device.table("chore").item(id: legacy)?["due"] == "2023-11-14T22:13:20.123Z")
+    }
+
     struct Note: SyncModel, Equatable {
         static let tableName = "note"
         var id: String = .unassigned

@@ -49,6 +49,19 @@ public struct SyncTable: Sendable {
         }
     }
 
+    /// ``update(_:)`` of what `prepare` makes of the stored item with `item`'s id (`nil` when none
+    /// is stored), read in the same transaction.
+    func update(
+        _ item: JSONObject, preparing prepare: @escaping @Sendable (JSONObject?) -> JSONObject
+    ) async throws(SyncError) -> JSONObject {
+        let name = name
+        try validateName()
+        return try await context.write("update in '\(name)'") { tx in
+            let id = try QueuedEdits.requireID(item, table: name)
+            return try QueuedEdits.update(prepare(try tx.item(name, id: id)), table: name, in: tx)
+        }
+    }
+
     /// Deletes the item with `item`'s id and queues a delete. When the item is not stored locally, the
     /// delete is queued with `item` (its `version`, if any, is the precondition).
     public func delete(_ item: JSONObject) async throws(SyncError) {

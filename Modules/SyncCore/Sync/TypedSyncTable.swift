@@ -89,12 +89,42 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         }
     }
 
-    /// Replaces a stored model and queues an update; returns it as stored. A model whose id is
-    /// ``SyncModelID/unassigned`` was never inserted: ``SyncError/Code/invalidItem``.
+    /// Writes a model's fields over the stored item and queues an update; returns it as stored. A
+    /// model whose id is ``SyncModelID/unassigned`` was never inserted: ``SyncError/Code/invalidItem``.
+    ///
+    /// Only what the model says changes. Fields of the stored item that the model does not have stay
+    /// (another version of the app, or another client, wrote them), and a field whose value the
+    /// model leaves as it read it keeps the form it is stored in: a decimal another client stored as
+    /// the string `"19.99"` stays a string (the server may hold that field as text and refuse a
+    /// number), a date written with an offset keeps it. A field the model changes is written as the
+    /// model encodes it.
     @discardableResult
     public func update(_ item: Item) async throws(SyncError) -> Item {
         try requireAssignedID(item, "update")
-        return try decode(try await table.update(try encode(item)))
+        let given = try encode(item)
+        return try decode(try await table.update(given) { stored in Self.written(given, over: stored) })
+    }
+
+    /// What an update of `given` writes over `stored` (``update(_:)``): `stored`, with the fields
+    /// whose value differs from what `stored` reads as written as `given` has them, and the fields
+    /// the model reads that `given` lacks set to `null`. A stored item the model cannot read takes
+    /// every field of `given`.
+    ///
+    /// One stored form is not kept: a number the model reads as a string (a `Date` that typed tables
+    /// wrote as seconds since 2001 before they wrote ISO 8601) is rewritten in the model's form.
+    static func written(_ given: JSONObject, over stored: JSONObject?) -> JSONObject {
+        guard let stored else { return given }
+        // The stored item as the model reads it, written back: a field equal in it was not changed.
+        let read: JSONObject? = (try? JSONValueDecoder().decode(Item.self, from: .object(stored))).flatMap {
+            try? JSONValueEncoder().encode($0).objectValue
+        }
+        var written = stored
+        for (field, value) in given {
+            if read?[field] == value, let kept = stored[field], !Self.isLegacyDate(kept, value) { continue }
+            written[field] = value
+        }
+        if let read { for field in read.keys where given[field] == nil { written[field] = .null } }
+        return written
     }
 
     /// Deletes a model and queues a delete. A model whose id is ``SyncModelID/unassigned`` was
@@ -247,6 +277,14 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
                 reason: "it would be written back as '\(written)', another id: give \(modelName) a String id")
         }
         return item
+    }
+
+    /// Whether `stored` is a number that the model writes as the string `written`.
+    private static func isLegacyDate(_ stored: JSONValue, _ written: JSONValue) -> Bool {
+        switch (stored, written) {
+        case (.int, .string), (.double, .string): true
+        default: false
+        }
     }
 
     /// Decodes one stored item; one that does not fit is reported and throws, whatever the policy.
