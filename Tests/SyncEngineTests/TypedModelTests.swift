@@ -428,6 +428,27 @@ struct TypedModelTests {
         let tooPrecise = Chore(title: "Price", price: Decimal(string: "0.12345678901234567"))
         let error = await expectSyncError(.invalidItem) { try await chores.insert(tooPrecise) }
         #expect(error?.message.contains("'price'") == true)
+        // Each in words (the date's said "<description unavailable>", NaN "has more digits"; a date of
+        // NaN seconds stopped the process as its error was described).
+        let cases: [(Chore, String)] = [
+            (Chore(title: "Far", due: Date(timeIntervalSince1970: 1e15)), "seconds from 1970 lies outside the years 0000-9999"),
+            (Chore(title: "NaN date", due: Date(timeIntervalSince1970: .nan)), "is not a date the wire carries"),
+            (Chore(title: "NaN price", price: .nan), "NaN is not a number JSON carries"),
+        ]
+        for (chore, words) in cases {
+            let refused = await expectSyncError(.invalidItem) { try await chores.insert(chore) }
+            #expect(refused?.message.contains(words) == true, "\(refused?.message ?? "")")
+            #expect(refused?.message.contains("table 'chore': a Chore does not encode") == true)
+        }
         #expect(try await chores.query().isEmpty)
+        let events = device.context.table(Event.self)
+        let unassigned = await expectSyncError(.invalidItem) { try await events.update(Event(title: "x")) }
+        #expect(unassigned?.message.contains("cannot update an Event whose id is unassigned") == true)
+    }
+
+    struct Event: SyncModel {
+        static let tableName = "event"
+        var id: String = .unassigned
+        var title: String
     }
 }

@@ -140,7 +140,7 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
         guard (item as? any SyncModel)?.hasUnassignedID == true else { return }
         throw SyncError(
             .invalidItem,
-            "table '\(name)': cannot \(action) a \(modelName) whose id is unassigned: insert it first (the insert gives it an id)"
+            "table '\(name)': cannot \(action) \(aModel) whose id is unassigned: insert it first (the insert gives it an id)"
         )
     }
 
@@ -241,23 +241,30 @@ public struct TypedSyncTable<Item: Codable & Sendable>: Sendable {
     private var context: SyncContext { table.context }
     /// The model's name in reports.
     private var modelName: String { String(describing: Item.self) }
+    /// The model's name after "a" or "an" ("an Event"; a leading U is taken as "you": "a User").
+    private var aModel: String { ("AEIO".contains(modelName.first ?? "x") ? "an " : "a ") + modelName }
 
     private func encode(_ item: Item) throws(SyncError) -> JSONObject {
         let value: JSONValue
         do {
             value = try JSONValueEncoder().encode(item)
         } catch {
-            var why = String(describing: error)
+            // Not `String(describing:)` of an EncodingError: it describes the value, and describing a
+            // `Date` of NaN seconds stops the process (FoundationEssentials).
+            let why: String
             if case EncodingError.invalidValue(_, let context) = error {
-                why = "\(context.codingPath.isEmpty ? "" : "'\(codingPathText(context.codingPath))': ")"
-                why += context.debugDescription
+                why =
+                    "\(context.codingPath.isEmpty ? "" : "'\(codingPathText(context.codingPath))': ")"
+                    + context.debugDescription
+            } else {
+                why = String(describing: error)
             }
             throw SyncError(
-                .invalidItem, "table '\(name)': a \(modelName) does not encode: \(why)",
+                .invalidItem, "table '\(name)': \(aModel) does not encode: \(why)",
                 underlying: SendableDescription(why))
         }
         guard case .object(let object) = value else {
-            throw SyncError(.invalidItem, "table '\(name)': a \(modelName) must encode as a JSON object")
+            throw SyncError(.invalidItem, "table '\(name)': \(aModel) must encode as a JSON object")
         }
         return object
     }

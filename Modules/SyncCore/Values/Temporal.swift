@@ -17,6 +17,10 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable, CustomStringCo
     /// Milliseconds since 1970-01-01T00:00:00Z.
     public var millisecondsSince1970: Int64
 
+    /// The instants ISO 8601 text carries with a four-digit year, which every parser reads
+    /// (0000-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z).
+    static let wireRange: ClosedRange<Int64> = -62_167_219_200_000...253_402_300_799_999
+
     public init(millisecondsSince1970: Int64) {
         self.millisecondsSince1970 = millisecondsSince1970
     }

@@ -60,10 +60,16 @@ extension Date: WireValue {
     func wireJSON(at codingPath: [any CodingKey]) throws -> JSONValue {
         let timestamp = Timestamp(self)
         // The years ISO 8601 text carries with four digits, which every parser reads.
-        guard (-62_167_219_200_000...253_402_300_799_999).contains(timestamp.millisecondsSince1970) else {
+        guard Timestamp.wireRange.contains(timestamp.millisecondsSince1970) else {
+            // The value given is the seconds, not the date: describing a `Date` of NaN seconds stops
+            // the process (FoundationEssentials).
             throw EncodingError.invalidValue(
-                self,
-                .init(codingPath: codingPath, debugDescription: "\(self) lies outside the years 0000-9999 of the wire.")
+                timeIntervalSince1970,
+                .init(
+                    codingPath: codingPath,
+                    debugDescription: timeIntervalSince1970.isFinite
+                        ? "a date \(timeIntervalSince1970) seconds from 1970 lies outside the years 0000-9999 of the wire."
+                        : "a date of \(timeIntervalSince1970) seconds is not a date the wire carries.")
             )
         }
         return .string(timestamp.iso8601)
@@ -149,19 +155,23 @@ extension Data: WireValue {
 /// `Double` both ways (never `Decimal(Double)`, which turns 19.99 into 19.98999999999999488): any
 /// value with at most 15 significant digits (every amount of money below 10^13 in cents) reads back
 /// exactly, and a whole value that fits `Int64` is written as an integer. A value that a `Double`
-/// cannot carry exactly (16 or more significant digits) is refused with an error rather than
-/// rounded. Decoding also reads a string holding a number (`"19.99"`), which some servers send.
+/// cannot carry exactly (most of those with 16 or more significant digits; `0.30000000000000004` is
+/// a `Double`'s own and passes) is refused with an error rather than rounded, and so is `NaN`. Decoding also reads a string holding a number (`"19.99"`), which some servers send.
 extension Decimal: WireValue {
     func wireJSON(at codingPath: [any CodingKey]) throws -> JSONValue {
         let text = description
         if let integer = Int64(text) { return .int(integer) }
-        guard isFinite, let double = Double(text), double.isFinite, Decimal(string: double.description) == self
-        else {
+        guard isFinite else {
+            throw EncodingError.invalidValue(
+                self, .init(codingPath: codingPath, debugDescription: "\(text) is not a number JSON carries."))
+        }
+        guard let double = Double(text), double.isFinite, Decimal(string: double.description) == self else {
             throw EncodingError.invalidValue(
                 self,
                 .init(
                     codingPath: codingPath,
-                    debugDescription: "\(text) has more digits than a JSON number carries exactly (15)."))
+                    debugDescription:
+                        "\(text) has more digits than a JSON number carries exactly (15, or 16 to 17 for some values)."))
         }
         return .double(double)
     }
