@@ -36,10 +36,10 @@ public enum HostileQueries: Sendable {
         "6f9619ff-8b86-d011-b42d-00c04fc964ff", "🎬 é",
     ]
 
-    /// Instants, dates and times of day at the limits of the text forms and of `Timestamp`.
+    /// Instants, dates and times of day at the limits of the text forms. (Instants beyond the years
+    /// 0000-9999, `Timestamp`'s own limits, are refused by every store's validation, as no query text
+    /// carries them: they would only be refused here.)
     public static let temporals: [QueryLiteral] = [
-        .dateTimeOffset(Timestamp(millisecondsSince1970: .min)),
-        .dateTimeOffset(Timestamp(millisecondsSince1970: .max)),
         .dateTimeOffset(Timestamp(millisecondsSince1970: 0)), .dateTimeOffset(Timestamp(millisecondsSince1970: -1)),
         .dateTimeOffset(Timestamp(iso8601: "9999-12-31T23:59:59.999Z")!),
         .dateTimeOffset(Timestamp(iso8601: "0000-01-01T00:00:00.000Z")!),

@@ -307,6 +307,30 @@ struct TypedQueryTests {
         #expect(received.odata(protocolVersion: .v3).contains(filter))
     }
 
+    /// A date constant no query text carries (past the year 9999, or of NaN seconds): locally such a
+    /// query matched every item (or none), and a pull of it was refused by the server after the call.
+    @Test(arguments: StoreKind.allCases)
+    func constantsNoQueryCarriesAreInvalidQueries(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        let table = device.context.table(Errand.self)
+        try await table.insert(Errand(title: "a", due: Date(timeIntervalSince1970: 1_700_000_000)))
+        let queries: [(TypedQuery<Errand>, String)] = [
+            (TypedQuery(where: \.due < Date(timeIntervalSince1970: 1e15)), "outside the years 0000-9999"),
+            (TypedQuery(where: \.due < Date(timeIntervalSince1970: -1e15)), "outside the years 0000-9999"),
+            (TypedQuery(where: \.due == Date(timeIntervalSince1970: .nan)), "outside the years 0000-9999"),
+        ]
+        for (query, words) in queries {
+            let local = await expectSyncError(.invalidQuery) { _ = try await table.query(query) }
+            #expect(local?.message.contains(words) == true, "\(local?.message ?? "")")
+            let pull = await expectSyncError(.invalidQuery) { try await table.pull(query) }
+            #expect(pull?.message.contains(words) == true, "\(pull?.message ?? "")")
+        }
+        #expect(server.requests.allSatisfy { $0.kind != .query }, "nothing was sent")
+        let near = try await table.query(where: \.due < Date(timeIntervalSince1970: 253_402_300_799))
+        #expect(near.map(\.title) == ["a"])
+    }
+
     @Test func aComputedPropertyANestedValueAndAnUnprobeableModelAreInvalidQueries() async throws {
         let device = try Device(kind: .memory, server: ModelServer())
         let table = device.context.table(Errand.self)

@@ -43,7 +43,7 @@ public struct QueryEvaluator: Sendable {
                 throw QueryError(.tooDeep, "the expression nests deeper than \(maximumDepth) levels", option: option)
             }
             switch next {
-            case .literal: break
+            case .literal(let literal): try Self.validate(literal, option: option)
             case .field(let name):
                 if !schema.isKnown(name) { throw QueryError(.unknownField, "unknown field '\(name)'", option: option) }
             case .unary(_, let operand): stack.append((operand, depth + 1))
@@ -57,6 +57,17 @@ public struct QueryEvaluator: Sendable {
         }
         // Depth is bounded above, so the bound's recursion is too.
         try StringGrowth(option: option).check(expression)
+    }
+
+    /// A date constant no query text carries (one built in code: a typed query's `Date` past the
+    /// year 9999, or of NaN seconds): evaluated here it matched as no server would, and a server
+    /// refused the query after the call.
+    private static func validate(_ literal: QueryLiteral, option: String) throws(QueryError) {
+        guard case .dateTimeOffset(let instant) = literal,
+            !Timestamp.wireRange.contains(instant.millisecondsSince1970)
+        else { return }
+        throw QueryError(
+            .syntax, "a date constant lies outside the years 0000-9999 that a query carries", option: option)
     }
 
     /// Runs a whole query: validation, soft-delete, filter, count, order, skip, top and select.
