@@ -431,7 +431,10 @@ struct TypedModelTests {
         // Each in words (the date's said "<description unavailable>", NaN "has more digits"; a date of
         // NaN seconds stopped the process as its error was described).
         let cases: [(Chore, String)] = [
-            (Chore(title: "Far", due: Date(timeIntervalSince1970: 1e15)), "seconds from 1970 lies outside the years 0000-9999"),
+            (
+                Chore(title: "Far", due: Date(timeIntervalSince1970: 1e15)),
+                "seconds from 1970 lies outside the years 0000-9999"
+            ),
             (Chore(title: "NaN date", due: Date(timeIntervalSince1970: .nan)), "is not a date the wire carries"),
             (Chore(title: "NaN price", price: .nan), "NaN is not a number JSON carries"),
         ]

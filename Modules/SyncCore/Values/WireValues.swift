@@ -171,7 +171,8 @@ extension Decimal: WireValue {
                 .init(
                     codingPath: codingPath,
                     debugDescription:
-                        "\(text) has more digits than a JSON number carries exactly (15, or 16 to 17 for some values)."))
+                        "\(text) has more digits than a JSON number carries exactly (15, or 16 to 17 for some values).")
+            )
         }
         return .double(double)
     }
