@@ -40,6 +40,20 @@ struct WireValueTests {
         #expect(date == Date(Timestamp(millisecondsSince1970: milliseconds)))
     }
 
+    /// A number beyond Float's range read as infinity, which the encoder refuses: the row decoded,
+    /// and no update of it could be written. It does not fit now, and is reported so.
+    @Test func aNumberBeyondFloatDoesNotFitInOne() throws {
+        struct Reading: Codable { var score: Float }
+        #expect(try decoder.decode(Float.self, from: .double(3.4e38)) == 3.4e38)
+        #expect(try decoder.decode(Reading.self, from: ["score": 0.5]).score == 0.5)
+        for value: JSONValue in [1e300, -1e300] {
+            let error = try #require(throws: DecodingError.self) {
+                try decoder.decode(Reading.self, from: ["score": value])
+            }
+            #expect("\(error)".contains("does not fit in a Float"), "\(error)")
+        }
+    }
+
     @Test func theNumberEarlierTypedTablesWroteStillReadsAsADate() throws {
         // `Date`'s own Codable form: seconds since 2001 (what `Date.encode(to:)` writes).
         let legacy = Self.instant.timeIntervalSinceReferenceDate

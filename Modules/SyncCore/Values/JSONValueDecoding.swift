@@ -62,7 +62,13 @@ private func decodeScalar<T: Decodable>(_ type: T.Type, _ value: JSONValue, _ co
         }
     case is Float.Type:
         switch value {
-        case .double(let double): return Float(double) as! T
+        case .double(let double):
+            // Beyond Float's range it became infinity, which no update could then write back.
+            guard Float(double).isFinite else {
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: codingPath, debugDescription: "\(double) does not fit in a Float."))
+            }
+            return Float(double) as! T
         case .int(let int): return Float(int) as! T
         default: break
         }
