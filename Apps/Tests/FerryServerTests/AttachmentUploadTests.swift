@@ -138,6 +138,52 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// A completed upload sent again (what a client that lost the answer does) gets the attachment
+    /// as recorded, unchanged; once the attachment was replaced or deleted, a replay is 409 and
+    /// changes nothing. It recorded the old content again: a deleted file came back.
+    @Test(arguments: ServerBackend.allCases)
+    func aCompletedUploadSentAgainChangesNothing(_ backend: ServerBackend) async throws {
+        let live = try await Self.start(backend: backend)
+        let first = Self.file(2_000, seed: 1)
+        let created = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(first, complete: false))
+        let location = try #require(created.header("Location"), "\(created.text)")
+        func replay(offset: Int, body: [UInt8] = []) async throws -> LiveServer.Reply {
+            try await live.send(
+                "PATCH", location,
+                headers: Self.auth("alice") + [
+                    ("Content-Type", "application/partial-upload"), ("Upload-Offset", String(offset)),
+                    ("Upload-Complete", "?1"),
+                ], body: body)
+        }
+        let done = try await replay(offset: 0, body: first)
+        #expect(done.status == 200, "\(done.text)")
+        let again = try await replay(offset: first.count)
+        #expect(again.status == 200, "\(again.text)")
+        #expect(again.json?["sha256"]?.stringValue == Self.hex(first))
+        #expect(again.json?["version"] == done.json?["version"], "the replay changed nothing")
+
+        // Replaced by other content: the replay does not bring the first back.
+        let second = Self.file(1_000, seed: 2)
+        let replaced = try await live.send(
+            "PUT", Self.path, headers: Self.auth("alice") + Self.creation(second, complete: true), body: second)
+        #expect(replaced.status == 200, "\(replaced.text)")
+        for offset in [0, first.count, 999] {
+            let stale = try await replay(offset: offset, body: Array("junk".utf8))
+            #expect(stale.status == 409, "\(stale.text)")
+            #expect(stale.json?["code"] == "uploadSuperseded", "\(stale.text)")
+        }
+        let current = try await live.send("GET", Self.path, headers: Self.auth("alice"))
+        #expect(current.body == second)
+
+        // Deleted: it stays deleted.
+        #expect(try await live.send("DELETE", Self.path, headers: Self.auth("alice")).status == 204)
+        let afterDelete = try await replay(offset: first.count)
+        #expect(afterDelete.status == 409 && afterDelete.text.contains("deleted"), "\(afterDelete.text)")
+        #expect(try await live.send("GET", Self.path, headers: Self.auth("alice")).status == 404)
+        try await live.stop()
+    }
+
     @Test func capabilitiesListAttachmentsWhenOffered() async throws {
         let live = try await Self.start(
             limits: AttachmentLimits(maximumFileSize: 1_000, maximumItemSize: 1_500, maximumUserSize: 2_000))

@@ -105,6 +105,11 @@ struct AttachmentIndex: Sendable {
         return StoredAttachment(row)
     }
 
+    /// The row of the attachment named `name` of an item, a tombstone too, if `owner` may see it.
+    func row(table: String, item: String, name: String, owner: OwnerScope) async throws -> StoredItem? {
+        try await storage.item(in: Self.table, id: Self.rowID(table: table, item: item, name: name), owner: owner)
+    }
+
     /// The attachments of an item, by name.
     func attachments(table: String, item: String, owner: OwnerScope) async throws -> [StoredAttachment] {
         try await rows(where: Self.equal(["table": table, "item": item]), owner: owner)

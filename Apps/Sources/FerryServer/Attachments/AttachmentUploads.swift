@@ -190,10 +190,38 @@ extension TableService {
             return TableResponse(status: 204, headers: [("Upload-Offset", String(reached))])
         }
         let (_, item) = try await attachedItem(request, table: ticket.table, id: ticket.item, operation: .update)
+        if state.isCompleted, let answer = try await replayed(ticket, state, context) {
+            return answer
+        }
         let attachment = StoredAttachment(
             table: ticket.table, item: ticket.item, name: ticket.name, sha256: ticket.sha256, size: ticket.length,
             contentType: ticket.contentType)
         return try await finish(blobs, uploadID: id, attachment: attachment, owner: item.owner, context)
+    }
+
+    /// A completed upload sent again (a client that lost the answer sends `Upload-Complete: ?1`
+    /// again): its attachment as recorded, unchanged, when it is still this upload's; 409
+    /// `uploadSuperseded` when the attachment was replaced or deleted since, with nothing changed
+    /// (such a replay brought deleted or replaced content back, for as long as the upload was
+    /// kept); `nil` when the upload was never recorded (the server stopped between completing and
+    /// recording it), which records it now. A row changed at or after the upload's last append was
+    /// changed after it completed.
+    private func replayed(_ ticket: UploadTicket, _ state: UploadState, _ context: RequestContext)
+        async throws -> TableResponse?
+    {
+        // The caller may update the item (its ticket was resolved so): the item's row, whoever owns it.
+        guard
+            let row = try await attachmentIndex.row(
+                table: ticket.table, item: ticket.item, name: ticket.name, owner: .all),
+            row.updatedAt >= Timestamp(state.updatedAt)
+        else { return nil }
+        if !row.deleted, let current = StoredAttachment(row), current.sha256 == ticket.sha256 {
+            return .json(200, .object(Self.rendered(current, context.version)))
+        }
+        throw ProtocolError(
+            409, "uploadSuperseded",
+            "this upload completed already, and the attachment was \(row.deleted ? "deleted" : "replaced") since; nothing was changed"
+        )
     }
 
     /// The ticket a token stands for, when the caller is its user and may still update its item
