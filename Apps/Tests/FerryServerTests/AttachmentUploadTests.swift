@@ -397,6 +397,54 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
+    /// A 3 KB `Content-Type` made a ticket the server then refused to read: its upload answered 404
+    /// to `HEAD`, `PATCH` and `DELETE`, and its length held the user's quota for a day. A type of
+    /// more than 255 bytes is refused now, and the longest ticket the server writes (255 bytes of
+    /// type, a 255-byte name of letters JSON escapes) is read back. A chunked body of an upload
+    /// left open (`Upload-Complete: ?0`) was thrown away.
+    @Test func everyUploadTheServerCreatesCanBeContinued() async throws {
+        let live = try await Self.start()
+        let bytes = Self.file(5_000)
+        let long = Self.creation(bytes, complete: false).filter { $0.0 != "Content-Type" }
+        let refused = try await live.send(
+            "PUT", Self.path,
+            headers: Self.auth("alice") + long + [
+                ("Content-Type", "text/plain; p=" + String(repeating: "x", count: 300))
+            ])
+        #expect(refused.status == 400 && refused.json?["code"] == "invalidContentType", "\(refused.text)")
+        let type = "text/plain; p=" + String(repeating: "x", count: 241)
+        let name = String(repeating: "é", count: 127)
+        let encoded = try #require(name.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+        let created = try await live.send(
+            "PUT", "/tables/notes/a1/$attachments/\(encoded)",
+            headers: Self.auth("alice") + long + [("Content-Type", type)])
+        #expect(created.status == 201, "\(created.text)")
+        let location = try #require(created.header("Location"))
+        #expect(try await live.send("HEAD", location, headers: Self.auth("alice")).status == 204)
+        #expect(try await live.send("DELETE", location, headers: Self.auth("alice")).status == 204)
+
+        // Chunked, left open: the bytes are kept.
+        var request =
+            "PUT /tables/notes/a1/$attachments/chunked.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            + "Transfer-Encoding: chunked\r\n"
+        for (field, value) in Self.auth("alice") + Self.creation(bytes, complete: false) {
+            request += "\(field): \(value)\r\n"
+        }
+        let chunk = Array(bytes[0..<3_000])
+        var raw = Array((request + "\r\n" + String(chunk.count, radix: 16) + "\r\n").utf8) + chunk
+        raw += Array("\r\n0\r\n\r\n".utf8)
+        let sent = raw
+        let answer = try await offThePool {
+            let fd = try LoopbackHTTP.connect(port: live.server.port)
+            defer { close(fd) }
+            try LoopbackHTTP.writeAll(fd, sent)
+            return String(decoding: LoopbackHTTP.readUntilClosed(fd, seconds: 30).bytes, as: UTF8.self)
+        }
+        #expect(answer.hasPrefix("HTTP/1.1 201"), "\(answer)")
+        #expect(answer.lowercased().contains("upload-offset: 3000\r\n"), "\(answer)")
+        try await live.stop()
+    }
+
     @Test func hostileHeadersAreClientErrors() async throws {
         let live = try await Self.start()
         let bytes = Self.file(10)

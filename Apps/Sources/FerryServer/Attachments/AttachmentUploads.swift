@@ -83,6 +83,11 @@ extension TableService {
         }
         let sha256 = try Self.declaredSHA256(request.headers["repr-digest"])
         let contentType = request.headers["content-type"] ?? "application/octet-stream"
+        guard contentType.utf8.count <= Self.maximumContentTypeLength else {
+            throw ProtocolError.badRequest(
+                "the Content-Type is \(contentType.utf8.count) bytes; an attachment's may have at most "
+                    + "\(Self.maximumContentTypeLength)", code: "invalidContentType")
+        }
         let complete = try Self.uploadComplete(request.headers["upload-complete"], default: true)
         guard length <= limits.maximumFileSize else {
             var error = Self.limitExceeded("maxFileSize", limits.maximumFileSize, "the file is \(length) bytes")
@@ -128,7 +133,12 @@ extension TableService {
         case .created(let created): state = created
         }
         let location = "\(request.pathPrefix)/tables/\(Self.uploadsSegment)/\(ticket.token(key: ticketKey))"
-        if !state.isCompleted, request.headers["content-length"].flatMap(Int64.init) ?? (complete ? 1 : 0) > 0 {
+        // A body comes with a length, or in chunks (whatever Upload-Complete says: a chunked body of
+        // an upload left open was thrown away), or, for a PUT that completes, until the end.
+        let declared = request.headers["content-length"].flatMap(Int64.init)
+        let hasBody =
+            declared.map { $0 > 0 } ?? (request.headers["transfer-encoding"] != nil || complete)
+        if !state.isCompleted, hasBody {
             guard state.offset == 0 else {
                 // The client sends the file from its start, but the server has a part already.
                 return Self.offsetConflict(state.offset, location: location)
@@ -145,6 +155,10 @@ extension TableService {
                 ("Upload-Limit", "max-size=\(limits.maximumFileSize)"),
             ])
     }
+
+    /// The longest `Content-Type` an attachment keeps (RFC 6838 gives a type and subtype 127
+    /// characters each): one of 3 KB made a ticket the server then refused to read.
+    static let maximumContentTypeLength = 255
 
     /// What the turn of an upload's creation came to: an answer already (the content is stored),
     /// or the upload.
