@@ -196,9 +196,8 @@ struct TableResponder: HTTPResponder {
         var tableRequest = TableRequest(
             method: method, path: request.uri.path, rawQuery: request.uri.query ?? "",
             headers: RequestHeaders(headers), body: body, origin: origin)
-        tableRequest.room = room ?? HeldRoom(service.bodyBytes)
-        let answer = await service.handle(tableRequest)
-        return (answer, tableRequest.room)
+        tableRequest.room = room  // a batch, which has a body, takes its reads' room in it
+        return (await service.handle(tableRequest), room)
     }
 
     /// `GET /tables/{table}/{id}/$attachments/{name}`: the bytes streamed from the blob storage.
