@@ -133,4 +133,31 @@ struct ResponseDeliveryTests {
         }
         try await server.shutdown()
     }
+
+    /// A request answered before its body was read, on a connection that would stay open
+    /// (HTTP/1.1 keep-alive): the answer says `Connection: close`, and the connection ends soon
+    /// after, whether the client sends the rest of its body or stops at the answer (as a client
+    /// that heard it may). It stayed open waiting for that body until the request timeout (here
+    /// ten minutes; the 409 of an upload sent from the wrong offset held a connection for as long).
+    @Test(arguments: [true, false])
+    func anAnswerBeforeTheBodyEndsClosesAKeepAliveConnection(sendsTheRest: Bool) async throws {
+        let server = try await Self.start(connections: ConnectionLimits(requestTimeout: .seconds(600)))
+        let port = server.port
+        try await offThePool {
+            let fd = try LoopbackHTTP.connect(port: port)
+            defer { close(fd) }
+            let body = [UInt8](repeating: UInt8(ascii: "x"), count: 3 << 20)
+            let head = "POST /tables/big HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            try LoopbackHTTP.writeAll(fd, Array((head + "Content-Length: \(body.count)\r\n\r\n").utf8))
+            try LoopbackHTTP.writeAll(fd, Array(body[..<65_536]))
+            if sendsTheRest { try LoopbackHTTP.writeAll(fd, Array(body[65_536...])) }
+            // Bounds a hang only: the server's request timeout is ten minutes, its linger 5 s.
+            let (received, closed) = LoopbackHTTP.readUntilClosed(fd, seconds: 120)
+            let text = String(decoding: received, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 413"), "\(text.prefix(200))")
+            #expect(text.lowercased().contains("connection: close"), "\(text.prefix(400))")
+            #expect(closed, "the server kept the connection open: \(text.prefix(200))")
+        }
+        try await server.shutdown()
+    }
 }

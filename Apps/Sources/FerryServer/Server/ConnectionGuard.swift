@@ -300,6 +300,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
             // A close for the whole connection goes on the last response it owes.
             if closesAfterResponse && requestsInProgress <= 1 && !readingRequest { closes = true }
+            // The answer to the request still being read (a 413 by its length, an upload refused at
+            // its first bytes): the connection closes after it, lingering. Kept open, it waited for
+            // a body a client that heard its answer may never send, until the request timeout.
+            if method != nil && readingRequest && requestMethods.isEmpty { closes = true }
             if method != nil && closes {
                 head.headers.replaceOrAdd(name: "connection", value: "close")
                 closesAfterThisResponse = true
