@@ -152,6 +152,12 @@ extension HTTPRemote: RemoteAttachments {
                     .invalidResponse,
                     "uploading attachment '\(name)' of '\(table)/\(itemID)': the server took the last piece "
                         + "(Upload-Complete: ?1) without completing the upload (HTTP 204, not 200)")
+            case 409 where answer.errorBodyCode == "uploadSuperseded":
+                // This upload completed (its answer was lost) and another has replaced or removed
+                // the attachment since: it is done, and the later change stands. Failing it queued
+                // the upload again, and the retry recorded this older content over the newer.
+                progress(size, size)
+                return
             case 409:
                 guard let known = Self.offset(answer) else {
                     throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")

@@ -54,6 +54,23 @@ struct AttachmentErrorMessageTests {
         #expect(StubProtocol.seen(host: host).count == requests)
     }
 
+    /// A completed upload whose answer was lost, sent again after another device replaced the
+    /// attachment: Ferry's server answers 409 `uploadSuperseded` (no `Upload-Offset`), and the
+    /// upload is done, not failed. Failed, it stayed queued, and the next push uploaded this older
+    /// content over the newer.
+    @Test func anUploadSupersededByALaterOneIsDone() async throws {
+        let host = "supersededupload.test"
+        let superseded = #"{"error":"the attachment was replaced since","code":"uploadSuperseded"}"#
+        let remote = stubbedRemote(
+            host, .v3,
+            [
+                StubAnswer(status: 201, headers: ["Location": "/tables/$uploads/t1", "Upload-Offset": "0"]),
+                StubAnswer(status: 409, body: superseded),
+            ])
+        try await Self.uploadOneByte(remote)
+        #expect(StubProtocol.seen(host: host).map(\.method) == ["PUT", "PATCH"])
+    }
+
     /// An upload's `Location` is resolved against the creation's URL (RFC 9110), not the
     /// server's: a relative one (`../../../$uploads/t1` from `/tables/todo/1/$attachments/x`)
     /// names `/tables/$uploads/t1`.
