@@ -117,6 +117,8 @@ struct AttachmentUploadTests {
         let head = try await live.send("HEAD", location, headers: Self.auth("alice"))
         #expect(head.status == 204 && head.header("Upload-Offset") == "100000")
         #expect(head.header("Upload-Length") == "300000" && head.header("Upload-Complete") == "?0")
+        // One Cache-Control, the upload's own (the general no-cache came too).
+        #expect(head.header("Cache-Control") == "no-store", "\(head.headers)")
 
         // A wrong offset is refused with the server's.
         let wrong = try await patch(50_000..<150_000)
@@ -453,6 +455,9 @@ struct AttachmentUploadTests {
             [("Upload-Length", "-1"), ("Repr-Digest", Self.digest(bytes))],
             [("Upload-Length", "99999999999999999999999"), ("Repr-Digest", Self.digest(bytes))],
             [("Upload-Length", "abc"), ("Repr-Digest", Self.digest(bytes))],
+            // No structured integer (RFC 8941): a sign, 16 digits.
+            [("Upload-Length", "+10"), ("Repr-Digest", Self.digest(bytes))],
+            [("Upload-Length", "0000000000000010"), ("Repr-Digest", Self.digest(bytes))],
             [("Upload-Length", "10")],
             [("Upload-Length", "10"), ("Repr-Digest", "sha-256=:AAAA:")],
             [("Upload-Length", "10"), ("Repr-Digest", "md5=:AAAA:")],
@@ -469,7 +474,7 @@ struct AttachmentUploadTests {
         }
         let created = try await live.send("PUT", Self.path, headers: Self.auth("alice") + good)
         let location = try #require(created.header("Location"))
-        for offset in ["-5", "x", "99999999999999999999"] {
+        for offset in ["-5", "x", "99999999999999999999", "+0", " 0 0"] {
             let reply = try await live.send(
                 "PATCH", location,
                 headers: Self.auth("alice") + [

@@ -78,7 +78,7 @@ extension TableService {
         let limits = configuration.attachments ?? AttachmentLimits()
         let name = try Self.validatedAttachmentName(name)
         let (context, item) = try await attachedItem(request, table: table, id: id, operation: .update)
-        guard let lengthText = request.headers["upload-length"], let length = Int64(lengthText), length >= 0 else {
+        guard let length = Self.structuredCount(request.headers["upload-length"]) else {
             throw ProtocolError.badRequest("Upload-Length must give the file's size in bytes", code: "invalidLength")
         }
         let sha256 = try Self.declaredSHA256(request.headers["repr-digest"])
@@ -178,7 +178,7 @@ extension TableService {
         guard contentType == "application/partial-upload" else {
             throw ProtocolError(415, "unsupportedMediaType", "a PATCH of an upload is application/partial-upload")
         }
-        guard let offsetText = request.headers["upload-offset"], let offset = Int64(offsetText), offset >= 0 else {
+        guard let offset = Self.structuredCount(request.headers["upload-offset"]) else {
             throw ProtocolError.badRequest("Upload-Offset must give where the bytes begin", code: "invalidOffset")
         }
         let claimsComplete = try Self.uploadComplete(request.headers["upload-complete"], default: false)
@@ -331,31 +331,6 @@ extension TableService {
     }
 
     // MARK: - Headers and answers
-
-    /// `sha-256=:BASE64:` of `Repr-Digest`, as lower-case hex.
-    static func declaredSHA256(_ header: String?) throws -> String {
-        for member in (header ?? "").split(separator: ",") {
-            let parts = member.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            guard parts.count == 2, parts[0].lowercased() == "sha-256", parts[1].hasPrefix(":"),
-                parts[1].hasSuffix(":"), parts[1].count >= 2
-            else { continue }
-            guard let bytes = Data(base64Encoded: String(parts[1].dropFirst().dropLast())), bytes.count == 32 else {
-                break
-            }
-            return bytes.map { String(format: "%02x", $0) }.joined()
-        }
-        throw ProtocolError.badRequest("Repr-Digest must give the file's sha-256 (RFC 9530)", code: "invalidDigest")
-    }
-
-    /// `Upload-Complete: ?0` or `?1` (a structured boolean).
-    static func uploadComplete(_ header: String?, default value: Bool) throws -> Bool {
-        switch header?.trimmingCharacters(in: .whitespaces) {
-        case nil: return value
-        case "?1": return true
-        case "?0": return false
-        default: throw ProtocolError.badRequest("Upload-Complete is ?0 or ?1", code: "invalidUploadComplete")
-        }
-    }
 
     /// Whose quota (`maxUserSize`) an upload counts against: the caller's subject on a per-user
     /// table, `.all` on a table without users (those tables share one quota, their attachments

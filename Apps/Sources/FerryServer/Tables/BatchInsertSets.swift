@@ -226,7 +226,10 @@ extension TableService {
     static func finished(_ response: TableResponse) -> TableResponse {
         var response = response
         response.headers.append(("x-zumo-server-version", Self.serverVersion))
-        response.headers.append(("Cache-Control", "no-cache"))
+        // An answer that says how it may be kept (an upload's `no-store`) keeps its own word.
+        if !response.headers.contains(where: { $0.name.utf8.count == 13 && $0.name.lowercased() == "cache-control" }) {
+            response.headers.append(("Cache-Control", "no-cache"))
+        }
         return response
     }
 }
