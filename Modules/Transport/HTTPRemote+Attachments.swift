@@ -179,6 +179,11 @@ extension HTTPRemote: RemoteAttachments {
                         + "refused a request of \(chunk.count) bytes; it must accept bodies of "
                         + "\(Self.uploadChunkSize >> 20) MiB (nginx: client_max_body_size 16m, as docs/deploy.md sets it for batches too)"
                 )
+            case 410:
+                // The item was deleted meanwhile (on another device): cancel the upload, whose
+                // unfinished bytes would hold the user's quota until they expire (a day by default).
+                _ = try? await client.send("DELETE", upload, retries: false)
+                throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
             default:
                 throw answer.failure("uploading attachment '\(name)' of '\(table)/\(itemID)'")
             }

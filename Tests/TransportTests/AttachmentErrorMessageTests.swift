@@ -71,6 +71,24 @@ struct AttachmentErrorMessageTests {
         #expect(StubProtocol.seen(host: host).map(\.method) == ["PUT", "PATCH"])
     }
 
+    /// An upload whose item was deleted meanwhile (410 on a `PATCH`) is cancelled before the
+    /// failure is told: its unfinished bytes held the user's quota until they expired.
+    @Test func anUploadWhoseItemIsGoneIsCancelled() async throws {
+        let host = "goneupload.test"
+        let gone = #"{"error":"the item '1' of 'todo' was deleted","code":"gone"}"#
+        let remote = stubbedRemote(
+            host, .v3,
+            [
+                StubAnswer(status: 201, headers: ["Location": "/tables/$uploads/t1", "Upload-Offset": "0"]),
+                StubAnswer(status: 410, body: gone), StubAnswer(status: 204),
+            ])
+        let refused = await #expect(throws: RemoteError.self) { try await Self.uploadOneByte(remote) }
+        #expect(refused?.status == 410, "\(String(describing: refused))")
+        let seen = StubProtocol.seen(host: host)
+        #expect(seen.map(\.method) == ["PUT", "PATCH", "DELETE"])
+        #expect(seen.last?.path == "/tables/$uploads/t1")
+    }
+
     /// An upload's `Location` is resolved against the creation's URL (RFC 9110), not the
     /// server's: a relative one (`../../../$uploads/t1` from `/tables/todo/1/$attachments/x`)
     /// names `/tables/$uploads/t1`.

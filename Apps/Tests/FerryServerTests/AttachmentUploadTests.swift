@@ -339,10 +339,20 @@ struct AttachmentUploadTests {
         let location = try #require(created.header("Location"))
         #expect(try await live.send("DELETE", location, headers: Self.auth("alice")).status == 204)
         #expect(try await live.send("HEAD", location, headers: Self.auth("alice")).status == 404)
+        // An upload whose item is deleted meanwhile (on another device) can still be cancelled by
+        // its user, and only by its user: it was 410, and held the user's quota until it expired.
+        let orphan = try #require(
+            try await live.send("PUT", Self.path, headers: Self.auth("alice") + headers).header("Location"))
+        #expect(try await Self.blobs(live).unfinishedUploads(idPrefix: "u").count == 1)
         // A soft-deleted item takes no uploads.
         _ = try await live.send("DELETE", "/tables/notes/a1", headers: Self.auth("alice"))
         let deleted = try await live.send("PUT", Self.path, headers: Self.auth("alice") + headers)
         #expect(deleted.status == 404 || deleted.status == 410, "\(deleted.status)")
+        #expect(try await live.send("DELETE", orphan, headers: Self.auth("bob")).status == 404)
+        #expect(try await live.send("DELETE", orphan).status == 401)
+        let cancelled = try await live.send("DELETE", orphan, headers: Self.auth("alice"))
+        #expect(cancelled.status == 204, "\(cancelled.status) \(cancelled.text)")
+        #expect(try await Self.blobs(live).unfinishedUploads(idPrefix: "u").count == 0)
         try await live.stop()
     }
 

@@ -37,7 +37,9 @@ extension TableService {
 
     /// `HEAD` and `DELETE` of an upload resource (no body).
     func uploadResource(_ request: TableRequest, token: String) async throws -> TableResponse {
-        let (ticket, _, blobs) = try await resolvedTicket(request, token: token)
+        // A cancel needs only its uploader: the item may be gone since (deleted on another device),
+        // and its unfinished upload held the user's quota until it expired.
+        let (ticket, _, blobs) = try await resolvedTicket(request, token: token, needsItem: request.method != "DELETE")
         let id = ticket.uploadID(key: ticketKey)
         switch request.method {
         case "HEAD":
@@ -239,15 +241,19 @@ extension TableService {
     }
 
     /// The ticket a token stands for, when the caller is its user and may still update its item
-    /// (404 otherwise: another user learns nothing of the upload).
-    private func resolvedTicket(_ request: TableRequest, token: String) async throws
+    /// (404 otherwise: another user learns nothing of the upload); with `needsItem` false, when the
+    /// caller is its user and may update the table, whether the item is still there or not.
+    private func resolvedTicket(_ request: TableRequest, token: String, needsItem: Bool = true) async throws
         -> (UploadTicket, RequestContext, any BlobStorage)
     {
         let blobs = try blobStorage()
         guard let ticket = UploadTicket(token: token, key: ticketKey) else {
             throw ProtocolError.notFound("no such upload")
         }
-        let (context, _) = try await attachedItem(request, table: ticket.table, id: ticket.item, operation: .update)
+        let context =
+            needsItem
+            ? try await attachedItem(request, table: ticket.table, id: ticket.item, operation: .update).0
+            : try await appTableContext(request, table: ticket.table, operation: .update)
         guard ticket.owner == context.identity?.subject else { throw ProtocolError.notFound("no such upload") }
         return (ticket, context, blobs)
     }
