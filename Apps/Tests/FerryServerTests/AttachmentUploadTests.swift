@@ -214,8 +214,8 @@ struct AttachmentUploadTests {
         try await live.stop()
     }
 
-    /// A `PATCH` whose body ends whole yet short of the length it claims to complete is a 400 that
-    /// keeps the bytes and says where to continue; `HEAD` of a download tells the size, no body.
+    /// A `PATCH` or `PUT` whose body ends whole yet short of the length it claims to complete is a
+    /// 400 that keeps the bytes and says where to continue; `HEAD` of a download tells the size, no body.
     @Test func aShortCompletionIs400AndTheBytesStay() async throws {
         let live = try await Self.start()
         let bytes = Self.file(50_000)
@@ -240,6 +240,21 @@ struct AttachmentUploadTests {
         #expect(head.header("Content-Length") == "50000")
         let download = try await live.send("GET", Self.path, headers: Self.auth("alice"))
         #expect(Array(download.body) == bytes)
+
+        // So is a PUT that claims to complete with a body short of its length (it was 201).
+        let other = Self.file(30_000, seed: 9)
+        let shortPut = try await live.send(
+            "PUT", "/tables/notes/a1/$attachments/other.bin",
+            headers: Self.auth("alice") + Self.creation(other, complete: true), body: Array(other[..<10_000]))
+        #expect(shortPut.status == 400 && shortPut.json?["code"] == "inconsistentLength", "\(shortPut.text)")
+        let otherLocation = try #require(shortPut.header("Location"), "\(shortPut.headers)")
+        #expect(shortPut.header("Upload-Offset") == "10000")
+        let otherRest = try await live.send(
+            "PATCH", otherLocation,
+            headers: Self.auth("alice") + [
+                ("Content-Type", "application/partial-upload"), ("Upload-Offset", "10000"), ("Upload-Complete", "?1"),
+            ], body: Array(other[10_000...]))
+        #expect(otherRest.status == 200, "\(otherRest.text)")
         try await live.stop()
     }
 

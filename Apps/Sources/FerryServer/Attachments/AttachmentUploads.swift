@@ -150,6 +150,9 @@ extension TableService {
         if state.isCompleted || state.offset == length {
             return try await finish(blobs, uploadID: uploadID, attachment: attachment, owner: item.owner, context)
         }
+        // A body that ended whole yet short of the length it claimed to complete, as for a PATCH
+        // (it was 201, as if the upload had been left open on purpose).
+        if complete, hasBody { return Self.inconsistentLength(state.offset, of: length, location: location) }
         return TableResponse(
             status: 201,
             headers: [
@@ -195,14 +198,7 @@ extension TableService {
         guard state.isCompleted || reached == ticket.length else {
             // A body that ended whole yet short of the length it claimed to complete: the bytes
             // are kept, and the client learns where to continue.
-            if claimsComplete {
-                var response = Self.errorResponse(
-                    ProtocolError.badRequest(
-                        "Upload-Complete: ?1, but the upload holds \(reached) of its \(ticket.length) bytes",
-                        code: "inconsistentLength"))
-                response.headers += [("Upload-Offset", String(reached)), ("Location", location)]
-                return response
-            }
+            if claimsComplete { return Self.inconsistentLength(reached, of: ticket.length, location: location) }
             return TableResponse(status: 204, headers: [("Upload-Offset", String(reached))])
         }
         let (_, item) = try await attachedItem(request, table: ticket.table, id: ticket.item, operation: .update)
@@ -393,6 +389,17 @@ extension TableService {
     }
 
     /// 409 with the server's offset.
+    /// 400 `inconsistentLength` for `Upload-Complete: ?1` with a body that ended at `reached`, short
+    /// of the upload's `length`: the bytes are kept, and the client learns where to continue.
+    static func inconsistentLength(_ reached: Int64, of length: Int64, location: String) -> TableResponse {
+        var response = Self.errorResponse(
+            ProtocolError.badRequest(
+                "Upload-Complete: ?1, but the upload holds \(reached) of its \(length) bytes",
+                code: "inconsistentLength"))
+        response.headers += [("Upload-Offset", String(reached)), ("Location", location)]
+        return response
+    }
+
     static func offsetConflict(_ offset: Int64, location: String) -> TableResponse {
         var response = errorResponse(
             ProtocolError(409, "offsetMismatch", "the upload is at offset \(offset); continue from there"))
