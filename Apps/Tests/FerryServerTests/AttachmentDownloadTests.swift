@@ -62,6 +62,18 @@ struct AttachmentDownloadTests {
             #expect(reply.status == 200 || reply.status == 416, "\(hostile): \(reply.status)")
         }
 
+        // A copy the client holds (RFC 9110 §13.1.2, weak comparison): 304 with the tag, no body;
+        // another content's tag, the file.
+        for held in [etag, "W/\(etag)", "\"00\", \(etag)", "*"] {
+            for method in ["GET", "HEAD"] {
+                let reply = try await live.send(method, Uploads.path, headers: alice + [("If-None-Match", held)])
+                #expect(reply.status == 304 && reply.body.isEmpty, "\(method) \(held): \(reply.status)")
+                #expect(reply.header("ETag") == etag)
+            }
+        }
+        let changed = try await live.send("GET", Uploads.path, headers: alice + [("If-None-Match", "\"00\"")])
+        #expect(changed.status == 200 && changed.body == bytes)
+
         // The item's rules: another user, an anonymous caller, a missing attachment.
         #expect(try await live.send("GET", Uploads.path, headers: Uploads.auth("bob")).status == 404)
         #expect(try await live.send("GET", Uploads.path).status == 401)

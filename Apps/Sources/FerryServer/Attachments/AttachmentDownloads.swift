@@ -38,6 +38,10 @@ extension TableService {
             let blob = try await blobs.blob(sha256: attachment.sha256)
         else { throw ProtocolError.notFound("item '\(item.id)' of '\(table)' has no attachment '\(name)'") }
         let etag = "\"\(attachment.sha256)\""
+        if let tags = request.headers.list("if-none-match"), Self.anyMatches(tags, etag: etag) {
+            // The client holds this content already (RFC 9110 §13.1.2): 304, no body.
+            return (TableResponse(status: 304, headers: [("ETag", etag)]), nil)
+        }
         var headers: [(name: String, value: String)] = [
             ("ETag", etag), ("Accept-Ranges", "bytes"), ("Content-Type", attachment.contentType),
             ("Repr-Digest", ItemAttachment.reprDigest(sha256: attachment.sha256)),
@@ -66,6 +70,14 @@ extension TableService {
         guard request.method == "GET" else { return (TableResponse(status: status, headers: headers), nil) }
         let bytes = try await blobs.read(sha256: attachment.sha256, range: range)
         return (TableResponse(status: status, headers: headers), bytes)
+    }
+
+    /// Whether an `If-None-Match` list names `etag`, by the weak comparison the RFC asks for
+    /// (`W/"…"` matches `"…"`), or is `*`.
+    static func anyMatches(_ tags: String, etag: String) -> Bool {
+        Preconditions.entityTags(tags).contains { tag in
+            tag == "*" || (tag.hasPrefix("W/") ? tag.dropFirst(2) == etag : tag == etag)
+        }
     }
 
     enum ByteRange: Equatable {
