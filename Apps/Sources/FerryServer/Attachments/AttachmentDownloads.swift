@@ -72,6 +72,16 @@ extension TableService {
         return (TableResponse(status: status, headers: headers), bytes)
     }
 
+    /// A position of a byte range: digits only (RFC 9110 §14.1.1; `Int64("+5")` took a sign), and
+    /// past `Int64.max` as `Int64.max`, beyond any content (such a first byte was read as no range
+    /// at all, 200, where it is unsatisfiable, 416).
+    static func position(_ text: String) -> Int64? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+            return nil
+        }
+        return Int64(text) ?? .max
+    }
+
     /// Whether an `If-None-Match` list names `etag`, by the weak comparison the RFC asks for
     /// (`W/"…"` matches `"…"`), or is `*`.
     static func anyMatches(_ tags: String, etag: String) -> Bool {
@@ -99,16 +109,16 @@ extension TableService {
         let last = parts[1].trimmingCharacters(in: .whitespaces)
         guard first.allSatisfy(\.isASCII), last.allSatisfy(\.isASCII) else { return .whole }
         if first.isEmpty {
-            guard let suffix = Int64(last), suffix >= 0 else { return .whole }
+            guard let suffix = position(last) else { return .whole }
             guard suffix > 0, size > 0 else { return .unsatisfiable }
             return .part(max(0, size - suffix)..<size)
         }
-        guard let start = Int64(first), start >= 0 else { return .whole }
+        guard let start = position(first) else { return .whole }
         let end: Int64
         if last.isEmpty {
             end = size - 1
         } else {
-            guard let value = Int64(last), value >= start else { return .whole }
+            guard let value = position(last), value >= start else { return .whole }
             end = min(value, size - 1)
         }
         guard start < size else { return .unsatisfiable }
