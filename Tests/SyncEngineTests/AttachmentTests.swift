@@ -240,4 +240,28 @@ struct AttachmentTests {
             try await bare.table().attach(file: file, to: "a", name: "x")
         }
     }
+
+    /// A name is one attachment whatever its Unicode form: "café" from an HFS+ file name (`e` and
+    /// a combining accent) and "café" typed (one `é`) are equal to Swift, and were two attachments
+    /// to the store (which compares bytes) and to the server.
+    @Test(arguments: StoreKind.allCases)
+    func aNameIsOneAttachmentWhateverItsUnicodeForm(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: kind, server: server, attachments: remote)
+        let decomposed = "cafe\u{301}.txt"
+        let composed = "caf\u{E9}.txt"
+        #expect(Array(decomposed.utf8) != Array(composed.utf8))
+        try await phone.table().insert(["id": "a"])
+        try await phone.table().attach(file: try phone.file(pattern(10)), to: "a", name: decomposed)
+        try await phone.table().attach(file: try phone.file(pattern(20)), to: "a", name: composed)
+        let listed = try await phone.table().attachments(of: "a")
+        #expect(listed.map { Array($0.name.utf8) } == [Array(composed.utf8)], "\(listed.map(\.name))")
+        #expect(listed.first?.size == 20)
+        let opened = try await phone.table().openAttachment(of: "a", name: decomposed)
+        #expect(try Data(contentsOf: opened) == pattern(20))
+        try await phone.table().pin(of: "a", name: decomposed)
+        try await phone.table().removeAttachment(of: "a", name: decomposed)
+        #expect(try await phone.table().attachments(of: "a").isEmpty)
+    }
 }

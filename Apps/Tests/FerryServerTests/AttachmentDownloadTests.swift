@@ -92,6 +92,26 @@ struct AttachmentDownloadTests {
         try await live.stop()
     }
 
+    /// A name is one attachment whatever its Unicode form (NFC, as the SDK keeps it): uploaded as
+    /// "café" from an HFS+ file name (`e` and a combining accent), it is found, listed and removed
+    /// as "café" typed (one `é`). They named two attachments.
+    @Test func aNameIsOneAttachmentWhateverItsUnicodeForm() async throws {
+        let bytes = Uploads.file(1_000)
+        let live = try await Uploads.start()
+        let alice = Uploads.auth("alice")
+        let decomposed = "/tables/notes/a1/$attachments/cafe%CC%81.bin"
+        let composed = "/tables/notes/a1/$attachments/caf%C3%A9.bin"
+        let stored = try await live.send(
+            "PUT", decomposed, headers: alice + Uploads.creation(bytes, complete: true), body: bytes)
+        #expect(stored.status == 200, "\(stored.text)")
+        #expect(stored.json?["name"]?.stringValue.map { Array($0.utf8) } == Array("caf\u{E9}.bin".utf8))
+        let download = try await live.send("GET", composed, headers: alice)
+        #expect(download.status == 200 && download.body == bytes, "\(download.status)")
+        #expect(try await live.send("DELETE", composed, headers: alice).status == 204)
+        #expect(try await live.send("GET", decomposed, headers: alice).status == 404)
+        try await live.stop()
+    }
+
     /// A download whose reader stops taking bytes is closed after the write timeout, as a page's
     /// is: it held a connection (and its place among `maximumConnections`) for as long as the
     /// reader liked.

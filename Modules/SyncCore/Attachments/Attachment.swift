@@ -81,6 +81,16 @@ public enum AttachmentName: Sendable {
     /// The longest name, in UTF-8 bytes.
     public static let maximumLength = 255
 
+    /// `name` in Unicode's composed form (NFC), as Ferry's server keeps it: "café" typed (one
+    /// `é`) and "café" from a file name (`e` and a combining accent, as HFS+ wrote names) are
+    /// one attachment, as Swift's `==` already takes them. Every attachment call of
+    /// ``SyncTable`` normalizes the names it is given.
+    ///
+    /// ```swift
+    /// Array(AttachmentName.normalized("cafe\u{301}.jpg").utf8) == Array("caf\u{E9}.jpg".utf8)  // true
+    /// ```
+    public static func normalized(_ name: String) -> String { name.precomposedStringWithCanonicalMapping }
+
     /// Throws ``SyncError/Code/invalidAttachmentName`` unless `name` is 1 to 255 UTF-8 bytes with no
     /// `/`, `\` or control character, and is not `.` or `..` (a name becomes a URL path segment).
     public static func validate(_ name: String) throws(SyncError) {

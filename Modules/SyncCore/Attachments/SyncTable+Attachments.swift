@@ -23,6 +23,7 @@ extension SyncTable {
         async throws(SyncError) -> ItemAttachment
     {
         try StoreValidation.validateTableName(name: self.name)
+        let name = AttachmentName.normalized(name)
         try AttachmentName.validate(name)
         let table = self.name
         let context = context
@@ -69,6 +70,7 @@ extension SyncTable {
     /// download's errors (``SyncError/Code/network`` …) when it must download.
     public func openAttachment(of itemID: String, name: String) async throws(SyncError) -> URL {
         try StoreValidation.validateTableName(name: self.name)
+        let name = AttachmentName.normalized(name)
         let table = self.name
         let context = context
         return try await engine("open attachment '\(name)' of '\(table)/\(itemID)'") {
@@ -98,6 +100,7 @@ extension SyncTable {
     /// never saw goes at once). Throws ``SyncError/Code/attachmentNotFound`` when there is none.
     public func removeAttachment(of itemID: String, name: String) async throws(SyncError) {
         try StoreValidation.validateTableName(name: self.name)
+        let name = AttachmentName.normalized(name)
         let table = self.name
         let context = context
         try await engine("remove attachment '\(name)' of '\(table)/\(itemID)'") {
@@ -114,6 +117,7 @@ extension SyncTable {
     /// Pins an attachment (the cache never evicts its file) or unpins it.
     public func pin(_ pinned: Bool = true, of itemID: String, name: String) async throws(SyncError) {
         try StoreValidation.validateTableName(name: self.name)
+        let name = AttachmentName.normalized(name)
         let table = self.name
         try await engine("pin attachment '\(name)' of '\(table)/\(itemID)'") {
             try await context.write("pin attachment") { tx in
@@ -147,6 +151,7 @@ extension LocalWrites {
     )
         throws(SyncError) -> ItemAttachment
     {
+        let name = AttachmentName.normalized(name)
         try AttachmentName.validate(name)
         let tx = transaction
         return try run(table) {

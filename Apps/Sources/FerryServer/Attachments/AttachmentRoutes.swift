@@ -123,6 +123,9 @@ extension TableService {
 
     /// A name is 1–255 bytes of UTF-8 without `/`, `\`, control characters, and not `.` or `..`.
     static func validatedAttachmentName(_ name: String) throws -> String {
+        // One attachment whatever the Unicode form of its name (NFC, as the SDK keeps it): "café"
+        // typed and "café" from an HFS+ file name named two.
+        let name = AttachmentName.normalized(name)
         guard !name.isEmpty, name.utf8.count <= maximumAttachmentNameLength, name != ".", name != "..",
             !name.unicodeScalars.contains(where: {
                 $0 == "/" || $0 == "\\" || $0.properties.generalCategory == .control
