@@ -27,10 +27,31 @@ extension SQLiteStore {
         try preflight(path, configuration, place: place)
         do {
             let pool = try DatabasePool(path: path, configuration: grdbConfiguration(configuration))
-            try StoreSchema.migrator.migrate(pool)
+            try migrateTakingTurns(pool)
             return pool
         } catch let error as DatabaseError {
             throw openError(error, path: path, place: place)
+        }
+    }
+
+    /// Migrates `pool`, taking turns with other processes that create or upgrade the same file.
+    /// GRDB reads which migrations ran before it takes the write lock for each, so processes
+    /// opening a new store at once all ran its first migration, and all but one failed ("table
+    /// ferry_meta already exists"). A migration that fails after another process applied one is
+    /// tried again, from what is applied now.
+    static func migrateTakingTurns(_ pool: DatabasePool) throws {
+        let migrator = StoreSchema.migrator
+        var applied = try pool.read { try migrator.appliedIdentifiers($0) }
+        for attempt in 1... {
+            do {
+                try migrator.migrate(pool)
+                return
+            } catch let error as DatabaseError {
+                let now = (try? pool.read { try migrator.appliedIdentifiers($0) }) ?? applied
+                // Each retry follows a migration another process applied: at most one per migration.
+                guard now != applied, attempt <= StoreSchema.migrationIdentifiers.count else { throw error }
+                applied = now
+            }
         }
     }
 
@@ -80,7 +101,9 @@ extension SQLiteStore {
             defer { try? queue.close() }
             try queue.read { db in
                 let tables = try String.fetchSet(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
-                if tables.isEmpty { return }
+                // Empty, or being made a store by another process (GRDB's table of migrations comes
+                // first, the store's tables with the first migration): it was "not a Ferry store".
+                if tables.isSubset(of: ["grdb_migrations"]) { return }
                 guard tables.contains("ferry_meta") else {
                     throw StoreError(
                         .corrupt, "cannot open \(place): the file is a SQLite database but not a Ferry store")
