@@ -110,7 +110,8 @@ struct HTTPClient: Sendable {
                 let timedOut = (error.underlying as? URLError)?.code == .timedOut
                 if isSafe, error.code == .network, !timedOut, attempt < configuration.retry.maximumAttempts {
                     mayHaveArrived = mayHaveArrived || !error.wasNotSent
-                    try await pause(beforeAttempt: attempt + 1, after: "\(method) \(url.path): \(error.message)")
+                    try await pause(
+                        beforeAttempt: attempt + 1, after: "\(method) \(Self.shownPath(url.path)): \(error.message)")
                     attempt += 1
                     continue
                 }
@@ -126,7 +127,7 @@ struct HTTPClient: Sendable {
             if response.status == 401, tokenProvider != nil, !refreshedToken {
                 refreshedToken = true
                 token = try await currentToken(forceRefresh: true)
-                logger.debug("401 from \(method) \(url.path): asking the token provider again")
+                logger.debug("401 from \(method) \(Self.shownPath(url.path)): asking the token provider again")
                 continue
             }
             // A server that asks for a longer wait than the policy's longest gets its answer back: the
@@ -138,7 +139,7 @@ struct HTTPClient: Sendable {
                 mayHaveArrived = mayHaveArrived || response.status == 502 || response.status == 504
                 try await pause(
                     beforeAttempt: attempt + 1, retryAfter: response.retryAfter,
-                    after: "\(method) \(url.path): HTTP \(response.status)")
+                    after: "\(method) \(Self.shownPath(url.path)): HTTP \(response.status)")
                 attempt += 1
                 continue
             }
@@ -179,7 +180,7 @@ struct HTTPClient: Sendable {
                     opened = try await URLSessionStreams.open(request, configuration: session.configuration)
                 }
             } catch {
-                throw failure(error, method: "GET", path: url.path)
+                throw failure(error, method: "GET", path: Self.shownPath(url.path))
             }
             if opened.status == 401, tokenProvider != nil, !refreshedToken {
                 refreshedToken = true
@@ -273,7 +274,7 @@ struct HTTPClient: Sendable {
             box.cancel()
         }
         let method = request.httpMethod ?? "GET"
-        let path = request.url?.path ?? "?"
+        let path = Self.shownPath(request.url?.path ?? "?")
         switch result {
         case .success((let data, let response)):
             guard let http = response as? HTTPURLResponse else {
@@ -299,7 +300,7 @@ struct HTTPClient: Sendable {
         -> HTTPResponse
     {
         let method = request.httpMethod ?? "GET"
-        let path = request.url?.path ?? "?"
+        let path = Self.shownPath(request.url?.path ?? "?")
         do {
             let answer = try await connections.exchange(request, limit: configuration.maximumResponseSize)
             logger.trace("\(method) \(path) → \(answer.status)")
@@ -307,6 +308,16 @@ struct HTTPClient: Sendable {
         } catch {
             throw failure(error, method: method, path: path)
         }
+    }
+
+    /// `path` as errors and logs show it: a segment of more than 32 characters (an upload's
+    /// ticket, some 300 characters of base64 that also stand for the upload) is cut to its first
+    /// 12 and `…`, so that the error stays one readable line and the log holds no ticket.
+    static func shownPath(_ path: String) -> String {
+        guard path.utf8.count > 32 else { return path }
+        return path.split(separator: "/", omittingEmptySubsequences: false)
+            .map { $0.count > 32 ? $0.prefix(12) + "…" : $0 }
+            .joined(separator: "/")
     }
 
     /// A failed round trip as a `RemoteError`.

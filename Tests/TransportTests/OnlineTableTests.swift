@@ -282,6 +282,27 @@ struct OnlineTableTests {
         #expect(error?.wasNotSent == true, "\(String(describing: error))")
     }
 
+    /// An error names a request by its path, a long segment (an upload's ticket, some 300
+    /// characters) cut to its start: the error stays one readable line, the log holds no ticket.
+    @Test func anErrorNamesALongPathByItsStart() async throws {
+        let ticket = String(repeating: "eyJjIjoiYXBwbGljYXRpb24", count: 12)
+        let remote = HTTPRemote(
+            HTTPRemote.Configuration(
+                serverURL: URL(string: "http://127.0.0.1:1")!, retry: HTTPRemote.RetryPolicy(maximumAttempts: 1)))
+        let file = FileManager.default.temporaryDirectory.appending(path: "ferry-\(UUID().uuidString)")
+        try Data("x".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let error = await #expect(throws: RemoteError.self) {
+            try await remote.uploadAttachment(
+                table: "todo", itemID: "1", name: ticket, file: file, contentType: nil,
+                sha256: String(repeating: "0", count: 64), progress: { _, _ in })
+        }
+        let message = error?.message ?? ""
+        #expect(!message.contains(ticket), "\(message)")
+        #expect(message.contains("/tables/todo/1/$attachments/eyJjIjoiYXBw…"), "\(message)")
+        #expect(HTTPClient.shownPath("/tables/todo/1") == "/tables/todo/1")
+    }
+
     @Test func onlyErrorsBeforeAConnectionMeanNotSent() {
         #expect(HTTPClient.wasNotSent(URLError(.cannotConnectToHost)))
         #expect(HTTPClient.wasNotSent(URLError(.notConnectedToInternet)))
