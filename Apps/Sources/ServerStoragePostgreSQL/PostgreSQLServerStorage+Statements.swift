@@ -240,15 +240,16 @@ extension PostgreSQLServerStorage {
         try ensureOpen()
         let owner = ObjectIdentifier(self)
         do {
-            return try await leased { session in
+            return try await leased { [self] session in
                 try await session.execute("BEGIN")
                 var inner = session
                 inner.inTransaction = true
                 let transaction = PostgreSQLTransaction(storage: owner, session: inner)
                 let result: T
+                let written: Int64?
                 do {
                     result = try await PostgreSQLTransaction.$current.withValue(transaction) { try await body() }
-                    try await session.execute("COMMIT")
+                    written = try await Self.writingTransactionID(session)
                 } catch {
                     transaction.finish(committed: false)
                     do {
@@ -259,12 +260,64 @@ extension PostgreSQLServerStorage {
                     }
                     throw error
                 }
+                do {
+                    try await session.execute("COMMIT", cancellable: false)
+                } catch {
+                    // The COMMIT's answer did not come (the connection closed or went silent), or
+                    // it failed: the transaction may have committed all the same. Answered as a
+                    // failure, a write that was applied was retried as a new one (seen: 33 of
+                    // 1,146 such 503s were for rows then stored).
+                    guard let written, try await committed(written, answering: error) else {
+                        transaction.finish(committed: false)
+                        throw error
+                    }
+                }
                 transaction.finish(committed: true)
                 return result
             }
         } catch let error as PSQLError {
             throw mapped(error, "running a transaction on")
         }
+    }
+
+    /// The id of the current transaction when it wrote (`nil` for one that only read): what
+    /// ``committed(_:answering:)`` asks about when its `COMMIT` goes unanswered.
+    static func writingTransactionID(_ session: PostgreSQLSession) async throws -> Int64? {
+        let rows = try await session.rows(PostgresQuery(unsafeSQL: "SELECT txid_current_if_assigned()"))
+        return try rows.first?.decode(Int64?.self) ?? nil
+    }
+
+    /// Whether transaction `id`, whose `COMMIT` failed with `failure`, committed: PostgreSQL keeps
+    /// every recent transaction's outcome (`txid_status`, PostgreSQL 10 and later), asked on another
+    /// connection. `false` when it aborted or is too old to know. While the server still runs it
+    /// (it has not noticed the lost connection yet) it is asked again, for up to 2 s; when the
+    /// database cannot be asked, the error says the outcome is unknown.
+    func committed(_ id: Int64, answering failure: any Error) async throws -> Bool {
+        for _ in 0..<20 {
+            let status: String?
+            do {
+                status = try await leased { session in
+                    try await session.rows(PostgresQuery(unsafeSQL: "SELECT txid_status(\(id))")).first?.decode(
+                        String?.self) ?? nil
+                }
+            } catch {
+                break
+            }
+            switch status {
+            case "committed":
+                logger.info("a COMMIT went unanswered, and the transaction had committed: the write stands")
+                return true
+            case "in progress":
+                try? await Task.sleep(for: .milliseconds(100))
+            default:
+                return false
+            }
+        }
+        let cause = Self.mapped(failure, "committing a transaction", location)
+        throw StorageError(
+            .unavailable,
+            "\(cause.message); whether the write was applied is unknown (the database could not tell): "
+                + "read it before writing it again")
     }
 
     /// Who won the race between a lease and its deadline.

@@ -8,7 +8,8 @@ import SyncCore
 import Testing
 
 /// Faults injected in a loop under concurrent writers: every wait ends, every failure is one a
-/// client retries, nothing acknowledged is lost, and the storage recovers by itself.
+/// client retries, nothing acknowledged is lost, nothing answered as failed was applied, and the
+/// storage recovers by itself.
 @Suite(
     "PostgreSQLServerStorage under injected faults",
     .enabled(if: TestPostgreSQL.isAvailable, TestPostgreSQL.skipReason),
@@ -20,6 +21,8 @@ struct PostgreSQLFaultTests {
     final class Writers: Sendable {
         let stop = Mutex(false)
         let acknowledged = Mutex<Set<String>>([])
+        /// Inserts answered `unavailable` as rolled back (not "whether … is unknown").
+        let refused = Mutex<Set<String>>([])
         let failures = Mutex<[String]>([])
         let answers = Mutex(0)
     }
@@ -56,6 +59,7 @@ struct PostgreSQLFaultTests {
                         writers.acknowledged.withLock { _ = $0.insert(id) }
                     } catch let error as StorageError where error.code == .busy || error.code == .unavailable {
                         // What a server answers 503 with Retry-After; the client retries.
+                        if !error.message.contains("is unknown") { writers.refused.withLock { _ = $0.insert(id) } }
                     } catch {
                         writers.failures.withLock { $0.append("\(id): \(error)") }
                         if error is LivenessFailure { return }
@@ -108,6 +112,14 @@ struct PostgreSQLFaultTests {
         }
         let lost = writers.acknowledged.withLock { $0 }.subtracting(stored)
         #expect(lost.isEmpty, "\(lost.count) acknowledged inserts lost: \(lost.prefix(5))")
+        // Nothing answered as failed is stored: a COMMIT whose answer the terminated connection lost
+        // had committed, and its 503 made the client write it again (a 409, or a second row).
+        let failed = writers.refused.withLock { $0 }
+        let appliedAfterAll = failed.intersection(stored)
+        #expect(
+            appliedAfterAll.isEmpty,
+            "\(appliedAfterAll.count) of \(failed.count) inserts answered as failed were stored: \(appliedAfterAll.sorted().prefix(5))"
+        )
         try await storage.close()
     }
 }
