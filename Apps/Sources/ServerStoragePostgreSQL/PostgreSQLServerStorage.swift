@@ -367,10 +367,20 @@ public final class PostgreSQLServerStorage: ServerStorage {
             let line = "\(action) \(place) failed (PostgreSQL \(state): \(message))"
             return StorageError(code(forSQLState: state), line, underlying: error)
         default:
-            let reason =
-                error.underlying.map { ConnectionFailure.reason($0) ?? oneLine("\($0)") } ?? "\(error.code)"
-            return StorageError(.unavailable, "\(action) \(place) failed: \(reason)", underlying: error)
+            return StorageError(.unavailable, "\(action) \(place) failed: \(reason(error))", underlying: error)
         }
+    }
+
+    /// Why `error` happened, in words: PostgreSQL's own when it sent some (also for an error
+    /// wrapped in another: its description is postgres-nio's "Generic description to prevent
+    /// accidental leakage of sensitive data"), the connection's failure, or postgres-nio's code.
+    static func reason(_ error: PSQLError) -> String {
+        if let message = error.serverInfo?[.message] {
+            return "PostgreSQL \(error.serverInfo?[.sqlState] ?? "?"): \(oneLine(message))"
+        }
+        guard let underlying = error.underlying else { return "\(error.code)" }
+        if let inner = underlying as? PSQLError { return reason(inner) }
+        return ConnectionFailure.reason(underlying) ?? oneLine("\(underlying)")
     }
 
     /// The storage's code for a PostgreSQL error (SQLSTATE).
