@@ -250,8 +250,9 @@ extension HTTPRemote: RemoteAttachments {
         let target = try attachmentURL(table: table, itemID: itemID, name: name)
         let headers = sha256.map { ["If-Match": "\"\($0)\""] } ?? [:]
         let answer = try await client.send("DELETE", target, headers: headers, retries: true)
-        // Gone already, or replaced by other content since (not this client's to delete): done.
-        guard [200, 204, 404, 412].contains(answer.status) else {
+        // Gone already: done. Replaced by other content since is 412, thrown: not this client's to
+        // delete, and the engine tells the user so (it reported the delete as sent).
+        guard [200, 204, 404].contains(answer.status) else {
             throw answer.failure("deleting attachment '\(name)' of '\(table)/\(itemID)'")
         }
     }

@@ -132,6 +132,32 @@ struct AttachmentTests {
         #expect(remote.log == ["upload todo/a/x.bin", "delete todo/a/x.bin"])
     }
 
+    /// A device removes a file offline while another replaces it: the delete is not this device's
+    /// to make (the server answers 412), and the push says so in ``PushResult/attachmentsSuperseded``
+    /// instead of counting it as sent; the newer file stays, and a pull brings it back. It was
+    /// counted as sent, and the file came back with nothing said.
+    @Test func aDeleteOfAFileAnotherDeviceReplacedIsToldNotSent() async throws {
+        let server = ModelServer()
+        let remote = ModelAttachmentServer(items: server)
+        let phone = try await AttachmentDevice("phone", kind: .sqliteFile, server: server, attachments: remote)
+        let tablet = try await AttachmentDevice("tablet", kind: .memory, server: server, attachments: remote)
+        try await phone.table().insert(["id": "a"])
+        try await phone.table().attach(file: try phone.file(pattern(100)), to: "a", name: "f.bin")
+        try await phone.context.push()
+        try await tablet.table().pull()
+        try await phone.table().removeAttachment(of: "a", name: "f.bin")
+        try await tablet.table().attach(file: try tablet.file(pattern(200, seed: 3)), to: "a", name: "f.bin")
+        try await tablet.context.push()
+
+        let result = try await phone.context.push()
+        #expect(result.attachmentsSuperseded.map(\.name) == ["f.bin"])
+        #expect(result.attachmentsTransferred == 0)
+        #expect(remote.stored("todo", "a", "f.bin")?.deleted == false)
+        #expect(try await phone.attachment("a", "f.bin") == nil, "the delete is settled, not queued again")
+        try await phone.table().pull()
+        #expect(try await phone.attachment("a", "f.bin")?.size == 200)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func aPullBringsRowsAndDownloadsOnDemandOrEagerly(_ kind: StoreKind) async throws {
         let server = ModelServer()

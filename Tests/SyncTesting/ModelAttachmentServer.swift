@@ -163,15 +163,18 @@ public final class ModelAttachmentServer: RemoteAttachments {
         if items.row(table, id: itemID)?["deleted"]?.boolValue == true {
             throw RemoteError(.notFound, status: 410, "the item '\(itemID)' of '\(table)' is deleted")
         }
-        state.withLock { state in
+        let replaced = state.withLock { state -> Bool in
             let key = Self.key(table, itemID, name)
-            guard var stored = state.stored[key], !stored.deleted, sha256 == nil || stored.sha256 == sha256 else {
-                return
-            }
+            guard var stored = state.stored[key], !stored.deleted else { return false }
+            if let sha256, stored.sha256 != sha256 { return true }
             state.clock = Timestamp(millisecondsSince1970: state.clock.millisecondsSince1970 + 1)
             stored.deleted = true
             stored.updatedAt = state.clock
             state.stored[key] = stored
+            return false
+        }
+        if replaced {
+            throw RemoteError(.conflict, status: 412, "attachment '\(name)' is not the one If-Match names")
         }
     }
 

@@ -27,6 +27,9 @@ extension Rendering {
                 if !result.attachmentsDropped.isEmpty {
                     counts["dropped"] = .int(Int64(result.attachmentsDropped.count))
                 }
+                if !result.attachmentsSuperseded.isEmpty {
+                    counts["superseded"] = .int(Int64(result.attachmentsSuperseded.count))
+                }
                 object["files"] = .object(counts)
             }
             if !result.resolvedConflicts.isEmpty {
@@ -48,6 +51,11 @@ extension Rendering {
                 if dropped > 0 {
                     text +=
                         "; dropped \(grouped(dropped)): \(dropped == 1 ? "its item was" : "their items were") deleted"
+                }
+                let superseded = result.attachmentsSuperseded.count
+                if superseded > 0 {
+                    text +=
+                        "; \(grouped(superseded)) not deleted: another device replaced \(superseded == 1 ? "it" : "them") since (the next pull brings \(superseded == 1 ? "it" : "them") back)"
                 }
             }
             return text

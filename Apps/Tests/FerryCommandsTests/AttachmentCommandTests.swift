@@ -154,6 +154,15 @@ struct AttachmentCommandTests {
         let files = try JSONValue(parsing: Rendering.push(PushResult(pushed: 1), files: (1, 2), format: .json))
         #expect(files["files"] == ["sent": 1, "queued": 2], "\(files)")
         #expect(try JSONValue(parsing: Rendering.push(PushResult(), files: (0, 0), format: .json))["files"] == nil)
+        // A delete another device's newer file made moot is told, not counted as sent.
+        var superseded = PushResult()
+        superseded.attachmentsSuperseded = [AttachmentTransfer(.delete, table: "notes", itemID: "n1", name: "a")]
+        #expect(
+            Rendering.push(superseded, files: (0, 1), format: .table)
+                == "pushed 0 operations\nsent 0 of 1 queued file (attachments); 1 not deleted: another device "
+                + "replaced it since (the next pull brings it back)")
+        let supersededJSON = try JSONValue(parsing: Rendering.push(superseded, files: (0, 1), format: .json))
+        #expect(supersededJSON["files"] == ["sent": 0, "queued": 1, "superseded": 1], "\(supersededJSON)")
         #expect(try await Self.list(phone, item: "n1")["scan.bin"]?["state"] == .string("uploaded"))
         #expect(try await Self.serverNames(url, item: "n1") == ["scan.bin"])
         let synced = try await Self.ferry(["status", "--store", phone, "--server", url])

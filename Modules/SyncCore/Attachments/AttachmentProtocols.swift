@@ -89,8 +89,9 @@ public protocol RemoteAttachments: Sendable {
         progress: @escaping @Sendable (Int64, Int64) -> Void
     ) async throws
 
-    /// Deletes the attachment; when `sha256` is given, only if it still has that content. An
-    /// attachment that is already gone is not an error.
+    /// Deletes the attachment; when `sha256` is given, only if it still has that content, and else
+    /// throws a ``RemoteError`` with status 412 (another device replaced the file since: not this
+    /// device's to delete). An attachment that is already gone is not an error.
     func deleteAttachment(table: String, itemID: String, name: String, sha256: String?) async throws
 
     /// One page of the table's attachment rows (`GET /tables/$attachments/{table}` as a table

@@ -144,6 +144,16 @@ extension SyncContext {
                 hub.logger.notice(
                     "\(transfer) settled: the item was deleted on the server", metadata: ["ferry.status": "410"])
                 continue
+            } catch let error as RemoteError where error.status == 412 && direction == .delete {
+                // Another device replaced the file since this one removed it: the newer file is not
+                // this device's to delete, and stays; the next pull brings it back. It counted as
+                // sent, and the file came back with nothing said.
+                try await removeRow(attachment, in: .pendingDelete, onlyWithoutItem: false, configuration)
+                result.attachmentsSuperseded.append(transfer)
+                hub.logger.notice(
+                    "\(transfer) settled: another device replaced the file since; it stays",
+                    metadata: ["ferry.status": "412"])
+                continue
             } catch {
                 let error = Self.transferError(error, transfer)
                 hub.emit(.attachmentFailed(transfer, message: error.message))

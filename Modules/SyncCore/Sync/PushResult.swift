@@ -18,6 +18,9 @@ public struct PushResult: Sendable, Hashable {
     /// Pending uploads this push dropped, with their files, because their item is gone: deleted on
     /// this device, or on the server (it answered 410, as another device deleted the item).
     public var attachmentsDropped: [AttachmentTransfer] = []
+    /// Deletes of attachments this push dropped because another device replaced the file since
+    /// (the server answered 412): the newer file stays, and the next pull brings it back.
+    public var attachmentsSuperseded: [AttachmentTransfer] = []
 
     public init(pushed: Int = 0, failed: [OperationErrorRecord] = []) {
         self.pushed = pushed
