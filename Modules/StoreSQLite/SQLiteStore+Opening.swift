@@ -25,12 +25,21 @@ extension SQLiteStore {
 
     static func openFile(_ path: String, _ configuration: Configuration, place: String) throws -> DatabasePool {
         try preflight(path, configuration, place: place)
-        do {
-            let pool = try DatabasePool(path: path, configuration: grdbConfiguration(configuration))
-            try migrateTakingTurns(pool)
-            return pool
-        } catch let error as DatabaseError {
-            throw openError(error, path: path, place: place)
+        let deadline = ContinuousClock.now + .milliseconds(Int(configuration.busyTimeout * 1000))
+        while true {
+            do {
+                let pool = try DatabasePool(path: path, configuration: grdbConfiguration(configuration))
+                try migrateTakingTurns(pool)
+                return pool
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && ContinuousClock.now < deadline
+            {
+                // Another process is making the file a store: GRDB turns a new file to WAL with a
+                // write in a deferred transaction, whose SQLITE_BUSY no busy timeout waits out
+                // (2 of 100 opens, 4 connections at once on a loaded machine). Opened again.
+                Thread.sleep(forTimeInterval: 0.02)
+            } catch let error as DatabaseError {
+                throw openError(error, path: path, place: place)
+            }
         }
     }
 
