@@ -59,20 +59,8 @@ extension PostgreSQLServerStorage {
         let table = plan.table.name
         var results = plan.checked
         let pending = plan.rows.indices.filter { results[$0] == nil }
-        var known: [String: FieldKind] = [:]
-        let fields = Set(pending.flatMap { plan.unknown[$0].map(\.0) })
-        if !fields.isEmpty {
-            var binds = PostgresBindings(capacity: 2)
-            binds.append(table)
-            binds.append(fields.sorted())
-            let select = PostgresQuery(
-                unsafeSQL: "SELECT field, kind FROM ferry_fields WHERE table_name = $1 AND field = ANY($2::text[])",
-                binds: binds)
-            for row in try await connection.rows(select) {
-                let (field, kind) = try row.decode((String, String).self)
-                if let kind = FieldKind(rawValue: kind) { known[field] = kind }
-            }
-        }
+        var known = try await Self.fieldKinds(
+            of: table, Set(pending.flatMap { plan.unknown[$0].map(\.0) }).sorted(), on: connection)
         // Ids by their bytes (ItemID.Key), as PostgreSQL compares them: with `String`s, "café"
         // decomposed was taken for "café" composed and refused as a conflict.
         var taken: Set<ItemID.Key> = []
@@ -121,9 +109,20 @@ extension PostgreSQLServerStorage {
                     SELECT $1, field, kind FROM unnest($2::text[], $3::text[]) AS fixed(field, kind)
                     ON CONFLICT (table_name, field) DO NOTHING RETURNING field
                     """, binds: binds)
-            guard try await connection.rows(insert).count == fixed.count else {
-                throw StorageError(
-                    .busy, "the field kinds of '\(table)' were fixed by another writer meanwhile; retry the inserts")
+            var inserted: Set<String> = []
+            for row in try await connection.rows(insert) { inserted.insert(try row.decode(String.self)) }
+            // Another writer fixed some of them meanwhile (its insert held this one until it
+            // committed, so they are visible now). The same kinds make no row's outcome different:
+            // the rows go in as decided. Writers of a new table's first rows all fix the same kinds;
+            // failing them all but one as busy made them retry, one commit each (4-10x slower).
+            let others = fixed.filter { !inserted.contains($0.0) }
+            if !others.isEmpty {
+                let theirs = try await Self.fieldKinds(of: table, others.map(\.0), on: connection)
+                // A different kind would change outcomes decided above: the set is tried again.
+                guard others.allSatisfy({ theirs[$0.0] == $0.1 }) else {
+                    throw StorageError(
+                        .busy, "the field kinds of '\(table)' were fixed otherwise by another writer meanwhile; retry")
+                }
             }
         }
         if !going.isEmpty {
@@ -153,6 +152,25 @@ extension PostgreSQLServerStorage {
             }
         }
         return (results.map { $0! }, fixed)
+    }
+
+    /// The kinds fixed for `fields` of `table`, as this connection sees them now.
+    private static func fieldKinds(of table: String, _ fields: [String], on connection: PostgreSQLSession)
+        async throws -> [String: FieldKind]
+    {
+        var kinds: [String: FieldKind] = [:]
+        if fields.isEmpty { return kinds }
+        var binds = PostgresBindings(capacity: 2)
+        binds.append(table)
+        binds.append(fields)
+        let select = PostgresQuery(
+            unsafeSQL: "SELECT field, kind FROM ferry_fields WHERE table_name = $1 AND field = ANY($2::text[])",
+            binds: binds)
+        for row in try await connection.rows(select) {
+            let (field, kind) = try row.decode((String, String).self)
+            if let kind = FieldKind(rawValue: kind) { kinds[field] = kind }
+        }
+        return kinds
     }
 
     /// Inserts the rows `going` with one statement: `k` stamps reserved with one update of the

@@ -121,6 +121,51 @@ struct PostgreSQLServerStorageTests {
         }
     }
 
+    /// Two instances write the first rows of a new table at once, both with a field never seen
+    /// before: the second's recording of its kind waits for the first's commit, then finds it
+    /// recorded with the same kind and goes on. (It failed as busy, and every writer of a new
+    /// table's first rows but one retried, one commit after the other.) A different kind is still
+    /// refused.
+    @Test func setsFixingTheSameNewFieldAtOnceAllGoIn() async throws {
+        try await withSchema { schema in
+            let first = try await TestPostgreSQL.open(schema: schema)
+            let second = try await TestPostgreSQL.open(schema: schema)
+            let table = StorageTable(name: "fresh")
+            let rows: @Sendable (String, JSONValue) -> [StorageInsert] = { prefix, color in
+                (0..<20).map { StorageInsert(id: "\(prefix)\($0)", content: ["color": color, "n": .int(Int64($0))]) }
+            }
+            _ = try await first.insert(into: table, [StorageInsert(id: "seed", content: [:])])
+            let firstInserted = AsyncStream<Void>.makeStream()
+            let waiting = "SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            let held = Task {
+                try await first.transaction {
+                    let results = try await first.insert(into: table, rows("a", .string("red")))
+                    firstInserted.continuation.yield()
+                    // Commits once the other instance waits for this transaction's kinds.
+                    let deadline = ContinuousClock.now + .seconds(20)
+                    while try await TestPostgreSQL.execute(waiting).first == "0", ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(20))
+                    }
+                    return results
+                }
+            }
+            var started = firstInserted.stream.makeAsyncIterator()
+            _ = await started.next()
+            let secondResults = try await second.insert(into: table, rows("b", .string("blue")))
+            let firstResults = try await held.value
+            for result in firstResults + secondResults {
+                if case .failure(let error) = result { Issue.record("a row failed: \(error)") }
+            }
+            let stored = try await first.query(table, StorageQuery()).items
+            #expect(stored.count == 41)
+            // A different kind for the same field is still a kind error, for every row that has it.
+            let other = try await second.insert(into: table, rows("c", .int(3)))
+            #expect(other.allSatisfy { if case .failure(let error) = $0 { error.code == .fieldKind } else { false } })
+            try await first.close()
+            try await second.close()
+        }
+    }
+
     @Test func concurrentReadsShareStatementsYetEachGetsItsOwnItem() async throws {
         try await withSchema { schema in
             let url = try #require(TestPostgreSQL.url)
