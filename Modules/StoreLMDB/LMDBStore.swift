@@ -61,6 +61,10 @@ public final class LMDBStore: LocalStore {
         /// Whether each commit waits for the disk (on by default). Off (`MDB_NOSYNC`), a crash of
         /// the machine may lose the last commits, though never leave a partial one.
         public var syncsEveryCommit: Bool
+        /// How long an open waits while another process holds LMDB's exclusive lock (2 s by
+        /// default) before failing with `busy`. Another process holds it for the moment its own
+        /// open or close of the environment takes; LMDB itself would wait for it forever.
+        public var lockWait: Duration
 
         /// A configuration; the defaults suit an app's store.
         ///
@@ -69,12 +73,13 @@ public final class LMDBStore: LocalStore {
         /// ```
         public init(
             initialMapSize: Int = 64 << 20, maximumMapSize: Int = Int.max, maximumReaders: Int = 126,
-            syncsEveryCommit: Bool = true
+            syncsEveryCommit: Bool = true, lockWait: Duration = .seconds(2)
         ) {
             self.initialMapSize = initialMapSize
             self.maximumMapSize = maximumMapSize
             self.maximumReaders = maximumReaders
             self.syncsEveryCommit = syncsEveryCommit
+            self.lockWait = lockWait
         }
     }
 

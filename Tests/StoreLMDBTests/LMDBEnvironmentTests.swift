@@ -259,7 +259,7 @@ struct LMDBEnvironmentTests {
     }
 
     #if os(Linux)
-        @Test func anEnvironmentLockedByAnotherProcessIsReportedAsBusy() async throws {
+        @Test func anEnvironmentLockedByAnotherProcessIsWaitedForThenReportedAsBusy() async throws {
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
             let path = directory.path + "/locked"
@@ -278,11 +278,24 @@ struct LMDBEnvironmentTests {
             lock.l_len = 1
             let ofdSetLock: Int32 = 37  // F_OFD_SETLK
             #expect(fcntl(descriptor, ofdSetLock, &lock) == 0)
-            let error = #expect(throws: StoreError.self) { try LMDBStore(path: path) }
+            let waited = ContinuousClock.now
+            let error = #expect(throws: StoreError.self) {
+                try LMDBStore(path: path, configuration: .init(lockWait: .milliseconds(300)))
+            }
             #expect(error?.code == .busy)
             #expect(error?.message.contains("locked by another process") == true)
-            lock.l_type = Int16(F_UNLCK)
-            #expect(fcntl(descriptor, ofdSetLock, &lock) == 0)
+            #expect(ContinuousClock.now - waited >= .milliseconds(200), "the open did not wait for the lock")
+            // Held for a moment, as another process's open or close holds it: the open waits it out.
+            let release = Thread {
+                Thread.sleep(forTimeInterval: 0.2)
+                var unlock = flock()
+                unlock.l_type = Int16(F_UNLCK)
+                unlock.l_whence = Int16(SEEK_SET)
+                unlock.l_start = 0
+                unlock.l_len = 1
+                _ = fcntl(descriptor, ofdSetLock, &unlock)
+            }
+            release.start()
             let reopened = try LMDBStore(path: path)
             #expect(try await reopened.item("t", id: "1") != nil)
             try await reopened.close()

@@ -27,7 +27,7 @@ extension Environment {
             if !lockExisted { try? FileManager.default.removeItem(atPath: lockPath) }
             if !dataExisted { try? FileManager.default.removeItem(atPath: dataPath) }
         }
-        if lockExisted { try probeLock(lockPath, place: place) }
+        if lockExisted { try waitForLock(lockPath, wait: configuration.lockWait, place: place) }
 
         var env: OpaquePointer?
         var rc = mdb_env_create(&env)
@@ -121,9 +121,11 @@ extension Environment {
         return true
     }
 
-    /// Fails with `busy` when another process holds LMDB's exclusive lock on `lock.mdb` (LMDB
-    /// would otherwise wait for it forever).
-    private static func probeLock(_ lockPath: String, place: String) throws(StoreError) {
+    /// Waits up to `wait` while another process holds LMDB's exclusive lock on `lock.mdb`, then
+    /// fails with `busy` (LMDB would otherwise wait for it forever). Another process's open or
+    /// close holds it for a moment: failing at once made 1 in 600 reads of a store that other
+    /// processes were opening exit 75.
+    private static func waitForLock(_ lockPath: String, wait: Duration, place: String) throws(StoreError) {
         let descriptor = openForReading(lockPath)
         guard descriptor >= 0 else {
             if errno == EACCES || errno == EPERM {
@@ -132,16 +134,24 @@ extension Environment {
             return
         }
         defer { close(descriptor) }
-        var lock = flock()
-        lock.l_type = Int16(F_WRLCK)
-        lock.l_whence = Int16(SEEK_SET)
-        lock.l_start = 0
-        lock.l_len = 1
-        guard fcntl(descriptor, F_GETLK, &lock) == 0 else { return }
-        if lock.l_type == Int16(F_WRLCK) {
-            let holder = lock.l_pid > 0 ? " (process \(lock.l_pid))" : ""
-            throw StoreError(
-                .busy, "cannot open \(place): the environment is locked by another process\(holder)")
+        let deadline = ContinuousClock.now + wait
+        var pause = Duration.milliseconds(2)
+        while true {
+            var lock = flock()
+            lock.l_type = Int16(F_WRLCK)
+            lock.l_whence = Int16(SEEK_SET)
+            lock.l_start = 0
+            lock.l_len = 1
+            guard fcntl(descriptor, F_GETLK, &lock) == 0, lock.l_type == Int16(F_WRLCK) else { return }
+            guard ContinuousClock.now + pause <= deadline else {
+                let holder = lock.l_pid > 0 ? " (process \(lock.l_pid))" : ""
+                throw StoreError(
+                    .busy, "cannot open \(place): the environment is locked by another process\(holder)")
+            }
+            // A synchronous open: the thread sleeps, as SQLite's busy timeout does.
+            let (seconds, attoseconds) = pause.components
+            usleep(UInt32(seconds * 1_000_000 + attoseconds / 1_000_000_000_000))
+            pause = min(pause * 2, .milliseconds(50))
         }
     }
 
