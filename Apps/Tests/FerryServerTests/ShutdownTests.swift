@@ -1,8 +1,10 @@
 import FerryServer
+import Logging
 import Foundation
 import ServerStorageCore
 import ServerStorageSQLite
 import ServerTestSupport
+import Synchronization
 import SyncCore
 import Testing
 
@@ -29,6 +31,32 @@ struct ShutdownTests {
         try await within(.seconds(30), "the shutdown") { try await server.shutdown() }
         storage.release()
         _ = await stuckRequest.value
+    }
+
+    /// A request the end of the grace period cancels is logged as the stop it is (503, the server
+    /// stopping), not as a fault of the server's (it was `500 … CancellationError()`).
+    @Test func aRequestCutByTheStopIsLoggedAsTheStop() async throws {
+        let storage = StuckStorage(try sqliteStorage(.memory, logger: .quietTest))
+        let captured = CapturedLog()
+        var logger = Logger(label: "test.server") { _ in CapturingLogHandler(captured: captured) }
+        logger.logLevel = .info
+        var configuration = ServerConfiguration(host: "127.0.0.1", port: 0, logger: logger)
+        configuration.shutdownGracePeriod = .milliseconds(300)
+        let server = try await ReferenceServer.start(configuration, storage: storage, ownsStorage: true)
+        let port = server.port
+        let cutRequest = Task {
+            try? await LoopbackHTTP.send(
+                port: port, method: "POST", target: "/tables/cancellable",
+                headers: [("Content-Type", "application/json")], body: Array(#"{"id":"a"}"#.utf8))
+        }
+        try await eventually("the insert waits in the storage") { storage.cancellableCount == 1 }
+        try await within(.seconds(30), "the shutdown") { try await server.shutdown() }
+        _ = await cutRequest.value
+        let entries = captured.entries.withLock { $0 }
+        let lines = entries.map(\.message)
+        let line = lines.first { $0.hasPrefix("POST /tables/cancellable") }
+        #expect(line?.hasPrefix("POST /tables/cancellable 503: the server is stopping") == true, "\(lines)")
+        #expect(!entries.contains { "\($0.message) \($0.metadata)".contains("CancellationError") }, "\(lines)")
     }
 
     /// A stop lets a request in flight finish and answer, within the grace period; new connections

@@ -17,6 +17,10 @@ final class StuckStorage: ServerStorage {
 
     init(_ inner: any ServerStorage) { self.inner = inner }
 
+    /// How many inserts into `cancellable` began (they wait until cancelled).
+    var cancellableCount: Int { cancellable.withLock { $0 } }
+    private let cancellable = Mutex(0)
+
     /// How many inserts are stuck now.
     var stuckCount: Int { stuck.withLock { $0.count } }
 
@@ -69,6 +73,11 @@ final class StuckStorage: ServerStorage {
         }
         if table.name == "slow" {
             await withCheckedContinuation { continuation in slow.withLock { $0.append(continuation) } }
+        }
+        if table.name == "cancellable" {
+            // Waits until cancelled, as a storage call waiting for a lock does.
+            cancellable.withLock { $0 += 1 }
+            try await Task.sleep(for: .seconds(600))
         }
         return try await inner.insert(into: table, id: id, content: content, owner: owner)
     }

@@ -74,6 +74,14 @@ final class TableService: Sendable {
             return Self.errorResponse(error)
         } catch let error as StorageError {
             return Self.errorResponse(storageFailure(error))
+        } catch is CancellationError {
+            // The server stopped before the request finished (its grace period ended): not a fault
+            // of the server's, and most often never sent, as the connection closes with it. It was
+            // logged `500 … CancellationError()`.
+            var failure = ProtocolError(503, "unavailable", "the server is stopping; retry later")
+            failure.retryAfter = 2
+            failure.logDetail = "cancelled before it finished, as the server stopped"
+            return Self.errorResponse(failure)
         } catch {
             var failure = ProtocolError(500, "internal", "the server failed to answer this request")
             failure.logDetail = "\(error)"
