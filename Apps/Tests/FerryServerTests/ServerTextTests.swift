@@ -1,3 +1,4 @@
+import ServerTestSupport
 import SyncCore
 import Testing
 
@@ -17,6 +18,36 @@ struct ServerTextTests {
         // Not ASCII: compared byte for byte, never folded.
         #expect(!"ｊｓｏｎ".utf8.containsASCII("json"))
         #expect("é-json".utf8.containsASCII("json"))
+    }
+
+    /// RFC 9110 § 8.8.2.1: no answer is modified after it was sent. `Date` is moved up to
+    /// `Last-Modified` when Hummingbird's cached `Date` lags; `Last-Modified` stays as stamped.
+    @Test func anAnswerIsNeverDatedBeforeItsLastModified() async throws {
+        #expect(
+            HTTPDate.answerDate("Sun, 06 Nov 1994 08:49:37 GMT", lastModified: "Sun, 06 Nov 1994 08:49:38 GMT")
+                == "Sun, 06 Nov 1994 08:49:38 GMT")
+        #expect(
+            HTTPDate.answerDate("Sun, 06 Nov 1994 08:49:38 GMT", lastModified: "Sun, 06 Nov 1994 08:49:38 GMT") == nil)
+        #expect(
+            HTTPDate.answerDate("Sun, 06 Nov 1994 08:49:39 GMT", lastModified: "Sun, 06 Nov 1994 08:49:38 GMT") == nil)
+        #expect(
+            HTTPDate.answerDate(nil, lastModified: "Sun, 06 Nov 1994 08:49:38 GMT") == "Sun, 06 Nov 1994 08:49:38 GMT")
+        #expect(HTTPDate.answerDate("Sun, 06 Nov 1994 08:49:37 GMT", lastModified: "garbage") == nil)
+        // Over HTTP: writes spread over more than two seconds cross the cache's refreshes (before,
+        // 9 of 40 were dated before they were modified).
+        let configuration = ServerConfiguration(host: "127.0.0.1", port: 0, logger: .quietTest)
+        let server = try await ReferenceServer.startInMemory(configuration)
+        for step in 0..<40 {
+            let answer = try await LoopbackHTTP.send(
+                port: server.port, method: "POST", target: "/tables/dated",
+                headers: [("Content-Type", "application/json")], body: Array(#"{"id":"d\#(step)"}"#.utf8))
+            #expect(answer.status == 201)
+            let sent = answer.headers["date"].flatMap { HTTPDate.parse($0) }
+            let modified = answer.headers["last-modified"].flatMap { HTTPDate.parse($0) }
+            #expect(sent != nil && modified != nil && sent! >= modified!, "\(answer.headers)")
+            try await Task.sleep(for: .milliseconds(55))
+        }
+        try await server.shutdown()
     }
 
     @Test func httpDatesAreRightWhateverSecondCameBefore() throws {

@@ -283,6 +283,11 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 closesAfterThisResponse = true
                 logger.info("malformed request, \(answer.status.code): \(error)")
             }
+            if let modified = head.headers.first(name: "last-modified"),
+                let date = HTTPDate.answerDate(head.headers.first(name: "date"), lastModified: modified)
+            {
+                head.headers.replaceOrAdd(name: "date", value: date)
+            }
             // As NIO's encoder frames it (automatic framing headers): chunks from HTTP/1.1 on,
             // plain bytes before; no body for HEAD and CONNECT or a status without one.
             let code = head.status.code

@@ -33,6 +33,18 @@ enum HTTPDate {
             + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
     }
 
+    /// The `Date` an answer goes out with, given the one Hummingbird set and the answer's
+    /// `Last-Modified`: the later of the two. Hummingbird's `Date` is taken from a cache refreshed
+    /// once a second, so it lagged the clock a write had just stamped its item with, and an answer
+    /// said it was modified after it was sent (RFC 9110 § 8.8.2.1 forbids it). `Last-Modified` is
+    /// kept as it is: a client sends it back in `If-Unmodified-Since`, and an earlier one would
+    /// fail that precondition.
+    static func answerDate(_ date: String?, lastModified: String) -> String? {
+        guard let modified = parse(lastModified) else { return nil }
+        if let date, let sent = parse(date), sent >= modified { return nil }
+        return lastModified
+    }
+
     /// Parses an HTTP date exactly as RFC 9110 § 5.6.7 writes its three forms (the weekday is not
     /// checked), seconds since 1970; `nil` for anything else, which callers ignore as RFC 9110 says:
     /// - IMF-fixdate, `Sun, 06 Nov 1994 08:49:37 GMT` (what servers send);
