@@ -173,6 +173,7 @@ struct ClientCommandTests {
             update todo milk '{"title":"Milk, 2 litres"}'
             push
             conflicts
+            conflicts resolve milk --take change --operation update --item '{"id":"bread","title":"Bread"}'
             conflicts resolve milk --take mine
             push
             use tablet
@@ -196,6 +197,9 @@ struct ClientCommandTests {
         #expect(text.contains("1 queued operation"))
         #expect(text.contains("pushed 1 operation"))
         #expect(text.contains("1 failed (see `conflicts`)"))
+        // A change naming another item is refused with what to do instead.
+        #expect(text.contains(#"--item names id "bread", but the error is about 'milk'"#), "\(text)")
+        #expect(text.contains(#"leave "id" out of --item"#), "\(text)")
         // The push's own conflict view shows the base and who changed what, as `conflicts` does.
         let pushed = try #require(text.range(of: "1 failed (see `conflicts`)"))
         let listed = try #require(text.range(of: "ferry(phone)> conflicts\n"))

@@ -188,6 +188,19 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             else {
                 throw ClientError(.notFound, "no error '\(errorID)'", hint: "`conflicts` lists them")
             }
+            let given: JSONObject? =
+                switch resolution {
+                case .useMerged(let object), .changeOperation(_, item: let object?): object
+                default: nil
+                }
+            if let given = given?["id"], given != .string(error.itemID) {
+                // The resolution keeps the failed operation's item; another id is another item.
+                throw ClientError(
+                    .usage,
+                    "--item names id \(given.serialized()), but the error is about '\(error.itemID)'",
+                    hint: "leave \"id\" out of --item (it keeps '\(error.itemID)'); to write another item, "
+                        + "use `ferry insert` or `ferry update`")
+            }
             let applied = try await device.resolve(error.id, resolution)
             // Keeping mine of an item the server deleted takes the deletion (deletions win).
             let deletionWon: Bool
