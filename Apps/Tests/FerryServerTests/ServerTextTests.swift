@@ -20,6 +20,22 @@ struct ServerTextTests {
         #expect("é-json".utf8.containsASCII("json"))
     }
 
+    @Test func headersAreFoundByNameInAnyCaseAndNothingElse() {
+        let headers = RequestHeaders([
+            ("Content-Type", "application/json"), ("If-Match", "\"1\""), ("if-match", "\"2\""), ("X-a[", "x"),
+        ])
+        #expect(headers["content-type"] == "application/json")
+        #expect(headers["CONTENT-TYPE"] == "application/json")
+        #expect(headers["Content-Typ"] == nil)
+        #expect(headers["Content-Types"] == nil)
+        #expect(headers[""] == nil)
+        // Only letters fold: `[` (0x5B) is not `{` (0x7B).
+        #expect(headers["x-A["] == "x")
+        #expect(headers["x-a{"] == nil)
+        #expect(headers.values("IF-MATCH") == ["\"1\"", "\"2\""])
+        #expect(headers.list("If-Match") == "\"1\", \"2\"")
+    }
+
     /// RFC 9110 § 8.8.2.1: no answer is modified after it was sent. `Date` is moved up to
     /// `Last-Modified` when Hummingbird's cached `Date` lags; `Last-Modified` stays as stamped.
     @Test func anAnswerIsNeverDatedBeforeItsLastModified() async throws {

@@ -193,8 +193,19 @@ struct RequestHeaders: Sendable {
 
     /// The first value of `name`.
     subscript(_ name: String) -> String? {
-        let key = name.lowercased()
-        return fields.first { $0.name == key }?.value
+        fields.first { Self.same($0.name, name) }?.value
+    }
+
+    /// Whether a stored name (lower case) is `name` in any ASCII case. Lowercasing `name` for each
+    /// lookup allocated a string: 3% of the server's time in a batched push (about ten lookups per
+    /// request of a batch).
+    private static func same(_ stored: String, _ name: String) -> Bool {
+        var stored = stored.utf8.makeIterator()
+        for byte in name.utf8 {
+            let lower = byte &- 0x41 < 26 ? byte | 0x20 : byte
+            guard stored.next() == lower else { return false }
+        }
+        return stored.next() == nil
     }
 
     /// Every header, names in lower case, in the order received.
@@ -209,8 +220,7 @@ struct RequestHeaders: Sendable {
 
     /// Every value of `name`, comma-joined lists kept as sent.
     func values(_ name: String) -> [String] {
-        let key = name.lowercased()
-        return fields.filter { $0.name == key }.map(\.value)
+        fields.filter { Self.same($0.name, name) }.map(\.value)
     }
 }
 
