@@ -38,6 +38,49 @@ struct PullTests {
         #expect(try await device.table().query().items.count == 6)
     }
 
+    /// A process killed midway through a pull (SIGKILL, a Ctrl-C it dies of) runs no code on its
+    /// way out: what it leaves must already say the table's pull is unfinished. Seen from the
+    /// store while the second page is on its way, after the first was applied.
+    @Test(arguments: StoreKind.allCases)
+    func aPullKilledMidwayLeavesItsTableUnfinished(_ kind: StoreKind) async throws {
+        let server = ModelServer()
+        let device = try Device(kind: kind, server: server)
+        server.seed("todo", Self.rows(6))
+        let context = device.context
+        let midway = Mutex<(items: Int, unfinished: [String])?>(nil)
+        let queries = Mutex(0)
+        server.setFaultPolicy { request in
+            guard request.kind == .query else { return nil }
+            guard
+                queries.withLock({ count in
+                    count += 1
+                    return count
+                }) == 2
+            else { return nil }
+            return .hook {
+                // The second page downloads while the first is applied: waits for it.
+                for _ in 0..<500 {
+                    let items = (try? await context.table("todo").query().items.count) ?? 0
+                    if items == 2, let unfinished = try? await context.unfinishedPulls() {
+                        midway.withLock { $0 = (items, unfinished) }
+                        break
+                    }
+                    try? await Task.sleep(for: .milliseconds(10))
+                }
+                return nil
+            }
+        }
+        try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 2, pushesFirst: false))
+        let seen = try #require(midway.withLock { $0 }, "the first page was never seen applied")
+        #expect(seen.unfinished == ["todo"], "a process killed here would leave 2 of 6 items as everything")
+        // Finished: nothing unfinished, and a pull of one page marks nothing on its way.
+        #expect(try await device.context.unfinishedPulls() == [])
+        server.clearFaults()
+        try await device.table().pull(queryID: "q", options: PullOptions(pageSize: 100, pushesFirst: false))
+        #expect(try await device.context.unfinishedPulls() == [])
+        #expect(try await device.table().query().items.count == 6)
+    }
+
     /// Legacy bugs #12 and #14, and the gap hazard of `gt`: a keyset cursor on (updatedAt, id) pages
     /// through rows that share one millisecond, and the next pull downloads nothing again.
     @Test(arguments: StoreKind.allCases)

@@ -77,6 +77,7 @@ extension SyncContext {
                     try await pullPages(table, query, queryID, options, into: &result)
                 }
                 itemsPulled = true
+                try await recordPull(of: table, finished: true)
                 // The table's attachment rows, and eager downloads (AttachmentSync.swift).
                 try await pullAttachments(table)
             } catch {
@@ -95,7 +96,6 @@ extension SyncContext {
             }
             hub.emit(.pullFinished(table: table, queryID: queryID, result: result, stoppedBy: nil))
             try await recordSync()
-            try await recordPull(of: table, finished: true)
             return result
         }
     }
@@ -178,10 +178,19 @@ extension SyncContext {
             let stored = queryID.flatMap { _ in
                 PullPlan.lastPlausible(items, filter: filterKey, horizon: PullPlan.horizon())?.stored
             }
+            // The first of several pages marks the table's pull unfinished, with the page, until it
+            // ends: a process killed midway (SIGKILL, a Ctrl-C it dies of) runs no code on its way
+            // out, and its store said "everything synced" with 1,100 of 5,001 items.
+            let marksUnfinished = more && result.pages == 0
             let (applied, removed) = try await write("pull") { tx in
                 let applied = try PullSteps.apply(items, table: table, in: tx)
                 if let queryID, let stored {
                     try tx.setDeltaToken(table: table, queryID: queryID, value: stored)
+                }
+                if marksUnfinished {
+                    try tx.setDeltaToken(
+                        table: Self.engineSlot, queryID: Self.unfinishedPullPrefix + table,
+                        value: String(ItemFields.now().millisecondsSince1970))
                 }
                 return applied
             }
