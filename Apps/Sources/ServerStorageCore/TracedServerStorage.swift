@@ -113,6 +113,10 @@ package struct TracedServerStorage: ServerStorage {
         try await span("recordedOutcome") { _ in try await base.recordedOutcome(scope: scope, key: key) }
     }
 
+    package func lockTables(_ tables: [String]) async throws {
+        try await span("lockTables") { _ in try await base.lockTables(tables) }
+    }
+
     package func claimOutcome(scope: String, key: String) async throws -> RecordedOutcome? {
         try await span("claimOutcome") { _ in try await base.claimOutcome(scope: scope, key: key) }
     }

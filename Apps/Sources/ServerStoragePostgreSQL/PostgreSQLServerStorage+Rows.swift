@@ -301,6 +301,24 @@ extension PostgreSQLServerStorage {
         return stored
     }
 
+    public func lockTables(_ tables: [String]) async throws {
+        guard currentTransaction != nil, !tables.isEmpty else { return }
+        try await withConnection("locking the tables \(tables.sorted())") { connection in
+            try await Self.lockTables(tables, on: connection)
+        }
+    }
+
+    /// Locks the sequence rows of `tables` (those that exist) in name order, until the transaction
+    /// ends: what every write takes, first (``ServerStorage/lockTables(_:)``).
+    static func lockTables(_ tables: [String], on connection: PostgreSQLSession) async throws {
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(Array(Set(tables)).sorted())
+        _ = try await connection.rows(
+            PostgresQuery(
+                unsafeSQL: "SELECT name FROM ferry_tables WHERE name = ANY($1::text[]) ORDER BY name FOR UPDATE",
+                binds: binds))
+    }
+
     public func replace(
         in table: StorageTable, id: String, expectedVersion: Int64, content: JSONObject, deleted: Bool,
         owner: OwnerScope
@@ -324,6 +342,9 @@ extension PostgreSQLServerStorage {
             SELECT updated.*, (SELECT count(*) FROM notified) FROM updated
             """
         let body: @Sendable (PostgreSQLSession) async throws -> StoredItem = { connection in
+            // The table's lock before the item's row, as every writer takes them: the row first,
+            // against a batch holding the table and then asking for the row, deadlocked.
+            try await Self.lockTables([table.name], on: connection)
             try await self.fixKinds(connection, table, unknown)
             if let row = try await connection.rows(statement).first {
                 var stored = try Self.decode(row)
@@ -352,6 +373,7 @@ extension PostgreSQLServerStorage {
             SELECT id, (SELECT count(*) FROM notified) FROM removed
             """
         try await withTransaction("deleting an item of '\(table.name)'") { connection in
+            try await Self.lockTables([table.name], on: connection)
             if try await connection.rows(statement).isEmpty {
                 throw try await Self.missing(connection, table.name, Self.sqlName(number), id: id, owner: owner)
             }

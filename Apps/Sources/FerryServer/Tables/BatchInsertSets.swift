@@ -164,6 +164,11 @@ extension TableService {
     }
 
     private func writeSet(_ members: [SetMember]) async throws -> [TableResponse] {
+        // The tables first, then the keys, then the rows, as every writer takes them.
+        try await storage.lockTables(
+            members.compactMap {
+                if case .success(let insert) = $0.insert { insert.context.storageTable.name } else { nil }
+            })
         var claimed: [String: [String]] = [:]
         for member in members { if let key = member.key { claimed[member.scope, default: []].append(key) } }
         var recorded: [String: [String: RecordedOutcome]] = [:]

@@ -44,9 +44,12 @@ final class IdempotencyLedger: Sendable {
         var response: TableResponse
     }
 
-    /// Runs `apply` at most once per key: answers the recorded outcome when there is one.
+    /// Runs `apply` at most once per key: answers the recorded outcome when there is one. The
+    /// write's `table` is locked before its key is claimed, as every writer takes them
+    /// (``ServerStorage/lockTables(_:)``).
     func answer(
-        key: String, scope: String, request: TableRequest, apply: @escaping @Sendable () async -> TableResponse
+        key: String, scope: String, request: TableRequest, table: String,
+        apply: @escaping @Sendable () async -> TableResponse
     ) async throws -> TableResponse {
         do throws(StorageError) {
             try RecordedOutcome.validateKey(key)
@@ -59,6 +62,7 @@ final class IdempotencyLedger: Sendable {
         let response: TableResponse
         do {
             response = try await storage.transaction {
+                try await storage.lockTables([table])
                 if let recorded = try await storage.claimOutcome(scope: scope, key: key) {
                     return try Self.replay(recorded, fingerprint: fingerprint)
                 }

@@ -173,8 +173,10 @@ final class TableService: Sendable {
                 context.request.parsedBody = try? JSONValue(parsingUTF8: body)
             }
             // After authentication and the table's rules: a replay never bypasses them.
-            return try await ledger.answer(key: key, scope: context.identity?.subject ?? "", request: context.request) {
-                [self, context] in
+            return try await ledger.answer(
+                key: key, scope: context.identity?.subject ?? "", request: context.request,
+                table: context.storageTable.name
+            ) { [self, context] in
                 await answering { try await write(operation, context, id: id) }
             }
         }
