@@ -160,4 +160,31 @@ struct ResponseDeliveryTests {
         }
         try await server.shutdown()
     }
+
+    /// RFC 9110 § 10.1.1: `Expect: 100-continue` is answered with a 100 at once, and the request
+    /// then goes on as usual on the same connection. It was never answered: a client waited its
+    /// own timeout (curl: one second) before each body it sent so.
+    @Test func aClientExpecting100ContinueGetsItAtOnce() async throws {
+        let server = try await Self.start()
+        let port = server.port
+        try await offThePool {
+            let fd = try LoopbackHTTP.connect(port: port)
+            defer { close(fd) }
+            let body = Array(#"{"id":"e1","title":"expected"}"#.utf8)
+            let head =
+                "POST /tables/big HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                + "Expect: 100-continue\r\nContent-Length: \(body.count)\r\n\r\n"
+            try LoopbackHTTP.writeAll(fd, Array(head.utf8))
+            let interim = LoopbackHTTP.readUntilClosed(fd, seconds: 10) { received in
+                String(decoding: received, as: UTF8.self).contains("\r\n\r\n")
+            }
+            #expect(String(decoding: interim.bytes, as: UTF8.self) == "HTTP/1.1 100 Continue\r\n\r\n")
+            try LoopbackHTTP.writeAll(fd, body)
+            let final = LoopbackHTTP.readUntilClosed(fd, seconds: 10) { received in
+                String(decoding: received, as: UTF8.self).contains("\"expected\"")
+            }
+            #expect(String(decoding: final.bytes, as: UTF8.self).hasPrefix("HTTP/1.1 201"))
+        }
+        try await server.shutdown()
+    }
 }

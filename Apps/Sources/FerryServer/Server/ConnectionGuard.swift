@@ -227,6 +227,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
                 // Hummingbird then stops reading requests on this connection after the response.
                 head.headers.replaceOrAdd(name: "connection", value: "close")
             }
+            // RFC 9110 § 10.1.1: a client that sends `Expect: 100-continue` waits for a 100 (or a
+            // final answer) before its body. None came, and curl waited a second before each body
+            // it sent so. Not between the answers of pipelined requests, nor to HTTP/1.0.
+            if head.version.major == 1, head.version.minor >= 1, requestsInProgress == 1,
+                head.headers["expect"].contains(where: { $0.lowercased() == "100-continue" })
+            {
+                context.writeAndFlush(
+                    wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+            }
             context.fireChannelRead(wrapInboundOut(.head(head)))
         case .body:
             context.fireChannelRead(data)
