@@ -28,6 +28,7 @@ struct ProxyTests {
             proxy_set_header X-Forwarded-Host $http_host;   # with ferry serve --trust-proxy
             proxy_set_header X-Forwarded-Proto $scheme;
             proxy_set_header Forwarded "";                  # never pass on a client's own
+            proxy_set_header X-Forwarded-Prefix "";         # nor its own path prefix
             client_max_body_size 16m;                       # batches: up to 16 MiB (the default, 1m, refuses them)
             proxy_read_timeout 1h;                          # change feeds stay open (the server sends a
                                                             # heartbeat every 15 s; the default 60 s holds too)
@@ -139,6 +140,7 @@ struct ProxyTests {
             // nor the origin a client names in its own Forwarded or X-Forwarded-Host.
             for (header, value) in [
                 ("", ""), ("Forwarded", "host=evil.example;proto=https"), ("X-Forwarded-Host", "evil.example"),
+                ("X-Forwarded-Prefix", "/evil"),
             ] {
                 var request = URLRequest(url: url.appendingPathComponent("tables/todo"))
                 request.httpMethod = "POST"
