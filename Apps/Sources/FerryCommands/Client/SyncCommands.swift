@@ -154,7 +154,7 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             ERROR is an error id from the list, or the id of the item it is about.
             ferry conflicts resolve ERROR --take server   take the server's item, drop my change
             ferry conflicts resolve ERROR --take mine     retry my change against the server's version
-            ferry conflicts resolve ERROR --take mine --item '{"title":"merged"}'
+            ferry conflicts resolve ERROR --take mine --item '{"title":"merged"}'   (mine, with that field changed)
             ferry conflicts resolve ERROR --take discard  drop my change, keep the local copy as before it
             ferry conflicts resolve ERROR --take change --operation update --item '{…}'
             ferry conflicts resolve ERROR --take change --operation delete
@@ -163,7 +163,10 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
     @Argument(help: "list (the default) or resolve.") var action: String = "list"
     @Argument(help: "The error to resolve: its id, or its item's id.") var errorID: String?
     @Option(help: "How to resolve: server, mine, discard or change.") var take: String?
-    @Option(help: "With mine or change: the item to send, a JSON object (change: needed for insert and update).")
+    @Option(
+        help:
+            "With mine or change: a JSON object; for mine and an update, the fields to change in mine (others are kept), for an insert the item (change: needed for insert and update)."
+    )
     var item: String?
     @Option(help: "With change: the new operation, insert, update or delete.") var operation: String?
     @Flag(name: [.customShort("x"), .long], help: "One block per error, its message whole (for long messages).")
@@ -201,7 +204,7 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
                     hint: "leave \"id\" out of --item (it keeps '\(error.itemID)'); to write another item, "
                         + "use `ferry insert` or `ferry update`")
             }
-            let applied = try await device.resolve(error.id, resolution)
+            let applied = try await device.resolve(error.id, try await mergedOntoMine(resolution, error, device))
             // Keeping mine of an item the server deleted takes the deletion (deletions win).
             let deletionWon: Bool
             switch (resolution, applied) {
@@ -223,6 +226,25 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
         default:
             throw ClientError(.usage, "unknown action '\(action)'", hint: "list or resolve")
         }
+    }
+
+    /// `--item` of `mine` or of an update changes the fields it names, as `ferry update` does: the
+    /// other fields are mine's (the local item's), not dropped. It was sent as the whole item, and a
+    /// resolution naming the one field both devices changed deleted every other field on the server.
+    func mergedOntoMine(_ resolution: ErrorResolution, _ error: OperationErrorRecord, _ device: Device) async throws
+        -> ErrorResolution
+    {
+        let changes: JSONObject
+        switch resolution {
+        case .useMerged(let item), .changeOperation(.update, item: let item?): changes = item
+        default: return resolution
+        }
+        var merged = try await device.item(error.table, id: error.itemID) ?? error.clientItem ?? [:]
+        for column in Rendering.systemColumns { merged[column] = nil }
+        for (field, value) in changes { merged[field] = value }
+        merged["id"] = .string(error.itemID)
+        if case .useMerged = resolution { return .useMerged(merged) }
+        return .changeOperation(.update, item: merged)
     }
 
     func resolution() throws -> ErrorResolution {
