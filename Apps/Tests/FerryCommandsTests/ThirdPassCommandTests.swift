@@ -78,7 +78,7 @@ struct ThirdPassCommandTests {
         do {
             _ = try command.resolution()
         } catch let error as ClientError {
-            #expect(error.message.contains("needs --item"), "\(error.message)")
+            #expect(error.message.contains("needs --item with the fields to change"), "\(error.message)")
             #expect(error.hint?.contains("--take mine") == true)
         }
         let delete = try ConflictsCommand.parse([

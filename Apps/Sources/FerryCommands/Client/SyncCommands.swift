@@ -260,8 +260,9 @@ public struct ConflictsCommand: DeviceCommand, Sendable {
             // The change is the item given: without one, an insert or update would send the whole
             // local item over the server's, which is what `--take mine` says in so many words.
             if kind != .delete, object == nil {
+                let what = kind == .insert ? "the item to send" : "the fields to change"
                 throw ClientError(
-                    .usage, "--take change --operation \(operation) needs --item with the item to send",
+                    .usage, "--take change --operation \(operation) needs --item with \(what)",
                     hint: "to send the local item as it is over the server's, use --take mine")
             }
             return .changeOperation(kind, item: object)
