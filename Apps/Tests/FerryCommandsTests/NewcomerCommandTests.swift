@@ -25,6 +25,23 @@ struct NewcomerCommandTests {
         #expect(lines.count >= 3 && lines[1] == #"  title eq "Milk""# && lines[2] == "           ^", "\(result.errors)")
     }
 
+    /// Schemes are case-insensitive; a query or fragment would land before the paths the client
+    /// adds (`…:8080?x=1/tables/todo`), so it is refused in words.
+    @Test func serverURLsAreTakenInAnyCaseOfTheirSchemeAndWithoutAQuery() throws {
+        let upper = try ServerOptions.parse(["--server", "HTTP://127.0.0.1:8080/sync"]).serverSettings()
+        #expect(upper?.url.absoluteString == "http://127.0.0.1:8080/sync")
+        for text in ["http://127.0.0.1:8080?x=1", "http://127.0.0.1:8080/#top"] {
+            let options = try ServerOptions.parse(["--server", text])
+            do {
+                _ = try options.serverSettings()
+                Issue.record("\(text) was taken")
+            } catch {
+                #expect(error.message.contains("has a query or a fragment"), "\(error.message)")
+            }
+        }
+        #expect(throws: ClientError.self) { try ServerOptions.parse(["--server", "ftp://127.0.0.1"]).serverSettings() }
+    }
+
     @Test func aMistypedCommandGetsASuggestion() async throws {
         #expect(FerryCommand.unknownCommandMessage(["pusj"])?.contains("did you mean 'push'?") == true)
         #expect(FerryCommand.unknownCommandMessage(["push", "--json"]) == nil)

@@ -31,7 +31,22 @@ public struct ServerOptions: ParsableArguments, Sendable {
     func serverSettings() throws(ClientError) -> ServerSettings? {
         let environment = ProcessInfo.processInfo.environment
         guard let text = server ?? environment["FERRY_SERVER"], !text.isEmpty else { return nil }
-        guard let url = URL(string: text), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+        // Schemes are case-insensitive (RFC 3986 § 3.1): `HTTP://…` was refused.
+        guard var components = URLComponents(string: text),
+            let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            components.host != nil
+        else {
+            throw ClientError(.usage, "'\(text)' is not a server URL", hint: "for example http://127.0.0.1:8080")
+        }
+        // Paths are added to the URL: a query or fragment would end up before them
+        // (`…:8080?x=1/tables/todo`).
+        guard components.query == nil, components.fragment == nil else {
+            throw ClientError(
+                .usage, "'\(text)' has a query or a fragment; a server URL is where the tables are",
+                hint: "for example http://127.0.0.1:8080 or https://example.org/sync")
+        }
+        components.scheme = scheme
+        guard let url = components.url else {
             throw ClientError(.usage, "'\(text)' is not a server URL", hint: "for example http://127.0.0.1:8080")
         }
         if let port = url.port, !(1...65_535).contains(port) {
