@@ -74,8 +74,19 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
             if code == .success {
                 StandardStreams.write(fullMessage(for: error) + "\n")
             } else if let text = errorLine(error, code: code, arguments: arguments) {
-                let style = Style.for(descriptor: 2)
-                StandardStreams.writeError(style.error("error:") + text.dropFirst("error:".count) + "\n")
+                if asksForJSON(arguments) {
+                    // As every other failure with `--json` (docs/cli.md): one JSON document.
+                    var message = String(text.dropFirst("error: ".count))
+                    var hint: String?
+                    if let open = message.range(of: " (`", options: .backwards), message.hasSuffix(")") {
+                        hint = String(message[message.index(after: open.lowerBound)...].dropFirst().dropLast())
+                        message = String(message[..<open.lowerBound])
+                    }
+                    _ = CommandFailure.report(ClientError(.usage, message, hint: hint), format: .json)
+                } else {
+                    let style = Style.for(descriptor: 2)
+                    StandardStreams.writeError(style.error("error:") + text.dropFirst("error:".count) + "\n")
+                }
             }
             return code.rawValue
         }
@@ -92,6 +103,25 @@ public struct FerryCommand: AsyncParsableCommand, Sendable {
         let lowered = text.prefix(1).lowercased() + text.dropFirst()
         guard code.rawValue == ClientError.Code.usage.rawValue else { return "error: \(lowered)" }
         return "error: \(lowered) (`\(commandPath(arguments)) --help` lists the options)"
+    }
+
+    /// Whether the command line asks for JSON (`--json`, `--format json|jsonl`), read from the
+    /// words themselves: a command line that did not parse has no options to ask.
+    static func asksForJSON(_ arguments: [String]) -> Bool {
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--" { return false }
+            if argument == "--json" { return true }
+            let format: String?
+            if argument == "--format" {
+                format = index + 1 < arguments.count ? arguments[index + 1] : nil
+            } else if argument.hasPrefix("--format=") {
+                format = String(argument.dropFirst("--format=".count))
+            } else {
+                format = nil
+            }
+            if let format, format == "json" || format == "jsonl" { return true }
+        }
+        return false
     }
 
     /// `ferry remote query`: the commands `arguments` name, as far as they name commands.

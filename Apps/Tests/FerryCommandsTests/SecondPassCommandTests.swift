@@ -65,6 +65,20 @@ struct SecondPassCommandTests {
         }
         let remote = try await Self.run(["remote", "query", "todo", "--top", "x"])
         #expect(remote.errors.contains("`ferry remote query --help`"), "\(remote.errors)")
+        // With --json (or --format json), a command line that did not parse is one JSON document
+        // too, as every other failure (it was the plain line).
+        for arguments in [
+            ["get", "todo", "t1", "--bogus", "--json"], ["query", "todo", "--top", "x", "--format", "json"],
+            ["insert", "--json"],
+        ] {
+            let result = try await Self.run(arguments)
+            #expect(result.status == 64, "\(arguments)")
+            let document = try JSONValue(parsing: result.errors)
+            let error = document["error"]
+            #expect(error?["exit"] == .int(64), "\(result.errors)")
+            #expect(error?["message"]?.stringValue?.isEmpty == false, "\(result.errors)")
+            #expect(error?["hint"]?.stringValue?.hasSuffix("--help` lists the options") == true, "\(result.errors)")
+        }
         // Help and the version still print on standard output with exit 0.
         let help = try await Self.run(["query", "--help"])
         #expect(help.status == 0 && help.output.contains("USAGE: ferry query"))
