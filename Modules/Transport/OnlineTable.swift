@@ -267,6 +267,15 @@ public struct OnlineTable: RemoteTable {
             return RemoteError(.invalidTableName, status: 404, "\(action): \(response.errorMessage)")
         }
         if Self.isNoEndpoint(response), let missing = noTableEndpoint(response, action: action) { return missing }
+        if response.status == 501 {
+            // No server of the protocol leaves its table routes' methods unimplemented: this is
+            // another kind of server (`python3 -m http.server` answers 501 to a POST). Taken for a
+            // refusal of the write, the push recorded the operation as failed.
+            return RemoteError(
+                .noEndpoint, status: 501,
+                "\(action): there is no table endpoint at \(client.displayURL(table: name)) (it answered "
+                    + "501 Not Implemented): the server URL is not the base URL of a table-protocol server")
+        }
         return response.failure(action, serverItem: serverItem)
     }
 }

@@ -50,6 +50,20 @@ struct QueryAnswerTests {
         #expect(online?.message.contains("<html") == false, "\(online?.message ?? "")")
     }
 
+    /// A web server that implements no POST (`python3 -m http.server` answers 501) is no table
+    /// endpoint: `noEndpoint`, which stops a push, not a refusal recorded against the operation.
+    @Test func a501IsNoTableEndpoint() async throws {
+        let remote = stubbedRemote(
+            "static.test", .v3,
+            [StubAnswer(status: 501, headers: ["Content-Type": "text/html"], body: "<html>Unsupported method</html>")])
+        let error = await #expect(throws: RemoteError.self) {
+            _ = try await remote.onlineTable("todo").insert(["id": "a"])
+        }
+        #expect(error?.code == .noEndpoint)
+        #expect(error?.message.contains("there is no table endpoint at http://static.test/tables/todo") == true)
+        #expect(error?.message.contains("501") == true, "\(error?.message ?? "")")
+    }
+
     /// Bodies of a 200 that are not a page of the protocol the client speaks.
     static let notAPage: [(ProtocolVersion, String, String)] = [
         (.v3, "<!doctype html><html><body>Welcome</body></html>", "an HTML page"),
