@@ -276,6 +276,9 @@ public actor Device {
     }
 
     /// How many operations of `table` wait in the queue.
+    /// The operations queued in every table, not yet accepted by the server.
+    public func queuedOperationCount() async throws -> Int { try await context.queuedOperationCount() }
+
     public func queuedOperationCount(_ table: String) async throws -> Int {
         try await store.operationCount(table: table)
     }

@@ -271,6 +271,35 @@ struct ThirdPassCommandTests {
         #expect(written.last?.contains("gone") == false, "the last view is stale: \(written)")
     }
 
+    /// A local write's rows can reach `watch` before automatic sync counts the queue again: they
+    /// are shown with the queue counted after them, never under a status line that still says
+    /// "everything synced" (a piped view recorded that for 10 of 10 unsent inserts).
+    @Test func newRowsAreShownWithTheQueueCountedAfterThem() async throws {
+        let written = Mutex<[String]>([])
+        let output = CommandOutput(format: .table, showsProgress: false) { text in
+            written.withLock { $0.append(text) }
+        }
+        let view = WatchView(table: "todo", place: "here", output: output, redraws: false, waitsForFirstSync: true)
+        var synced = SyncStatus.Snapshot()
+        synced.isRunning = true
+        synced.reachability = .reachable(since: Timestamp(millisecondsSince1970: 0))
+        synced.isCaughtUp = true
+        #expect(synced.summary == "everything synced")
+        #expect(view.show(status: synced), "the first sync is over")
+        view.show(items: [["id": "a", "version": "1"]], afterFirstSync: true, queued: 0)
+        view.show(items: [["id": "a", "version": "1"], ["id": "b"]], queued: 1)
+        let last = try #require(written.withLock { $0 }.last)
+        #expect(last.hasPrefix("todo here: 2 rows; 1 change waiting to be pushed"), "\(last)")
+        // The push that empties the queue is heard before the rows it stamped: they are not drawn
+        // as they were under "everything synced", and the stamped rows are.
+        _ = view.show(status: synced)
+        view.show(items: [["id": "a", "version": "1"], ["id": "b", "version": "2"]], queued: 0)
+        let frames = written.withLock { $0 }
+        #expect(!frames.contains { $0.contains("everything synced") && $0.contains("b  \n") }, "\(frames)")
+        #expect(frames.last?.hasPrefix("todo here: 2 rows; everything synced") == true, "\(frames)")
+        #expect(frames.count == 3, "\(frames)")
+    }
+
     /// A port above 65535 stopped `ferry` with a Swift runtime trap and a backtrace (exit 132),
     /// leaving the store it had just made.
     @Test func aServerPortOutOfRangeIsAUsageError() async throws {

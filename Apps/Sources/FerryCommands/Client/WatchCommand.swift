@@ -71,7 +71,12 @@ public struct WatchCommand: DeviceCommand, Sendable {
         let watching = Task {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    for try await items in stream { view.show(items: items) }
+                    for try await items in stream {
+                        // The status line counts the queue as automatic sync last did, which a
+                        // local write's rows can come before: a new unsent row showed under
+                        // "everything synced". The rows go with the queue counted after them.
+                        view.show(items: items, queued: try? await device.queuedOperationCount())
+                    }
                 }
                 group.addTask {
                     for await status in statuses {
@@ -136,6 +141,8 @@ final class WatchView: Sendable {
         var readingAfterFirstSync = false
     }
     private let state: Mutex<State>
+    /// Whether the view's rows sync with a server (their status line then speaks of the queue).
+    private let syncs: Bool
 
     init(
         table: String, place: String, output: CommandOutput, redraws: Bool, columns: [String]? = nil,
@@ -147,6 +154,15 @@ final class WatchView: Sendable {
         self.redraws = redraws
         self.columns = columns
         state = Mutex(State(synced: !waitsForFirstSync))
+        syncs = waitsForFirstSync
+    }
+
+    /// Whether `items` are older than the queue `status` counts: an empty queue, and a row the
+    /// server never stamped. The push that emptied the queue stamped it, and the rows saying so
+    /// are on their way: drawn now, the row showed unsent under "everything synced".
+    private func lagsTheQueue(_ items: [JSONObject], _ status: SyncStatus.Snapshot?) -> Bool {
+        guard syncs, let status, status.pendingOperations == 0 else { return false }
+        return items.contains { $0["version"] == nil }
     }
 
     // Rows and status come from two tasks: each view is decided and written under the state's
@@ -154,15 +170,16 @@ final class WatchView: Sendable {
     // older one, and a stale last view).
 
     /// Shows the rows; `afterFirstSync`: those read once the first sync ended (`nil`: the
-    /// observation's last).
-    func show(items: [JSONObject]?, afterFirstSync: Bool = false) {
+    /// observation's last); `queued`: the operations queued, counted after the rows were read.
+    func show(items: [JSONObject]?, afterFirstSync: Bool = false, queued: Int? = nil) {
         state.withLock { state in
             if let items { state.items = items }
+            if let queued { state.status?.pendingOperations = queued }
             if afterFirstSync { state.readingAfterFirstSync = false }
             guard !state.readingAfterFirstSync, let items = state.items else { return }
             switch output.format {
             case .json, .jsonLines: printJSON(&state)
-            case .table, .csv: draw(items, state.status)
+            case .table, .csv: if !lagsTheQueue(items, state.status) { draw(items, state.status) }
             }
         }
     }
@@ -190,7 +207,7 @@ final class WatchView: Sendable {
                 printJSON(&state)
             case .table, .csv:
                 // A table is drawn again with the new status line.
-                guard let items = state.items, changed else { return false }
+                guard let items = state.items, changed, !lagsTheQueue(items, status) else { return false }
                 draw(items, status)
             }
             return false
