@@ -141,7 +141,7 @@ extension SyncContext {
                 } else {
                     try await removeRow(attachment, in: .pendingDelete, onlyWithoutItem: false, configuration)
                 }
-                hub.logger.notice(
+                hub.logger.info(
                     "\(transfer) settled: the item was deleted on the server", metadata: ["ferry.status": "410"])
                 continue
             } catch let error as RemoteError where error.status == 412 && direction == .delete {
@@ -150,7 +150,7 @@ extension SyncContext {
                 // sent, and the file came back with nothing said.
                 try await removeRow(attachment, in: .pendingDelete, onlyWithoutItem: false, configuration)
                 result.attachmentsSuperseded.append(transfer)
-                hub.logger.notice(
+                hub.logger.info(
                     "\(transfer) settled: another device replaced the file since; it stays",
                     metadata: ["ferry.status": "412"])
                 continue
