@@ -356,6 +356,19 @@ struct ProgressLineTests {
                 == "0 of 10,000 rows (0 rows/s)", "counted, nothing pulled yet: no estimate")
         #expect(Rendering.grouped(1_234_567) == "1,234,567" && Rendering.grouped(999) == "999")
     }
+
+    /// A resumed upload's rate counts the bytes this run moved, not those the server had: it
+    /// said "20.2 MB of 40.0 MB (20.19 GB/s, about 1 s left)" through a 5 MB/s link.
+    @Test func aResumedTransfersRateIsOfTheBytesItMoved() {
+        let upload = AttachmentTransfer(.upload, table: "notes", itemID: "k1", name: "f.bin")
+        #expect(
+            Progress.attachmentLine(upload, bytes: 25_000_000, total: 40_000_000, moved: 5_000_000, seconds: 1)
+                == "uploading 'f.bin': 25.0 MB of 40.0 MB (5.0 MB/s, about 3 s left)")
+        // Too soon for a rate (a fresh upload's first progress said 4.19 GB/s).
+        #expect(
+            Progress.attachmentLine(upload, bytes: 20_200_000, total: 40_000_000, moved: 0, seconds: 0.001)
+                == "uploading 'f.bin': 20.2 MB of 40.0 MB")
+    }
 }
 
 @Suite("The server's data without a local store", .timeLimit(.minutes(10)))

@@ -36,14 +36,20 @@ final class Progress: Sendable {
             var rowTotal: Int?
             var operations = 0
             var drawn = start
-            var transfer: (moving: AttachmentTransfer, start: ContinuousClock.Instant, bytes: Int64, total: Int64)?
+            /// The file moving: when its first progress came and how many bytes it said then (a
+            /// resumed upload starts at the bytes the server had: they moved before this run), and now.
+            var transfer:
+                (
+                    moving: AttachmentTransfer, start: ContinuousClock.Instant, first: Int64, bytes: Int64,
+                    total: Int64
+                )?
             for await event in events {
                 switch event {
                 case .pullCounted(_, _, let counted): rowTotal = counted
                 case .pagePulled(_, _, let page): rows += page.received
                 case .operationPushed: operations += 1
                 case .attachmentProgress(let moving, let bytes, let total):
-                    if transfer?.moving != moving { transfer = (moving, ContinuousClock.now, 0, 0) }
+                    if transfer?.moving != moving { transfer = (moving, ContinuousClock.now, bytes, 0, 0) }
                     transfer?.bytes = bytes
                     transfer?.total = total
                 case .attachmentTransferred(let moved):
@@ -64,7 +70,7 @@ final class Progress: Sendable {
                     if let transfer {
                         attachmentLine(
                             transfer.moving, bytes: transfer.bytes, total: transfer.total,
-                            seconds: (now - transfer.start) / .seconds(1))
+                            moved: transfer.bytes - transfer.first, seconds: (now - transfer.start) / .seconds(1))
                     } else {
                         line(
                             rows: rows, rowTotal: rowTotal, operations: operations, total: total,
@@ -76,15 +82,19 @@ final class Progress: Sendable {
         return Progress(task: task, output: output, terminal: terminal)
     }
 
-    /// `uploading 'scan.pdf': 12.0 of 40.0 MB (8.1 MB/s, about 4 s left)`.
-    static func attachmentLine(_ transfer: AttachmentTransfer, bytes: Int64, total: Int64, seconds: Double) -> String {
+    /// `uploading 'scan.pdf': 12.0 of 40.0 MB (8.1 MB/s, about 4 s left)`: the rate of the `moved`
+    /// bytes of the last `seconds` (not of those a resumed upload found on the server, which made a
+    /// resumed 40 MB upload "20.2 MB of 40.0 MB (20.19 GB/s)"), once there is half a second of it.
+    static func attachmentLine(
+        _ transfer: AttachmentTransfer, bytes: Int64, total: Int64, moved: Int64, seconds: Double
+    ) -> String {
         let verb = transfer.direction == .download ? "downloading" : "uploading"
-        let rate = Double(bytes) / max(0.001, seconds)
-        let rateText = seconds > 0 ? " (\(Device.bytes(Int64(rate)))/s" : ""
+        let rate = Double(moved) / max(0.001, seconds)
+        let rateText = seconds >= 0.5 && moved > 0 ? " (\(Device.bytes(Int64(rate)))/s" : ""
         guard total > 0, total >= bytes else {
             return "\(verb) '\(transfer.name)': \(Device.bytes(bytes))" + (rateText.isEmpty ? "" : rateText + ")")
         }
-        let left = seconds > 0 ? timeLeft(Int(total - bytes), rate) : ""
+        let left = rateText.isEmpty ? "" : timeLeft(Int(total - bytes), rate)
         return "\(verb) '\(transfer.name)': \(Device.bytes(bytes)) of \(Device.bytes(total))"
             + (rateText.isEmpty ? "" : rateText + left + ")")
     }
