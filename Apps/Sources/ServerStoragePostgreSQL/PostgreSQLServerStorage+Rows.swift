@@ -124,18 +124,16 @@ extension PostgreSQLServerStorage {
     func fixKinds(_ connection: PostgreSQLSession, _ table: StorageTable, _ unknown: [(String, FieldKind)])
         async throws
     {
-        for (name, kind) in unknown {
-            let insert: SQLFragment = """
-                INSERT INTO ferry_fields (table_name, field, kind) VALUES (\(bind: table.name), \(bind: name), \(bind: kind.rawValue))
-                ON CONFLICT (table_name, field) DO NOTHING
-                """
-            _ = try await connection.rows(insert)
-            let select: SQLFragment =
-                "SELECT kind FROM ferry_fields WHERE table_name = \(bind: table.name) AND field = \(bind: name)"
-            guard let row = try await connection.rows(select).first,
-                let existing = FieldKind(rawValue: try row.decode(String.self))
-            else { continue }
-            guard existing == kind else { throw Self.kindError(table.name, name, existing, kind) }
+        if unknown.isEmpty { return }
+        // Two statements whatever their number: two round trips per field made an item of 25,000
+        // new fields take 12 s (0.10 s on SQLite).
+        let inserted = try await Self.recordKinds(of: table.name, unknown, on: connection)
+        let others = unknown.filter { !inserted.contains($0.0) }
+        let fixed = try await Self.fieldKinds(of: table.name, others.map(\.0), on: connection)
+        // In the fields' order (sorted by name), the first whose kind another writer fixed otherwise.
+        for (name, kind) in others {
+            guard let held = fixed[name] else { continue }
+            guard held == kind else { throw Self.kindError(table.name, name, held, kind) }
         }
     }
 

@@ -99,18 +99,7 @@ extension PostgreSQLServerStorage {
             going.append(index)
         }
         if !fixed.isEmpty {
-            var binds = PostgresBindings(capacity: 3)
-            binds.append(table)
-            binds.append(fixed.map(\.0))
-            binds.append(fixed.map(\.1.rawValue))
-            let insert = PostgresQuery(
-                unsafeSQL: """
-                    INSERT INTO ferry_fields (table_name, field, kind)
-                    SELECT $1, field, kind FROM unnest($2::text[], $3::text[]) AS fixed(field, kind)
-                    ON CONFLICT (table_name, field) DO NOTHING RETURNING field
-                    """, binds: binds)
-            var inserted: Set<String> = []
-            for row in try await connection.rows(insert) { inserted.insert(try row.decode(String.self)) }
+            let inserted = try await Self.recordKinds(of: table, fixed, on: connection)
             // Another writer fixed some of them meanwhile (its insert held this one until it
             // committed, so they are visible now). The same kinds make no row's outcome different:
             // the rows go in as decided. Writers of a new table's first rows all fix the same kinds;
@@ -154,8 +143,29 @@ extension PostgreSQLServerStorage {
         return (results.map { $0! }, fixed)
     }
 
+    /// Records the kinds of `fields` of `table` not recorded yet, in one statement; answers the
+    /// fields it recorded (another writer's recording of the others held this one until it
+    /// committed).
+    static func recordKinds(of table: String, _ fields: [(String, FieldKind)], on connection: PostgreSQLSession)
+        async throws -> Set<String>
+    {
+        var binds = PostgresBindings(capacity: 3)
+        binds.append(table)
+        binds.append(fields.map(\.0))
+        binds.append(fields.map(\.1.rawValue))
+        let insert = PostgresQuery(
+            unsafeSQL: """
+                INSERT INTO ferry_fields (table_name, field, kind)
+                SELECT $1, field, kind FROM unnest($2::text[], $3::text[]) AS fixed(field, kind)
+                ON CONFLICT (table_name, field) DO NOTHING RETURNING field
+                """, binds: binds)
+        var inserted: Set<String> = []
+        for row in try await connection.rows(insert) { inserted.insert(try row.decode(String.self)) }
+        return inserted
+    }
+
     /// The kinds fixed for `fields` of `table`, as this connection sees them now.
-    private static func fieldKinds(of table: String, _ fields: [String], on connection: PostgreSQLSession)
+    static func fieldKinds(of table: String, _ fields: [String], on connection: PostgreSQLSession)
         async throws -> [String: FieldKind]
     {
         var kinds: [String: FieldKind] = [:]
