@@ -48,6 +48,22 @@ struct BatchBoundsTests {
         }
     }
 
+    /// A batch's body is JSON as a single request's is: text/plain, a form or Latin-1 is 415 and
+    /// applies nothing (each was applied); none at all is taken, as the Node server took it.
+    @Test func aBatchThatIsNotJSONIsRefusedAsASingleRequestIs() async throws {
+        let server = try await LiveServer.start(tables: Self.tables)
+        let body = Self.inserts(1, prefix: "typed").serializedUTF8()
+        for type in ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1"] {
+            let reply = try await server.send("POST", "/tables/$batch", headers: [("Content-Type", type)], body: body)
+            #expect(reply.status == 415, "\(type): \(reply.status) \(reply.text)")
+            #expect(reply.json?.objectValue?["code"] == "unsupportedMediaType", "\(type)")
+        }
+        #expect(try await server.send("GET", "/tables/todo/typed0").status == 404, "a refused batch applies nothing")
+        let untyped = try await server.send("POST", "/tables/$batch", body: body)
+        #expect(Self.statuses(untyped) == [201], "\(untyped.text)")
+        try await server.stop()
+    }
+
     @Test func aBatchInsideABatchIsRefusedHoweverItsURLIsWritten() async throws {
         let server = try await LiveServer.start(tables: Self.tables)
         let origin = server.server.url

@@ -53,6 +53,8 @@ extension TableService {
                 "an Idempotency-Key goes on each request of a batch (in its \"headers\"), not on the batch",
                 code: "invalidIdempotencyKey")
         }
+        // As a single request's body: a batch sent as text/plain or in Latin-1 was applied.
+        try Self.requireJSON(request)
         let limits = configuration.limits
         let requests = try Self.batchRequests(request.body)
         guard requests.count <= limits.maximumBatchRequests else {

@@ -34,6 +34,26 @@ extension TableService {
     /// Parses the body as JSON. A missing or empty `Content-Type` counts as JSON (as the Node server
     /// did); other types than JSON ones answer 415.
     func parseJSON(_ request: TableRequest, allowing types: Set<String> = []) throws -> JSONValue {
+        try Self.requireJSON(request, allowing: types)
+        guard let bytes = request.body, !bytes.isEmpty else {
+            throw ProtocolError.badRequest("the request has no body", code: "invalidBody")
+        }
+        let value: JSONValue
+        if let parsed = request.parsedBody {
+            value = parsed
+        } else {
+            do {
+                value = try JSONValue(parsingUTF8: bytes)
+            } catch {
+                throw ProtocolError.badRequest(error.description, code: "invalidJSON")
+            }
+        }
+        try rejectUnstorable(value)
+        return value
+    }
+
+    /// 415 unless the body's `Content-Type` is a JSON one in UTF-8 (or none, as the Node server took).
+    static func requireJSON(_ request: TableRequest, allowing types: Set<String> = []) throws {
         if let type = Self.mediaType(request) {
             let accepted =
                 type == "application/json" || type == "text/json" || type == "application/merge-patch+json"
@@ -50,21 +70,6 @@ extension TableService {
                     415, "unsupportedMediaType", "the body must be UTF-8 JSON, not charset '\(charset.prefix(40))'")
             }
         }
-        guard let bytes = request.body, !bytes.isEmpty else {
-            throw ProtocolError.badRequest("the request has no body", code: "invalidBody")
-        }
-        let value: JSONValue
-        if let parsed = request.parsedBody {
-            value = parsed
-        } else {
-            do {
-                value = try JSONValue(parsingUTF8: bytes)
-            } catch {
-                throw ProtocolError.badRequest(error.description, code: "invalidJSON")
-            }
-        }
-        try rejectUnstorable(value)
-        return value
     }
 
     func readObject(_ request: TableRequest) throws -> JSONObject {
