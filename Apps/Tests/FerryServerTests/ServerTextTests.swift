@@ -20,6 +20,16 @@ struct ServerTextTests {
         #expect("é-json".utf8.containsASCII("json"))
     }
 
+    /// The query's escapes must make UTF-8, as the path's must: `'%FF'` matched a stored U+FFFD.
+    @Test func aQueryStringIsUTF8OnceDecoded() {
+        for valid in ["", "$top=5", "$filter=title%20eq%20'caf%C3%A9'", "a=100%", "a=%zz", "a=%C3%A9%", "a=%4"] {
+            #expect(TableRequest.decodesAsUTF8(valid), "\(valid)")
+        }
+        for invalid in ["$filter=title%20eq%20'%FF'", "a=%C0%AF", "a=%ED%A0%80", "a=%C3"] {
+            #expect(!TableRequest.decodesAsUTF8(invalid), "\(invalid)")
+        }
+    }
+
     @Test func headersAreFoundByNameInAnyCaseAndNothingElse() {
         let headers = RequestHeaders([
             ("Content-Type", "application/json"), ("If-Match", "\"1\""), ("if-match", "\"2\""), ("X-a[", "x"),

@@ -95,6 +95,28 @@ struct TableRequest: Sendable {
         return String(validating: bytes, as: UTF8.self)
     }
 
+    /// Whether a query string's percent-escapes make valid UTF-8. A `%` that starts no escape is
+    /// itself, as the query's parser takes it (``ODataParameters``).
+    static func decodesAsUTF8(_ query: String) -> Bool {
+        guard query.utf8.contains(UInt8(ascii: "%")) else { return true }
+        let bytes = Array(query.utf8)
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count, let high = hex(bytes[index + 1]),
+                let low = hex(bytes[index + 2])
+            {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(validating: decoded, as: UTF8.self) != nil
+    }
+
     static func hex(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")

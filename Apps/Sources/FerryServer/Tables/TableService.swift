@@ -215,6 +215,11 @@ final class TableService: Sendable {
                 "the query string is \(request.rawQuery.utf8.count) bytes; the limit is \(configuration.limits.maximumQueryLength)"
             )
         }
+        // As the path is: `$filter=title eq '%FF'` matched a stored U+FFFD.
+        guard TableRequest.decodesAsUTF8(request.rawQuery) else {
+            throw ProtocolError.badRequest(
+                "the query string is not valid UTF-8 once percent-decoded", code: "invalidQuery")
+        }
         let name: String
         let id: String?
         switch request.route {
