@@ -102,6 +102,11 @@ public struct ClientError: Error, Sendable, CustomStringConvertible {
                     .busy, error.message, hint: "push again when the other push is done; nothing was sent twice")
             case .store where (error.underlying as? StoreError)?.code == .busy:
                 return ClientError(.busy, error.message, hint: Self.busyHint)
+            case _ where error.remoteError?.status == 413 && error.message.contains("attachment"):
+                // Every push failed on it again with nothing said of the way out.
+                return ClientError(
+                    .failed, error.message,
+                    hint: "the server takes no such file: `ferry attachments rm TABLE ID NAME` takes it off the queue")
             default:
                 return ClientError(.failed, error.message)
             }

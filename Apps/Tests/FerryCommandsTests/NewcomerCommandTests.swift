@@ -25,6 +25,16 @@ struct NewcomerCommandTests {
         #expect(lines.count >= 3 && lines[1] == #"  title eq "Milk""# && lines[2] == "           ^", "\(result.errors)")
     }
 
+    /// A file the server refuses for its size fails every push: the failure says how to take it
+    /// off the queue.
+    @Test func aRefusedFileSaysHowToTakeItOffTheQueue() {
+        let refused = RemoteError(
+            status: 413,
+            "uploading attachment 'big.bin' of 'notes/k1': the file is 30000000 bytes; maxFileSize is 1000000")
+        let error = ClientError.from(SyncError(.remote, refused.message, underlying: refused))
+        #expect(error.hint?.contains("ferry attachments rm") == true, "\(error)")
+    }
+
     /// Schemes are case-insensitive; a query or fragment would land before the paths the client
     /// adds (`…:8080?x=1/tables/todo`), so it is refused in words.
     @Test func serverURLsAreTakenInAnyCaseOfTheirSchemeAndWithoutAQuery() throws {
