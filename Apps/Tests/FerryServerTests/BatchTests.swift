@@ -242,6 +242,15 @@ struct BatchTests {
         #expect(positional.status == 400)
         #expect(
             positional.text.contains("requests[1] has no id, and the id of its position, '2'"), "\(positional.text)")
+        // The other way round, the request that gave the id is told whose position took it (it was
+        // told its id was "used twice").
+        let taken = try await server.send(
+            "POST", "/tables/$batch",
+            json: ["requests": [["method": "GET", "url": "todo"], ["id": "1", "method": "GET", "url": "todo"]]])
+        #expect(taken.status == 400)
+        #expect(
+            taken.text.contains("requests[1]: the id '1' is the one requests[0] got for its position (it has no id)"),
+            "\(taken.text)")
         // Nothing of a refused batch was applied.
         #expect(try await server.send("GET", "/tables/todo/b0").status == 404)
         // An entry above the single-request limit fails alone; the others apply.

@@ -62,19 +62,29 @@ extension TableService {
                 413, "batchTooLarge",
                 "the batch holds \(requests.count) requests; the limit is \(limits.maximumBatchRequests)")
         }
-        var seen: Set<String> = []
+        /// The ids taken, by the request that took it and whether it gave it (or got its position's).
+        var seen: [String: (index: Int, given: Bool)] = [:]
         var inner: [(id: JSONValue, request: TableRequest)] = []
         let inherited = Self.inheritedHeaders(request)
         for (index, entry) in requests.enumerated() {
             let parsed = try parseBatchEntry(entry, index: index, outer: request, inherited: inherited)
-            if case .string(let id) = parsed.id, !seen.insert(id).inserted {
-                let given = requests[index].objectValue?["id"] != nil
-                throw ProtocolError.badRequest(
-                    given
-                        ? "requests[\(index)]: the id '\(id)' is used twice"
-                        : "requests[\(index)] has no id, and the id of its position, '\(id)', is another request's; "
-                            + "give every request an id of its own",
-                    code: "invalidBatch")
+            let given = requests[index].objectValue?["id"] != nil
+            if case .string(let id) = parsed.id {
+                if let earlier = seen[id] {
+                    let message =
+                        if !given {
+                            "requests[\(index)] has no id, and the id of its position, '\(id)', is another request's"
+                        } else if !earlier.given {
+                            "requests[\(index)]: the id '\(id)' is the one requests[\(earlier.index)] got for its "
+                                + "position (it has no id)"
+                        } else {
+                            "requests[\(index)]: the id '\(id)' is used twice"
+                        }
+                    throw ProtocolError.badRequest(
+                        message + (given && earlier.given ? "" : "; give every request an id of its own"),
+                        code: "invalidBatch")
+                }
+                seen[id] = (index, given)
             }
             inner.append(parsed)
         }
