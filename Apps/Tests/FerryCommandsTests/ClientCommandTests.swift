@@ -47,6 +47,18 @@ func scriptedEditor(_ script: String) throws -> (LineEditor, Int32) {
     return (LineEditor(input: pipe[0], output: 1), pipe[0])
 }
 
+/// A REPL session with `server`, keeping conflicts, its stores in a new temporary directory (the
+/// caller removes it), on the device `device`; what it prints goes to the transcript.
+func replSession(_ server: ReferenceServer, device: String) async throws -> (ReplSession, Transcript, String) {
+    let directory = try temporaryDirectory()
+    let transcript = Transcript()
+    let session = try ReplSession(
+        server: ServerSettings(url: URL(string: server.url)!), policy: .keep, stores: directory,
+        output: transcript.output)
+    try await session.use(device, store: nil)
+    return (session, transcript, directory)
+}
+
 func temporaryDirectory() throws -> String {
     let path = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-cli-" + UUID().uuidString).path
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
@@ -150,13 +162,8 @@ struct ClientCommandTests {
 
     @Test func aScriptedReplSessionSyncsTwoDevicesThroughAConflict() async throws {
         let server = try await startServer()
-        let directory = try temporaryDirectory()
+        let (session, transcript, directory) = try await replSession(server, device: "phone")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let transcript = Transcript()
-        let session = try ReplSession(
-            server: ServerSettings(url: URL(string: server.url)!), policy: .keep, stores: directory,
-            output: transcript.output)
-        try await session.use("phone", store: nil)
         let script = """
             offline
             insert todo '{"id":"milk","title":"Milk"}'

@@ -15,13 +15,8 @@ struct ConflictResolutionCommandTests {
     /// devices changed deleted every other field (`priority` and `notes` here).
     @Test func anItemGivenToAResolutionChangesOnlyTheFieldsItNames() async throws {
         let server = try await startServer()
-        let directory = try temporaryDirectory()
+        let (session, transcript, directory) = try await replSession(server, device: "phone")
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let transcript = Transcript()
-        let session = try ReplSession(
-            server: ServerSettings(url: URL(string: server.url)!), policy: .keep, stores: directory,
-            output: transcript.output)
-        try await session.use("phone", store: nil)
         let script = """
             insert todo '{"id":"pen","title":"Pen","priority":3,"notes":"keep me"}'
             insert todo '{"id":"cup","title":"Cup","priority":1,"notes":"keep me too"}'
